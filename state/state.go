@@ -1,0 +1,274 @@
+// Package state keeps window state in Pebble behind the small interface the
+// engine needs (windowing.Store): one value per (shard, group key) holding
+// its open windows, two timer indexes ordered by deadline, and metadata
+// (frontier, partition generators, offsets).
+//
+// Invariants:
+//   - Every write goes into one indexed batch; reads see it; Commit applies
+//     it atomically, so state, timers and metadata of a checkpoint are
+//     durable together or not at all.
+//   - Timer keys sort by (kind, deadline, shard, key, start) with signed
+//     integers encoded order-preserving, so "everything due by T" is one
+//     bounded range scan.
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+// Key prefixes.
+const (
+	prefixKey   = 'k'
+	prefixTimer = 't'
+	prefixMeta  = 'm'
+)
+
+// Options configure a DB.
+type Options struct {
+	// FS is the file system; nil means the OS. Tests pass vfs.NewMem().
+	FS vfs.FS
+	// BlockCacheBytes is the size of Pebble's block cache; 0 means 32 MiB.
+	BlockCacheBytes int64
+	// Logf receives Pebble's error messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// DB is a Pebble-backed windowing.Store.
+type DB struct {
+	db      *pebble.DB
+	cache   interface{ Unref() }
+	batch   *pebble.Batch
+	keyBuf  []byte
+	valBuf  []byte
+	timerLo []byte
+	timerHi []byte
+}
+
+var _ windowing.Store = (*DB)(nil)
+
+type logger struct{ logf func(string, ...any) }
+
+func (l logger) Infof(string, ...any) {}
+func (l logger) Errorf(format string, args ...any) {
+	if l.logf != nil {
+		l.logf(format, args...)
+	}
+}
+func (l logger) Fatalf(format string, args ...any) {
+	// Pebble calls Fatalf only on unrecoverable corruption; it must not return.
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// Open opens (creating if needed) the Pebble database in dir.
+func Open(dir string, o Options) (*DB, error) {
+	if o.BlockCacheBytes <= 0 {
+		o.BlockCacheBytes = 32 << 20
+	}
+	cache := pebble.NewCache(o.BlockCacheBytes)
+	opts := &pebble.Options{
+		FS:                 o.FS,
+		Cache:              cache,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             logger{o.Logf},
+		MemTableSize:       16 << 20,
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("state: open %s: %w", dir, err)
+	}
+	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch()}, nil
+}
+
+// Close discards uncommitted writes and closes the database.
+func (d *DB) Close() error {
+	err := d.batch.Close()
+	if cerr := d.db.Close(); err == nil {
+		err = cerr
+	}
+	d.cache.Unref()
+	return err
+}
+
+func (d *DB) windowKey(shard uint32, key string) []byte {
+	b := append(d.keyBuf[:0], prefixKey)
+	b = binary.BigEndian.AppendUint32(b, shard)
+	b = append(b, key...)
+	d.keyBuf = b
+	return b
+}
+
+// GetKey implements windowing.Store.
+func (d *DB) GetKey(shard uint32, key string) ([]byte, error) {
+	return d.get(d.windowKey(shard, key))
+}
+
+func (d *DB) get(k []byte) ([]byte, error) {
+	v, closer, err := d.batch.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: get: %w", err)
+	}
+	d.valBuf = append(d.valBuf[:0], v...)
+	if err := closer.Close(); err != nil {
+		return nil, err
+	}
+	if d.valBuf == nil {
+		d.valBuf = []byte{}
+	}
+	return d.valBuf, nil
+}
+
+// PutKey implements windowing.Store.
+func (d *DB) PutKey(shard uint32, key string, value []byte) error {
+	return d.batch.Set(d.windowKey(shard, key), value, nil)
+}
+
+// DeleteKey implements windowing.Store.
+func (d *DB) DeleteKey(shard uint32, key string) error {
+	return d.batch.Delete(d.windowKey(shard, key), nil)
+}
+
+// appendOrdered appends v so that byte order equals signed order.
+func appendOrdered(b []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(v)^(1<<63))
+}
+
+func timerKey(b []byte, t windowing.Timer) []byte {
+	b = append(b, prefixTimer, byte(t.Kind))
+	b = appendOrdered(b, t.Deadline)
+	b = binary.BigEndian.AppendUint32(b, t.Shard)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(t.Key)))
+	b = append(b, t.Key...)
+	return appendOrdered(b, t.Start)
+}
+
+func parseTimerKey(k []byte) (windowing.Timer, error) {
+	var t windowing.Timer
+	if len(k) < 2+8+4+4+8 || k[0] != prefixTimer {
+		return t, errors.New("state: corrupt timer key")
+	}
+	t.Kind = windowing.TimerKind(k[1])
+	t.Deadline = int64(binary.BigEndian.Uint64(k[2:]) ^ (1 << 63))
+	t.Shard = binary.BigEndian.Uint32(k[10:])
+	n := int(binary.BigEndian.Uint32(k[14:]))
+	if len(k) != 18+n+8 {
+		return t, errors.New("state: corrupt timer key")
+	}
+	t.Key = string(k[18 : 18+n])
+	t.Start = int64(binary.BigEndian.Uint64(k[18+n:]) ^ (1 << 63))
+	return t, nil
+}
+
+// AddTimer implements windowing.Store.
+func (d *DB) AddTimer(t windowing.Timer) error {
+	d.keyBuf = timerKey(d.keyBuf[:0], t)
+	return d.batch.Set(d.keyBuf, nil, nil)
+}
+
+// DeleteTimer implements windowing.Store.
+func (d *DB) DeleteTimer(t windowing.Timer) error {
+	d.keyBuf = timerKey(d.keyBuf[:0], t)
+	return d.batch.Delete(d.keyBuf, nil)
+}
+
+// timerBounds sets the scan range of kind's timers with deadline <= upTo.
+func (d *DB) timerBounds(kind windowing.TimerKind, upTo int64) {
+	d.timerLo = append(d.timerLo[:0], prefixTimer, byte(kind))
+	if upTo == 1<<63-1 {
+		d.timerHi = append(d.timerHi[:0], prefixTimer, byte(kind)+1)
+		return
+	}
+	d.timerHi = appendOrdered(append(d.timerHi[:0], prefixTimer, byte(kind)), upTo+1)
+}
+
+// DueTimers implements windowing.Store.
+func (d *DB) DueTimers(kind windowing.TimerKind, upTo int64, max int, dst []windowing.Timer) ([]windowing.Timer, error) {
+	d.timerBounds(kind, upTo)
+	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: d.timerLo, UpperBound: d.timerHi})
+	if err != nil {
+		return dst, err
+	}
+	for ok := it.First(); ok && len(dst) < max; ok = it.Next() {
+		t, err := parseTimerKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return dst, err
+		}
+		dst = append(dst, t)
+	}
+	return dst, it.Close()
+}
+
+// NextTimer implements windowing.Store.
+func (d *DB) NextTimer(kind windowing.TimerKind) (int64, bool, error) {
+	d.timerBounds(kind, 1<<63-1)
+	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: d.timerLo, UpperBound: d.timerHi})
+	if err != nil {
+		return 0, false, err
+	}
+	if !it.First() {
+		return 0, false, it.Close()
+	}
+	t, err := parseTimerKey(it.Key())
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return t.Deadline, err == nil, err
+}
+
+func metaKey(b []byte, name string) []byte {
+	return append(append(b, prefixMeta), name...)
+}
+
+// GetMeta implements windowing.Store.
+func (d *DB) GetMeta(name string) ([]byte, error) {
+	d.keyBuf = metaKey(d.keyBuf[:0], name)
+	return d.get(d.keyBuf)
+}
+
+// PutMeta implements windowing.Store.
+func (d *DB) PutMeta(name string, value []byte) error {
+	d.keyBuf = metaKey(d.keyBuf[:0], name)
+	return d.batch.Set(d.keyBuf, value, nil)
+}
+
+// PendingBytes implements windowing.Store.
+func (d *DB) PendingBytes() int { return d.batch.Len() }
+
+// Commit implements windowing.Store.
+func (d *DB) Commit(sync bool) error {
+	if d.batch.Empty() {
+		return nil
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := d.batch.Commit(opts); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+	if err := d.batch.Close(); err != nil {
+		return err
+	}
+	d.batch = d.db.NewIndexedBatch()
+	return nil
+}
+
+// DiskBytes is the on-disk size of the database (for metrics).
+func (d *DB) DiskBytes() uint64 {
+	return d.db.Metrics().DiskSpaceUsage()
+}

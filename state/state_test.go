@@ -1,0 +1,108 @@
+package state
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+func openMem(t *testing.T, fs vfs.FS) *DB {
+	t.Helper()
+	db, err := Open("db", Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestKeysReadYourWritesAndCommit(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs)
+	if v, err := db.GetKey(0, "a"); err != nil || v != nil {
+		t.Fatalf("absent key: %q, %v", v, err)
+	}
+	must(t, db.PutKey(0, "a", []byte("one")))
+	must(t, db.PutKey(1, "a", []byte("other shard")))
+	must(t, db.PutMeta("frontier", []byte{1, 2}))
+	if v, _ := db.GetKey(0, "a"); string(v) != "one" {
+		t.Fatalf("uncommitted write not visible: %q", v)
+	}
+	if db.PendingBytes() == 0 {
+		t.Fatal("no pending bytes before commit")
+	}
+	must(t, db.Commit(true))
+	must(t, db.PutKey(0, "b", []byte("lost")))
+	must(t, db.Close()) // uncommitted "b" is discarded
+
+	db = openMem(t, fs)
+	defer db.Close()
+	if v, _ := db.GetKey(0, "a"); string(v) != "one" {
+		t.Fatalf("after reopen: %q", v)
+	}
+	if v, _ := db.GetKey(1, "a"); string(v) != "other shard" {
+		t.Fatalf("shard 1 after reopen: %q", v)
+	}
+	if v, _ := db.GetKey(0, "b"); v != nil {
+		t.Fatalf("uncommitted write survived: %q", v)
+	}
+	if v, _ := db.GetMeta("frontier"); !reflect.DeepEqual(v, []byte{1, 2}) {
+		t.Fatalf("meta: %v", v)
+	}
+	must(t, db.DeleteKey(0, "a"))
+	if v, _ := db.GetKey(0, "a"); v != nil {
+		t.Fatalf("deleted key visible: %q", v)
+	}
+}
+
+func TestTimerIndexOrder(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	defer db.Close()
+	ev := func(d int64, key string, start int64) windowing.Timer {
+		return windowing.Timer{Kind: windowing.EventTimer, Deadline: d, Key: key, Start: start}
+	}
+	timers := []windowing.Timer{
+		ev(10000, "b", 0), ev(-5, "a", -10), ev(10000, "a", 0), ev(math.MinInt64, "z", math.MinInt64),
+		ev(math.MaxInt64, "m", 7), ev(20000, "a", 10000), ev(10000, "a", -3),
+	}
+	for _, tm := range timers {
+		must(t, db.AddTimer(tm))
+	}
+	must(t, db.AddTimer(windowing.Timer{Kind: windowing.ProcTimer, Deadline: 1, Key: "p"}))
+	must(t, db.Commit(false))
+	must(t, db.AddTimer(ev(0, "uncommitted", 0))) // visible through the batch
+
+	got, err := db.DueTimers(windowing.EventTimer, 10000, 100, nil)
+	must(t, err)
+	want := []windowing.Timer{ev(math.MinInt64, "z", math.MinInt64), ev(-5, "a", -10), ev(0, "uncommitted", 0), ev(10000, "a", -3), ev(10000, "a", 0), ev(10000, "b", 0)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("due by 10000:\n got %+v\nwant %+v", got, want)
+	}
+	got, _ = db.DueTimers(windowing.EventTimer, 10000, 2, nil)
+	if len(got) != 2 {
+		t.Fatalf("max not honoured: %d", len(got))
+	}
+	got, _ = db.DueTimers(windowing.EventTimer, math.MaxInt64, 100, nil)
+	if len(got) != 8 || got[7].Key != "m" {
+		t.Fatalf("everything due at +inf: %+v", got)
+	}
+	must(t, db.DeleteTimer(ev(math.MinInt64, "z", math.MinInt64)))
+	d, ok, err := db.NextTimer(windowing.EventTimer)
+	if err != nil || !ok || d != -5 {
+		t.Fatalf("NextTimer = %d %v %v, want -5", d, ok, err)
+	}
+	d, ok, _ = db.NextTimer(windowing.ProcTimer)
+	if !ok || d != 1 {
+		t.Fatalf("proc NextTimer = %d %v", d, ok)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,32 @@
+package watermark
+
+import "fmt"
+
+// Strategy names a watermark generator.
+type Strategy uint8
+
+// Generator strategies.
+const (
+	BoundedOutOfOrderness Strategy = iota
+	Monotonic
+)
+
+// String returns the configuration name of the strategy.
+func (s Strategy) String() string {
+	switch s {
+	case BoundedOutOfOrderness:
+		return "bounded_out_of_orderness"
+	case Monotonic:
+		return "monotonic"
+	}
+	return fmt.Sprintf("Strategy(%d)", uint8(s))
+}
+
+// Spec configures the per-partition generators and idleness of a pipeline.
+// Durations are milliseconds.
+type Spec struct {
+	Strategy    Strategy
+	MaxDelay    int64 // bounded_out_of_orderness only
+	Every       int64 // emit the watermark after every N-th record (>= 1)
+	IdleTimeout int64 // processing time without records before a partition is idle (0: never)
+}

@@ -1,0 +1,298 @@
+// Package watermark tracks event-time progress: one generator per input
+// partition (an upstream replica) and the pipeline Frontier, the minimum of
+// the active partitions' watermarks.
+//
+// Invariants:
+//   - A generator's watermark never decreases.
+//   - The frontier never decreases: not when a partition joins with a lower
+//     watermark, not when partitions leave, not after a restore.
+//   - A partition is idle only when it has delivered no record for the idle
+//     timeout of processing time and is caught up; idle partitions are left
+//     out of the minimum, and when every assigned partition is idle the
+//     frontier moves to the largest partition watermark.
+//
+// The package is pure: processing time is passed in as Unix milliseconds.
+package watermark
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"sort"
+)
+
+// MinTime is the watermark of a partition that has emitted none yet (minus infinity).
+const MinTime int64 = math.MinInt64
+
+// MaxTime is the frontier at end of input (plus infinity).
+const MaxTime int64 = math.MaxInt64
+
+// Generator is the watermark generator of one partition.
+type Generator struct {
+	MaxTS     int64 // largest event time seen (MinTime before the first record)
+	Seen      int64 // records observed
+	Watermark int64 // last emitted watermark (MinTime before the first)
+}
+
+// NewGenerator returns a generator that has seen nothing.
+func NewGenerator() Generator {
+	return Generator{MaxTS: MinTime, Watermark: MinTime}
+}
+
+// Observe feeds one record's event time; it reports whether the emitted
+// watermark advanced.
+func (g *Generator) Observe(spec *Spec, ts int64) bool {
+	if ts > g.MaxTS {
+		g.MaxTS = ts
+	}
+	g.Seen++
+	every := spec.Every
+	if every < 1 {
+		every = 1
+	}
+	if g.Seen%every != 0 {
+		return false
+	}
+	delay := spec.MaxDelay
+	if spec.Strategy == Monotonic {
+		delay = 0
+	}
+	wm := subSat(g.MaxTS, delay)
+	if wm > g.Watermark {
+		g.Watermark = wm
+		return true
+	}
+	return false
+}
+
+func subSat(a, b int64) int64 {
+	if b > 0 && a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+// partition is the frontier's view of one input partition.
+type partition struct {
+	gen        Generator
+	assigned   bool
+	caughtUp   bool
+	idle       bool
+	lastActive int64 // processing time of the last record, or of the assignment
+}
+
+// PartitionStatus is a read-only view of one partition, for metrics and tests.
+type PartitionStatus struct {
+	Partition int32
+	Watermark int64
+	Idle      bool
+	Assigned  bool
+}
+
+// Frontier is the event-time frontier of one pipeline on one instance.
+type Frontier struct {
+	spec  Spec
+	parts map[int32]*partition
+	ids   []int32 // sorted partition ids, for deterministic iteration
+	value int64
+}
+
+// NewFrontier returns a frontier at minus infinity with no partitions.
+func NewFrontier(spec Spec) *Frontier {
+	return &Frontier{spec: spec, parts: map[int32]*partition{}, value: MinTime}
+}
+
+// Value is the current frontier.
+func (f *Frontier) Value() int64 { return f.value }
+
+func (f *Frontier) part(p int32) *partition {
+	if st, ok := f.parts[p]; ok {
+		return st
+	}
+	st := &partition{gen: NewGenerator()}
+	f.parts[p] = st
+	i := sort.Search(len(f.ids), func(i int) bool { return f.ids[i] >= p })
+	f.ids = append(f.ids, 0)
+	copy(f.ids[i+1:], f.ids[i:])
+	f.ids[i] = p
+	return st
+}
+
+// Assign makes p an active member of the minimum, resuming its persisted
+// generator state if any. caughtUp says whether its consumer position has
+// reached the end of the partition (always true in replay).
+func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
+	st := f.part(p)
+	st.assigned = true
+	st.idle = false
+	st.caughtUp = caughtUp
+	st.lastActive = now
+}
+
+// Revoke removes p from the minimum; its generator state is kept so that a
+// later Assign resumes it.
+func (f *Frontier) Revoke(p int32) {
+	if st, ok := f.parts[p]; ok {
+		st.assigned = false
+		st.idle = false
+	}
+}
+
+// SetCaughtUp records whether p's consumer has reached the partition end.
+func (f *Frontier) SetCaughtUp(p int32, caughtUp bool) {
+	if st, ok := f.parts[p]; ok {
+		st.caughtUp = caughtUp
+	}
+}
+
+// Observe feeds a record of partition p that arrived at processing time now:
+// p becomes active again and its generator sees ts.
+func (f *Frontier) Observe(p int32, ts, now int64) {
+	st := f.part(p)
+	if !st.assigned {
+		st.assigned = true
+		st.caughtUp = true
+	}
+	st.idle = false
+	st.lastActive = now
+	st.gen.Observe(&f.spec, ts)
+}
+
+// Tick re-evaluates idleness at processing time now.
+func (f *Frontier) Tick(now int64) {
+	if f.spec.IdleTimeout <= 0 {
+		return
+	}
+	for _, id := range f.ids {
+		st := f.parts[id]
+		if st.assigned && !st.idle && st.caughtUp && now-st.lastActive >= f.spec.IdleTimeout {
+			st.idle = true
+		}
+	}
+}
+
+// Advance recomputes the frontier from the partitions and reports whether it moved.
+func (f *Frontier) Advance() bool {
+	min, max := MaxTime, MinTime
+	active, assigned := 0, 0
+	for _, id := range f.ids {
+		st := f.parts[id]
+		if !st.assigned {
+			continue
+		}
+		assigned++
+		wm := st.gen.Watermark
+		if wm > max {
+			max = wm
+		}
+		if st.idle {
+			continue
+		}
+		active++
+		if wm < min {
+			min = wm
+		}
+	}
+	if assigned == 0 {
+		return false
+	}
+	candidate := min
+	if active == 0 {
+		candidate = max
+	}
+	if candidate > f.value {
+		f.value = candidate
+		return true
+	}
+	return false
+}
+
+// Finish moves the frontier to plus infinity (end of input) and reports whether it moved.
+func (f *Frontier) Finish() bool {
+	if f.value == MaxTime {
+		return false
+	}
+	f.value = MaxTime
+	return true
+}
+
+// Status returns every known partition in id order.
+func (f *Frontier) Status() []PartitionStatus {
+	out := make([]PartitionStatus, 0, len(f.ids))
+	for _, id := range f.ids {
+		st := f.parts[id]
+		out = append(out, PartitionStatus{Partition: id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned})
+	}
+	return out
+}
+
+const encodingVersion = 1
+
+// MarshalBinary encodes the frontier value and every partition's generator
+// (assignment, idleness and processing times are not persisted: they belong
+// to the running instance).
+func (f *Frontier) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 16+len(f.ids)*24)
+	b = append(b, encodingVersion)
+	b = binary.AppendVarint(b, f.value)
+	b = binary.AppendUvarint(b, uint64(len(f.ids)))
+	for _, id := range f.ids {
+		g := f.parts[id].gen
+		b = binary.AppendVarint(b, int64(id))
+		b = binary.AppendVarint(b, g.MaxTS)
+		b = binary.AppendVarint(b, g.Seen)
+		b = binary.AppendVarint(b, g.Watermark)
+	}
+	return b, nil
+}
+
+var errCorrupt = errors.New("watermark: corrupt frontier encoding")
+
+// UnmarshalBinary restores what MarshalBinary wrote. Restored partitions are
+// not assigned until Assign or Observe; the frontier keeps the larger of its
+// current and the restored value.
+func (f *Frontier) UnmarshalBinary(b []byte) error {
+	if len(b) == 0 || b[0] != encodingVersion {
+		return errCorrupt
+	}
+	b = b[1:]
+	next := func() (int64, bool) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	value, ok := next()
+	if !ok {
+		return errCorrupt
+	}
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > uint64(len(b)) {
+		return errCorrupt
+	}
+	b = b[n:]
+	for i := uint64(0); i < count; i++ {
+		var vals [4]int64
+		for j := range vals {
+			if vals[j], ok = next(); !ok {
+				return errCorrupt
+			}
+		}
+		if vals[0] < math.MinInt32 || vals[0] > math.MaxInt32 {
+			return errCorrupt
+		}
+		st := f.part(int32(vals[0]))
+		if vals[3] > st.gen.Watermark {
+			st.gen = Generator{MaxTS: vals[1], Seen: vals[2], Watermark: vals[3]}
+		}
+	}
+	if len(b) != 0 {
+		return errCorrupt
+	}
+	if value > f.value {
+		f.value = value
+	}
+	return nil
+}

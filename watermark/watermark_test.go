@@ -1,0 +1,183 @@
+package watermark
+
+import "testing"
+
+// step is one input to a frontier: a record (p, ts) at processing time now,
+// a tick at now, or a partition change; want is the frontier afterwards.
+type step struct {
+	op   string // "rec", "tick", "assign", "revoke"
+	p    int32
+	ts   int64
+	now  int64
+	want int64
+}
+
+func runSteps(t *testing.T, spec Spec, parts []int32, steps []step) {
+	t.Helper()
+	f := NewFrontier(spec)
+	for _, p := range parts {
+		f.Assign(p, 0, true)
+	}
+	for i, s := range steps {
+		switch s.op {
+		case "rec":
+			f.Observe(s.p, s.ts, s.now)
+		case "tick":
+			f.Tick(s.now)
+		case "assign":
+			f.Assign(s.p, s.now, true)
+		case "revoke":
+			f.Revoke(s.p)
+		}
+		f.Advance()
+		if got := f.Value(); got != s.want {
+			t.Fatalf("step %d %+v: frontier = %d, want %d", i, s, got, s.want)
+		}
+	}
+}
+
+func TestGenerators(t *testing.T) {
+	t.Run("bounded", func(t *testing.T) {
+		runSteps(t, Spec{MaxDelay: 2000, Every: 1}, []int32{0}, []step{
+			{"rec", 0, 1000, 0, -1000},
+			{"rec", 0, 500, 0, -1000}, // out of order: no regression
+			{"rec", 0, 5000, 0, 3000},
+		})
+	})
+	t.Run("monotonic ignores max_delay", func(t *testing.T) {
+		runSteps(t, Spec{Strategy: Monotonic, MaxDelay: 2000, Every: 1}, []int32{0}, []step{
+			{"rec", 0, 1000, 0, 1000},
+			{"rec", 0, 900, 0, 1000},
+		})
+	})
+	t.Run("sparse every 3", func(t *testing.T) {
+		runSteps(t, Spec{Strategy: Monotonic, Every: 3}, []int32{0}, []step{
+			{"rec", 0, 1000, 0, MinTime},
+			{"rec", 0, 2000, 0, MinTime},
+			{"rec", 0, 3000, 0, 3000},
+			{"rec", 0, 4000, 0, 3000},
+			{"rec", 0, 5000, 0, 3000},
+			{"rec", 0, 6000, 0, 6000},
+		})
+	})
+}
+
+func TestFrontierMinAndIdleness(t *testing.T) {
+	t.Run("min over partitions", func(t *testing.T) {
+		runSteps(t, Spec{Strategy: Monotonic, Every: 1}, []int32{0, 1}, []step{
+			{"rec", 0, 12000, 0, MinTime}, // p1 has no watermark yet
+			{"rec", 1, 5000, 0, 5000},
+			{"rec", 1, 15000, 0, 12000},
+		})
+	})
+	t.Run("idle excluded, all idle is max", func(t *testing.T) {
+		runSteps(t, Spec{Strategy: Monotonic, Every: 1, IdleTimeout: 10000}, []int32{0, 1, 2}, []step{
+			{"rec", 0, 5000, 0, MinTime},
+			{"rec", 1, 12000, 0, MinTime},
+			{"tick", 0, 0, 9999, MinTime},
+			{"rec", 0, 6000, 5000, MinTime}, // p0 active at 5000
+			{"tick", 0, 0, 10000, 6000},     // p1 and p2 (no watermark ever) idle: min over {p0}
+			{"tick", 0, 0, 15000, 12000},    // all idle: the largest watermark
+			{"rec", 2, 1000, 16000, 12000},  // p2 active again below F: F stays
+			{"rec", 2, 20000, 16000, 20000}, // p2 is the only active partition
+		})
+	})
+}
+
+func TestFrontierIdleRules(t *testing.T) {
+	f := NewFrontier(Spec{Strategy: Monotonic, Every: 1, IdleTimeout: 10000})
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 5000, 0)
+	f.Observe(1, 12000, 0)
+	f.Advance()
+	if f.Value() != 5000 {
+		t.Fatalf("F = %d, want 5000", f.Value())
+	}
+	f.Observe(1, 13000, 6000) // p1 active at 6000
+	f.Tick(10000)             // p0 silent 10 s: idle, p1 not
+	f.Advance()
+	if f.Value() != 13000 {
+		t.Fatalf("idle p0 left out: F = %d, want 13000", f.Value())
+	}
+	f.Tick(16000) // p1 idle too: all idle -> largest watermark
+	f.Advance()
+	if f.Value() != 13000 {
+		t.Fatalf("all idle: F = %d, want 13000", f.Value())
+	}
+	// A record on an idle partition makes it active again; the frontier does not go back.
+	f.Observe(0, 7000, 17000)
+	f.Advance()
+	if f.Value() != 13000 {
+		t.Fatalf("reactivated p0 moved F back: %d", f.Value())
+	}
+	st := f.Status()
+	if st[0].Idle || !st[1].Idle {
+		t.Fatalf("status = %+v", st)
+	}
+	// A lagging partition is slow, not idle.
+	f.SetCaughtUp(0, false)
+	f.Tick(100000)
+	if f.Status()[0].Idle {
+		t.Fatal("a partition that is not caught up became idle")
+	}
+}
+
+func TestFrontierNeverGoesBack(t *testing.T) {
+	f := NewFrontier(Spec{Every: 1})
+	f.Assign(0, 0, true)
+	f.Observe(0, 10000, 0)
+	f.Advance()
+	// A partition joining with no (or a lower) watermark does not move F back.
+	f.Assign(1, 0, true)
+	f.Advance()
+	if f.Value() != 10000 {
+		t.Fatalf("F = %d after a join, want 10000", f.Value())
+	}
+	f.Revoke(0)
+	f.Revoke(1)
+	if f.Advance() || f.Value() != 10000 {
+		t.Fatalf("F = %d with no partitions, want 10000", f.Value())
+	}
+}
+
+func TestFrontierPersistence(t *testing.T) {
+	f := NewFrontier(Spec{MaxDelay: 100, Every: 2})
+	f.Assign(0, 0, true)
+	f.Assign(3, 0, true)
+	f.Observe(0, 1000, 0)
+	f.Observe(0, 2000, 0)
+	f.Observe(3, 5000, 0)
+	f.Observe(3, 6000, 0)
+	f.Observe(3, 7000, 0) // seen 3: not yet emitted
+	f.Advance()
+	b, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewFrontier(Spec{MaxDelay: 100, Every: 2})
+	if err := g.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if g.Value() != f.Value() || g.Value() != 1900 {
+		t.Fatalf("restored F = %d, want %d", g.Value(), f.Value())
+	}
+	g.Assign(0, 0, true)
+	g.Assign(3, 0, true)
+	g.Observe(3, 7500, 0) // 4th record of p3: emits 7400
+	g.Observe(0, 2500, 0) // 3rd of p0: not emitted
+	g.Advance()
+	if g.Value() != 1900 {
+		t.Fatalf("F = %d, want 1900 (p0's sparse count resumed)", g.Value())
+	}
+	g.Observe(0, 2600, 0)
+	g.Advance()
+	if g.Value() != 2500 {
+		t.Fatalf("F = %d, want 2500", g.Value())
+	}
+	for cut := 0; cut < len(b); cut++ {
+		if err := NewFrontier(Spec{}).UnmarshalBinary(b[:cut]); err == nil {
+			t.Fatalf("truncated encoding of %d bytes accepted", cut)
+		}
+	}
+}

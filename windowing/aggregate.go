@@ -1,0 +1,119 @@
+package windowing
+
+import (
+	"fmt"
+
+	"github.com/axiomhq/hyperloglog"
+)
+
+// ValueKind says which field of a Value holds the aggregate's result.
+type ValueKind uint8
+
+// Value kinds.
+const (
+	NullValue ValueKind = iota
+	IntValue
+	NumValue
+)
+
+// Value is one aggregate result in a pane.
+type Value struct {
+	Kind ValueKind
+	Int  int64
+	Num  float64
+}
+
+// accum is the partial aggregate of one aggregate in one window. Every op
+// is constant-size (distinct_approx: a HyperLogLog sketch, sparse while
+// small) and merges with one call.
+type accum struct {
+	n   int64   // count; number of values for sum, min, max, avg
+	f   float64 // sum, min, max, or the sum for avg
+	hll *hyperloglog.Sketch
+}
+
+func (a *accum) add(spec *AggSpec, in *Input) {
+	switch spec.Op {
+	case Count:
+	case Sum, Avg:
+		a.f += in.Num
+	case Min:
+		if a.n == 0 || in.Num < a.f {
+			a.f = in.Num
+		}
+	case Max:
+		if a.n == 0 || in.Num > a.f {
+			a.f = in.Num
+		}
+	case DistinctApprox:
+		if a.hll == nil {
+			a.hll = newSketch(spec)
+		}
+		a.hll.InsertHash(in.Hash)
+	}
+	a.n++
+}
+
+// merge folds b into a.
+func (a *accum) merge(spec *AggSpec, b *accum) error {
+	switch spec.Op {
+	case Sum, Avg:
+		a.f += b.f
+	case Min:
+		if b.n > 0 && (a.n == 0 || b.f < a.f) {
+			a.f = b.f
+		}
+	case Max:
+		if b.n > 0 && (a.n == 0 || b.f > a.f) {
+			a.f = b.f
+		}
+	case DistinctApprox:
+		if b.hll != nil {
+			if a.hll == nil {
+				a.hll = b.hll.Clone()
+			} else if err := a.hll.Merge(b.hll); err != nil {
+				return fmt.Errorf("merge %s: %w", spec.Name, err)
+			}
+		}
+	}
+	a.n += b.n
+	return nil
+}
+
+func (a *accum) result(spec *AggSpec) Value {
+	switch spec.Op {
+	case Count:
+		return Value{Kind: IntValue, Int: a.n}
+	case Sum:
+		return Value{Kind: NumValue, Num: a.f}
+	case Min, Max:
+		if a.n == 0 {
+			return Value{}
+		}
+		return Value{Kind: NumValue, Num: a.f}
+	case Avg:
+		if a.n == 0 {
+			return Value{}
+		}
+		return Value{Kind: NumValue, Num: a.f / float64(a.n)}
+	case DistinctApprox:
+		if a.hll == nil {
+			return Value{Kind: IntValue}
+		}
+		return Value{Kind: IntValue, Int: int64(a.hll.Estimate())}
+	}
+	return Value{}
+}
+
+func newSketch(spec *AggSpec) *hyperloglog.Sketch {
+	p := spec.Precision
+	if p == 0 {
+		p = DefaultPrecision
+	}
+	sk, err := hyperloglog.NewSketch(p, true)
+	if err != nil {
+		// The config package validates the precision range; fall back to the default.
+		sk, _ = hyperloglog.NewSketch(DefaultPrecision, true)
+	}
+	return sk
+}

@@ -1,0 +1,148 @@
+package windowing
+
+import (
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestAssignerStarts(t *testing.T) {
+	ms := int64(1)
+	for _, tc := range []struct {
+		name string
+		spec WindowSpec
+		t    int64
+		want []int64
+	}{
+		{"tumbling start", WindowSpec{Kind: Tumbling, Size: 10000}, 0, []int64{0}},
+		{"tumbling end is next window", WindowSpec{Kind: Tumbling, Size: 10000}, 10000, []int64{10000}},
+		{"tumbling last ms", WindowSpec{Kind: Tumbling, Size: 10000}, 9999, []int64{0}},
+		{"tumbling negative", WindowSpec{Kind: Tumbling, Size: 10000}, -1, []int64{-10000}},
+		{"tumbling negative boundary", WindowSpec{Kind: Tumbling, Size: 10000}, -10000, []int64{-10000}},
+		{"tumbling negative below", WindowSpec{Kind: Tumbling, Size: 10000}, -10001, []int64{-20000}},
+		{"tumbling offset", WindowSpec{Kind: Tumbling, Size: 10000, Offset: 3000}, 2999, []int64{-7000}},
+		{"tumbling negative offset", WindowSpec{Kind: Tumbling, Size: 10000, Offset: -3000}, 7000, []int64{7000}},
+		{"tumbling offset beyond size", WindowSpec{Kind: Tumbling, Size: 10000, Offset: 23000}, 2999, []int64{-7000}},
+		{"hopping 2x", WindowSpec{Kind: Hopping, Size: 10000, Hop: 5000}, 7000, []int64{0, 5000}},
+		{"hopping on hop boundary", WindowSpec{Kind: Hopping, Size: 10000, Hop: 5000}, 5000, []int64{0, 5000}},
+		{"hopping negative", WindowSpec{Kind: Hopping, Size: 10000, Hop: 5000}, -1, []int64{-10000, -5000}},
+		{"hopping 60x", WindowSpec{Kind: Hopping, Size: 60000, Hop: 1000}, 59999, seq(0, 59000, 1000)},
+		{"hopping uneven 4", WindowSpec{Kind: Hopping, Size: 10000, Hop: 3000}, 0, []int64{-9000, -6000, -3000, 0}},
+		{"hopping uneven 3", WindowSpec{Kind: Hopping, Size: 10000, Hop: 3000}, 1000, []int64{-6000, -3000, 0}},
+		{"hopping offset", WindowSpec{Kind: Hopping, Size: 10000, Hop: 4000, Offset: 1000}, 5000, []int64{-3000, 1000, 5000}},
+		{"hop 1ms", WindowSpec{Kind: Hopping, Size: 3, Hop: ms}, 10, []int64{8, 9, 10}},
+		{"max edge", WindowSpec{Kind: Tumbling, Size: 10}, math.MaxInt64, nil},
+		{"min edge", WindowSpec{Kind: Tumbling, Size: 10}, math.MinInt64, nil},
+		{"min edge aligned", WindowSpec{Kind: Tumbling, Size: 2}, math.MinInt64, []int64{math.MinInt64}},
+		{"min edge hopping", WindowSpec{Kind: Hopping, Size: 4, Hop: 2}, math.MinInt64 + 1, []int64{math.MinInt64}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewAssigner(tc.spec).Starts(nil, tc.t)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Starts(%d) = %v, want %v", tc.t, got, tc.want)
+			}
+			for _, s := range got {
+				if !(s <= tc.t && tc.t-s < tc.spec.Size) {
+					t.Fatalf("window [%d,%d) does not contain %d", s, s+tc.spec.Size, tc.t)
+				}
+			}
+		})
+	}
+}
+
+func seq(from, to, step int64) []int64 {
+	var out []int64
+	for v := from; v <= to; v += step {
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestPaneJSON(t *testing.T) {
+	specs := []AggSpec{{Name: "clicks", Op: Count}, {Name: "revenue", Op: Sum, Field: "amount"}, {Name: "lo", Op: Min, Field: "amount"}}
+	p := &Pane{Key: "u1", Start: 1700000000000, End: 1700000010000, Timing: OnTime, Index: 1, Final: true, Mode: Accumulating,
+		Values: []Value{{Kind: IntValue, Int: 3}, {Kind: NumValue, Num: 12.5}, {}}}
+	got := string(AppendJSON(nil, p, specs))
+	want := `{"key":"u1","window":{"start":1700000000000,"end":1700000010000},"pane":{"timing":"ON_TIME","index":1,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"clicks":3,"revenue":12.5,"lo":null}}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if id := p.ID(); id != "u1/1700000000000/1700000010000/1" {
+		t.Fatalf("ID = %q", id)
+	}
+}
+
+func TestJSONStringAndNumbers(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:        `"plain"`,
+		"q\"b\\s":      `"q\"b\\s"`,
+		"nl\n\t\r\x01": `"nl\n\t\r\u0001"`,
+		"bad\xffutf8":  `"bad\ufffdutf8"`,
+		"é\u2028":      `"é\u2028"`,
+	} {
+		if got := string(AppendJSONString(nil, in)); got != want {
+			t.Errorf("AppendJSONString(%q) = %s, want %s", in, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		v    Value
+		want string
+	}{
+		{Value{Kind: NumValue, Num: 3}, "3"},
+		{Value{Kind: NumValue, Num: -0.25}, "-0.25"},
+		{Value{Kind: NumValue, Num: 1e21}, "1e+21"},
+		{Value{Kind: NumValue, Num: 1e20}, "100000000000000000000"},
+		{Value{Kind: NumValue, Num: 1e-7}, "1e-7"},
+		{Value{Kind: NumValue, Num: math.Inf(1)}, "null"},
+		{Value{Kind: IntValue, Int: -7}, "-7"},
+		{Value{}, "null"},
+	} {
+		if got := string(AppendValue(nil, tc.v)); got != tc.want {
+			t.Errorf("AppendValue(%+v) = %s, want %s", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestKeyStateCodecRoundTrip(t *testing.T) {
+	specs := []AggSpec{{Name: "n", Op: Count}, {Name: "s", Op: Sum}, {Name: "lo", Op: Min}, {Name: "avg", Op: Avg}, {Name: "d", Op: DistinctApprox, Precision: 10}}
+	w1 := &window{start: -5, end: 10, nextIndex: 3, onTimeDone: true, lateSeen: true, settled: true, sincePane: 2, timer: 99, hasProc: true, proc: 1234,
+		acc: make([]accum, len(specs)), last: &lastPane{start: -5, end: 8, timing: Late, index: 2, values: []Value{{Kind: IntValue, Int: 4}, {Kind: NumValue, Num: 1.5}, {}, {Kind: NumValue, Num: 2}, {Kind: IntValue, Int: 1}}}}
+	w2 := &window{start: 20, end: 30, acc: make([]accum, len(specs))}
+	for i := range specs {
+		w1.acc[i].add(&specs[i], &Input{Num: 2.5, Hash: 42})
+		w1.acc[i].add(&specs[i], &Input{Num: -1, Hash: 43})
+	}
+	ks := &keyState{key: "k", windows: []*window{w1, w2}}
+	b, err := encodeKeyState(nil, ks, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got keyState
+	if err := decodeKeyState(b, &got, specs); err != nil {
+		t.Fatal(err)
+	}
+	again, err := encodeKeyState(nil, &got, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(b) {
+		t.Fatal("re-encoding differs")
+	}
+	g := got.windows[0]
+	if g.start != -5 || g.end != 10 || g.nextIndex != 3 || !g.onTimeDone || !g.lateSeen || !g.settled || g.sincePane != 2 || g.timer != 99 || !g.hasProc || g.proc != 1234 {
+		t.Fatalf("window fields lost: %+v", g)
+	}
+	if !reflect.DeepEqual(g.last, w1.last) {
+		t.Fatalf("last pane = %+v, want %+v", g.last, w1.last)
+	}
+	for i := range specs {
+		if a, b := g.acc[i].result(&specs[i]), w1.acc[i].result(&specs[i]); a != b {
+			t.Errorf("%s: %+v != %+v", specs[i].Name, a, b)
+		}
+	}
+	for cut := 0; cut < len(b); cut++ {
+		if err := decodeKeyState(b[:cut], &got, specs); err == nil {
+			t.Fatalf("truncated encoding (%d of %d bytes) decoded without error", cut, len(b))
+		}
+	}
+}

@@ -1,0 +1,659 @@
+package windowing
+
+import (
+	"fmt"
+
+	"github.com/windowd/windowd/watermark"
+)
+
+// Emitter receives the engine's output, in emission order.
+type Emitter interface {
+	// Pane receives a pane or a retraction. It must not keep p.
+	Pane(p *Pane) error
+	// Dropped receives a record that every window it belongs to had already expired.
+	Dropped(ev *Event) error
+}
+
+// Options are the engine's settings beyond the pipeline Spec.
+type Options struct {
+	// ShardByPartition keeps each partition's windows apart (Kafka: records
+	// of a key share a partition, and state follows partitions). When false
+	// every partition shares shard 0 (replay).
+	ShardByPartition bool
+	// CacheBytes bounds the in-memory window cache (approximately); 0 means 64 MiB.
+	CacheBytes int
+}
+
+// Stats are running counters of one engine.
+type Stats struct {
+	Records     int64
+	LateDropped int64
+	Panes       [3]int64 // by Timing
+	Retractions int64
+}
+
+const defaultCacheBytes = 64 << 20
+
+type cacheKey struct {
+	shard uint32
+	key   string
+}
+
+// Engine runs one pipeline's windowing over a Store, in the step order of
+// DESIGN.md §6. A record: (1) assign and update its windows, (2) count and
+// immediate late triggers, (3) the partition's watermark generator,
+// (4) frontier, (5) on-time and expiry firing. A processing-time tick:
+// (1) due early/late timers, (2) idleness, (3) frontier, (4) firing.
+//
+// Window state lives in a write-back cache of whole keys in front of the
+// Store; Checkpoint flushes it exactly. Not safe for concurrent use.
+type Engine struct {
+	spec     Spec
+	opts     Options
+	assigner Assigner
+	store    Store
+	emit     Emitter
+	wm       *watermark.Frontier
+	f        int64 // frontier as last acted upon
+
+	cache      map[cacheKey]*keyState
+	cacheBytes int
+
+	nextEvent int64 // lower bound of the earliest event-time timer
+	nextProc  int64 // lower bound of the earliest processing-time timer
+
+	stats   Stats
+	starts  []int64
+	touched []*window
+	timers  []Timer
+	pane    Pane
+	retract Pane
+	encBuf  []byte
+}
+
+const metaFrontier = "frontier"
+
+// New returns an engine over store, restoring the frontier, the partition
+// generators and the timer positions it holds.
+func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Options) (*Engine, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = defaultCacheBytes
+	}
+	e := &Engine{
+		spec:  spec,
+		opts:  opts,
+		store: store,
+		emit:  emit,
+		wm:    watermark.NewFrontier(wmSpec),
+		cache: map[cacheKey]*keyState{},
+	}
+	if spec.Window.Kind != Session {
+		e.assigner = NewAssigner(spec.Window)
+	}
+	e.pane.Values = make([]Value, len(spec.Aggregates))
+	e.retract.Values = make([]Value, len(spec.Aggregates))
+	if b, err := store.GetMeta(metaFrontier); err != nil {
+		return nil, err
+	} else if b != nil {
+		if err := e.wm.UnmarshalBinary(b); err != nil {
+			return nil, err
+		}
+	}
+	e.f = e.wm.Value()
+	var err error
+	if e.nextEvent, err = e.nextDeadline(EventTimer); err != nil {
+		return nil, err
+	}
+	if e.nextProc, err = e.nextDeadline(ProcTimer); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) nextDeadline(kind TimerKind) (int64, error) {
+	d, ok, err := e.store.NextTimer(kind)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return watermark.MaxTime, nil
+	}
+	return d, nil
+}
+
+// Frontier is the current event-time frontier.
+func (e *Engine) Frontier() int64 { return e.f }
+
+// Watermarks returns the frontier's per-partition view.
+func (e *Engine) Watermarks() *watermark.Frontier { return e.wm }
+
+// Stats returns the running counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Assign adds partition p to the frontier at processing time now.
+func (e *Engine) Assign(p int32, now int64, caughtUp bool) { e.wm.Assign(p, now, caughtUp) }
+
+// Revoke removes partition p from the frontier.
+func (e *Engine) Revoke(p int32) { e.wm.Revoke(p) }
+
+func (e *Engine) shard(p int32) uint32 {
+	if e.opts.ShardByPartition {
+		return uint32(p)
+	}
+	return 0
+}
+
+// Record processes one event that arrived at processing time now.
+func (e *Engine) Record(ev *Event, now int64) error {
+	e.stats.Records++
+	ks, err := e.keyState(e.shard(ev.Partition), ev.Key)
+	if err != nil {
+		return err
+	}
+	// (1) assign and update
+	e.touched = e.touched[:0]
+	if e.spec.Window.Kind == Session {
+		err = e.assignSession(ks, ev, now)
+	} else {
+		err = e.assignFixed(ks, ev, now)
+	}
+	if err != nil {
+		return err
+	}
+	if len(e.touched) == 0 {
+		e.stats.LateDropped++
+		if err := e.emit.Dropped(ev); err != nil {
+			return err
+		}
+	}
+	// (2) count triggers and immediate late triggers
+	for _, w := range e.touched {
+		if err := e.recordTriggers(ks, w); err != nil {
+			return err
+		}
+	}
+	// (3) generator, (4) frontier, (5) firing
+	e.wm.Observe(ev.Partition, ev.Time, now)
+	if err := e.advance(); err != nil {
+		return err
+	}
+	return e.maybeEvict()
+}
+
+// Tick advances processing time to now.
+func (e *Engine) Tick(now int64) error {
+	// (1) due processing-time timers
+	if e.nextProc <= now {
+		for {
+			e.timers, _ = e.store.DueTimers(ProcTimer, now, 1024, e.timers[:0])
+			for _, t := range e.timers {
+				if err := e.fireProc(t); err != nil {
+					return err
+				}
+			}
+			if len(e.timers) < 1024 {
+				break
+			}
+		}
+		var err error
+		if e.nextProc, err = e.nextDeadline(ProcTimer); err != nil {
+			return err
+		}
+	}
+	// (2) idleness, (3) frontier, (4) firing
+	e.wm.Tick(now)
+	if err := e.advance(); err != nil {
+		return err
+	}
+	return e.maybeEvict()
+}
+
+// Finish moves the frontier to plus infinity: every window fires and expires.
+func (e *Engine) Finish() error {
+	if e.wm.Finish() {
+		if err := e.fireEvent(e.wm.Value()); err != nil {
+			return err
+		}
+	}
+	return e.maybeEvict()
+}
+
+func (e *Engine) advance() error {
+	if !e.wm.Advance() {
+		return nil
+	}
+	return e.fireEvent(e.wm.Value())
+}
+
+// fireEvent runs the on-time and expiry steps of every window due at f.
+func (e *Engine) fireEvent(f int64) error {
+	e.f = f
+	if e.nextEvent > f {
+		return nil
+	}
+	for {
+		var err error
+		e.timers, err = e.store.DueTimers(EventTimer, f, 1024, e.timers[:0])
+		if err != nil {
+			return err
+		}
+		for _, t := range e.timers {
+			if err := e.fireWindow(t); err != nil {
+				return err
+			}
+		}
+		if len(e.timers) < 1024 {
+			break
+		}
+	}
+	var err error
+	e.nextEvent, err = e.nextDeadline(EventTimer)
+	return err
+}
+
+func (e *Engine) timerWindow(t Timer) (*keyState, *window, error) {
+	ks, err := e.keyState(t.Shard, t.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := ks.find(t.Start)
+	if w == nil {
+		return nil, nil, fmt.Errorf("windowing: timer for key %q window start %d has no window", t.Key, t.Start)
+	}
+	return ks, w, nil
+}
+
+// fireWindow runs the on-time step or the expiry of one window.
+func (e *Engine) fireWindow(t Timer) error {
+	ks, w, err := e.timerWindow(t)
+	if err != nil {
+		return err
+	}
+	if err := e.store.DeleteTimer(t); err != nil {
+		return err
+	}
+	ks.dirty = true
+	trig := &e.spec.Trigger
+	expiry := addSat(w.end, e.spec.AllowedLateness)
+	if !w.onTimeDone {
+		if e.f >= expiry {
+			// On time and expired in the same step: one final pane.
+			if trig.OnTime || trig.Closing != ClosingNever {
+				if err := e.emitPane(ks, w, OnTime, true); err != nil {
+					return err
+				}
+			}
+			return e.deleteWindow(ks, w)
+		}
+		w.onTimeDone = true
+		if err := e.cancelProc(ks, w); err != nil {
+			return err
+		}
+		if trig.OnTime {
+			if err := e.emitPane(ks, w, OnTime, false); err != nil {
+				return err
+			}
+		}
+		return e.setEventTimer(ks, w, expiry)
+	}
+	// Expiry after the on-time step: the closing pane.
+	emit := trig.Closing == ClosingAlways || (trig.Closing == ClosingIfChanged && w.sincePane > 0)
+	if emit {
+		timing := OnTime
+		if w.lateSeen || w.settled {
+			timing = Late
+		}
+		if err := e.emitPane(ks, w, timing, true); err != nil {
+			return err
+		}
+	}
+	return e.deleteWindow(ks, w)
+}
+
+// fireProc runs a due early or late processing-time trigger.
+func (e *Engine) fireProc(t Timer) error {
+	ks, w, err := e.timerWindow(t)
+	if err != nil {
+		return err
+	}
+	if err := e.store.DeleteTimer(t); err != nil {
+		return err
+	}
+	w.hasProc = false
+	ks.dirty = true
+	if w.sincePane == 0 {
+		return nil
+	}
+	if e.f < w.end {
+		return e.emitPane(ks, w, Early, false)
+	}
+	return e.emitPane(ks, w, Late, false)
+}
+
+// recordTriggers evaluates step (2) for one window a record updated.
+func (e *Engine) recordTriggers(ks *keyState, w *window) error {
+	trig := &e.spec.Trigger
+	if e.f < w.end {
+		if trig.EarlyCount > 0 && w.sincePane >= trig.EarlyCount {
+			return e.emitPane(ks, w, Early, false)
+		}
+		return nil
+	}
+	if trig.Late && trig.LateEvery == 0 {
+		return e.emitPane(ks, w, Late, false)
+	}
+	return nil
+}
+
+// newWindow creates the window [start, end) at the current frontier. A
+// window first created by a late record is born with its on-time step done.
+func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
+	w := &window{start: start, end: end, acc: make([]accum, len(e.spec.Aggregates))}
+	deadline := end
+	if e.f >= end {
+		w.onTimeDone = true
+		w.lateSeen = true
+		deadline = addSat(end, e.spec.AllowedLateness)
+	}
+	ks.insert(w)
+	ks.size += windowBaseSize + len(e.spec.Aggregates)*accumSize
+	e.cacheBytes += windowBaseSize + len(e.spec.Aggregates)*accumSize
+	return w, e.setEventTimer(ks, w, deadline)
+}
+
+// update adds ev to w and arms the processing-time trigger of its phase.
+func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
+	if e.f >= w.end {
+		w.lateSeen = true
+	}
+	for i := range e.spec.Aggregates {
+		w.acc[i].add(&e.spec.Aggregates[i], &ev.Inputs[i])
+	}
+	w.sincePane++
+	ks.dirty = true
+	e.touched = append(e.touched, w)
+	if w.hasProc {
+		return nil
+	}
+	trig := &e.spec.Trigger
+	if e.f < w.end {
+		if trig.EarlyEvery > 0 {
+			return e.setProc(ks, w, addSat(now, trig.EarlyEvery))
+		}
+	} else if trig.Late && trig.LateEvery > 0 {
+		return e.setProc(ks, w, addSat(now, trig.LateEvery))
+	}
+	return nil
+}
+
+func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
+	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
+	size := e.assigner.Size()
+	for _, s := range e.starts {
+		end := s + size
+		if e.f >= addSat(end, e.spec.AllowedLateness) {
+			continue // expired: dropped for this window
+		}
+		w := ks.find(s)
+		if w == nil {
+			var err error
+			if w, err = e.newWindow(ks, s, end); err != nil {
+				return err
+			}
+		}
+		if err := e.update(ks, w, ev, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assignSession opens [t, t+gap) and merges it with every overlapping
+// session of the key; touching sessions do not merge.
+func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
+	start, end := ev.Time, addSat(ev.Time, e.spec.Window.Gap)
+	var first, last = -1, -1
+	for i, w := range ks.windows {
+		if w.start < end && start < w.end {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		if e.f >= addSat(end, e.spec.AllowedLateness) {
+			return nil // expired: dropped
+		}
+		w, err := e.newWindow(ks, start, end)
+		if err != nil {
+			return err
+		}
+		return e.update(ks, w, ev, now)
+	}
+	survivor := ks.windows[first]
+	if first == last && survivor.start <= start && end <= survivor.end {
+		return e.update(ks, survivor, ev, now)
+	}
+	// Merge: sessions are disjoint and sorted, so the overlapping ones are
+	// contiguous. The merged window is identified by its earliest start.
+	absorbed := append([]*window(nil), ks.windows[first+1:last+1]...)
+	newStart, newEnd := min(start, survivor.start), max(end, ks.windows[last].end)
+	// Timers are keyed by start: drop every merged window's timers, keep the
+	// earliest processing-time deadline, and re-add under the new bounds.
+	hasProc, proc := survivor.hasProc, survivor.proc
+	if err := e.dropTimers(ks, survivor); err != nil {
+		return err
+	}
+	for _, a := range absorbed {
+		if err := e.dropTimers(ks, a); err != nil {
+			return err
+		}
+		if a.hasProc && (!hasProc || a.proc < proc) {
+			hasProc, proc = true, a.proc
+		}
+		if e.spec.Mode == Retracting && a.last != nil {
+			if err := e.emitRetraction(ks, a.last); err != nil {
+				return err
+			}
+		}
+		for i := range e.spec.Aggregates {
+			if err := survivor.acc[i].merge(&e.spec.Aggregates[i], &a.acc[i]); err != nil {
+				return err
+			}
+		}
+		survivor.sincePane += a.sincePane
+		survivor.nextIndex = max(survivor.nextIndex, a.nextIndex)
+		survivor.lateSeen = survivor.lateSeen || a.lateSeen
+		survivor.settled = survivor.settled || a.settled
+		ks.remove(a)
+	}
+	survivor.start, survivor.end = newStart, newEnd
+	ks.resort()
+	deadline := newEnd
+	survivor.onTimeDone = e.f >= newEnd
+	if survivor.onTimeDone {
+		deadline = addSat(newEnd, e.spec.AllowedLateness)
+	}
+	if err := e.setEventTimer(ks, survivor, deadline); err != nil {
+		return err
+	}
+	if hasProc {
+		if err := e.setProc(ks, survivor, proc); err != nil {
+			return err
+		}
+	}
+	ks.dirty = true
+	return e.update(ks, survivor, ev, now)
+}
+
+func (e *Engine) setEventTimer(ks *keyState, w *window, deadline int64) error {
+	w.timer = deadline
+	if deadline < e.nextEvent {
+		e.nextEvent = deadline
+	}
+	return e.store.AddTimer(Timer{Kind: EventTimer, Deadline: deadline, Shard: ks.shard, Key: ks.key, Start: w.start})
+}
+
+func (e *Engine) setProc(ks *keyState, w *window, deadline int64) error {
+	w.hasProc, w.proc = true, deadline
+	if deadline < e.nextProc {
+		e.nextProc = deadline
+	}
+	return e.store.AddTimer(Timer{Kind: ProcTimer, Deadline: deadline, Shard: ks.shard, Key: ks.key, Start: w.start})
+}
+
+// dropTimers removes both of w's timers from the indexes.
+func (e *Engine) dropTimers(ks *keyState, w *window) error {
+	if err := e.store.DeleteTimer(Timer{Kind: EventTimer, Deadline: w.timer, Shard: ks.shard, Key: ks.key, Start: w.start}); err != nil {
+		return err
+	}
+	return e.cancelProc(ks, w)
+}
+
+func (e *Engine) cancelProc(ks *keyState, w *window) error {
+	if !w.hasProc {
+		return nil
+	}
+	w.hasProc = false
+	return e.store.DeleteTimer(Timer{Kind: ProcTimer, Deadline: w.proc, Shard: ks.shard, Key: ks.key, Start: w.start})
+}
+
+func (e *Engine) deleteWindow(ks *keyState, w *window) error {
+	// The event timer was deleted by the caller (it is the one firing).
+	if err := e.cancelProc(ks, w); err != nil {
+		return err
+	}
+	ks.remove(w)
+	ks.dirty = true
+	return nil
+}
+
+// emitPane emits w's current content as a pane (after the retraction of
+// its previous pane in retracting mode) and resets its trigger state.
+func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) error {
+	if e.spec.Mode == Retracting && w.last != nil {
+		if err := e.emitRetraction(ks, w.last); err != nil {
+			return err
+		}
+		w.last = nil
+	}
+	p := &e.pane
+	p.Key, p.Start, p.End = ks.key, w.start, w.end
+	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, e.spec.Mode, false
+	for i := range e.spec.Aggregates {
+		p.Values[i] = w.acc[i].result(&e.spec.Aggregates[i])
+	}
+	if err := e.emit.Pane(p); err != nil {
+		return err
+	}
+	e.stats.Panes[timing]++
+	w.nextIndex++
+	if e.spec.Mode == Retracting && !final {
+		w.last = &lastPane{start: w.start, end: w.end, timing: timing, index: p.Index, values: append([]Value(nil), p.Values...)}
+	}
+	if e.spec.Mode == Discarding {
+		for i := range w.acc {
+			w.acc[i] = accum{}
+		}
+	}
+	w.sincePane = 0
+	if timing != Early {
+		w.settled = true
+	}
+	ks.dirty = true
+	return e.cancelProc(ks, w)
+}
+
+func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
+	r := &e.retract
+	r.Key, r.Start, r.End = ks.key, l.start, l.end
+	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, e.spec.Mode, true
+	copy(r.Values, l.values)
+	e.stats.Retractions++
+	return e.emit.Pane(r)
+}
+
+const (
+	windowBaseSize = 160 // window struct, slice slot, lastPane pointer
+	accumSize      = 24
+	keyBaseSize    = 96 // map entry, keyState struct
+)
+
+// keyState returns the cached state of (shard, key), loading it from the store on a miss.
+func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
+	ck := cacheKey{shard, key}
+	if ks, ok := e.cache[ck]; ok {
+		return ks, nil
+	}
+	ks := &keyState{shard: shard, key: key}
+	b, err := e.store.GetKey(shard, key)
+	if err != nil {
+		return nil, err
+	}
+	ks.size = keyBaseSize + len(key)
+	if b != nil {
+		if err := decodeKeyState(b, ks, e.spec.Aggregates); err != nil {
+			return nil, fmt.Errorf("key %q: %w", key, err)
+		}
+		ks.size += len(b) + len(ks.windows)*windowBaseSize
+	}
+	e.cache[ck] = ks
+	e.cacheBytes += ks.size
+	return ks, nil
+}
+
+// flush writes every dirty key to the store.
+func (e *Engine) flush() error {
+	for _, ks := range e.cache {
+		if !ks.dirty {
+			continue
+		}
+		if len(ks.windows) == 0 {
+			if err := e.store.DeleteKey(ks.shard, ks.key); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			e.encBuf, err = encodeKeyState(e.encBuf[:0], ks, e.spec.Aggregates)
+			if err != nil {
+				return err
+			}
+			if err := e.store.PutKey(ks.shard, ks.key, e.encBuf); err != nil {
+				return err
+			}
+		}
+		ks.dirty = false
+	}
+	return nil
+}
+
+// maybeEvict empties the cache, after flushing it, when it is over budget.
+func (e *Engine) maybeEvict() error {
+	if e.cacheBytes <= e.opts.CacheBytes {
+		return nil
+	}
+	if err := e.flush(); err != nil {
+		return err
+	}
+	clear(e.cache)
+	e.cacheBytes = 0
+	return nil
+}
+
+// Checkpoint flushes the cache and the frontier state to the store and
+// commits them as one atomic batch (synced when sync is true). The caller
+// may add its own writes (offsets) to the store before calling it.
+func (e *Engine) Checkpoint(sync bool) error {
+	if err := e.flush(); err != nil {
+		return err
+	}
+	b, err := e.wm.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := e.store.PutMeta(metaFrontier, b); err != nil {
+		return err
+	}
+	return e.store.Commit(sync)
+}

@@ -1,0 +1,16 @@
+package windowing
+
+// Event is one decoded input record, ready for window assignment.
+type Event struct {
+	Partition int32
+	Offset    int64 // position in the partition (Kafka offset, or replay sequence)
+	Key       string
+	Time      int64   // event time, Unix ms UTC
+	Inputs    []Input // one per aggregate, aligned with Spec.Aggregates
+}
+
+// Input is the value one aggregate reads from an event.
+type Input struct {
+	Num  float64 // sum, min, max, avg: the numeric field
+	Hash uint64  // distinct_approx: 64-bit hash of the field's text
+}

@@ -1,0 +1,290 @@
+package windowing
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/axiomhq/hyperloglog"
+)
+
+// window is the state of one open window of one key: its partial
+// aggregates and its trigger state (kept here, apart from the TriggerSpec).
+type window struct {
+	start, end int64
+	acc        []accum
+	nextIndex  uint32
+	onTimeDone bool  // the on-time step ran (or the window was born late)
+	lateSeen   bool  // a late record updated the window
+	settled    bool  // an ON_TIME or LATE pane was emitted
+	sincePane  int64 // records since the last pane (changed when > 0)
+	timer      int64 // deadline of its event-time timer (end, or end+lateness)
+	hasProc    bool
+	proc       int64 // deadline of its processing-time timer, when hasProc
+	last       *lastPane
+}
+
+// lastPane is what a retraction repeats (retracting mode only).
+type lastPane struct {
+	start, end int64
+	timing     Timing
+	index      uint32
+	values     []Value
+}
+
+// keyState holds every open window of one group key, sorted by start.
+type keyState struct {
+	shard   uint32
+	key     string
+	windows []*window
+	dirty   bool
+	size    int // approximate bytes, for the cache budget
+}
+
+func (ks *keyState) find(start int64) *window {
+	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= start })
+	if i < len(ks.windows) && ks.windows[i].start == start {
+		return ks.windows[i]
+	}
+	return nil
+}
+
+func (ks *keyState) insert(w *window) {
+	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= w.start })
+	ks.windows = append(ks.windows, nil)
+	copy(ks.windows[i+1:], ks.windows[i:])
+	ks.windows[i] = w
+}
+
+func (ks *keyState) remove(w *window) {
+	for i, x := range ks.windows {
+		if x == w {
+			copy(ks.windows[i:], ks.windows[i+1:])
+			ks.windows[len(ks.windows)-1] = nil
+			ks.windows = ks.windows[:len(ks.windows)-1]
+			return
+		}
+	}
+}
+
+// resort restores start order after a session's start moved.
+func (ks *keyState) resort() {
+	sort.Slice(ks.windows, func(i, j int) bool { return ks.windows[i].start < ks.windows[j].start })
+}
+
+const (
+	flagOnTimeDone = 1 << iota
+	flagLateSeen
+	flagSettled
+	flagHasProc
+	flagHasLast
+)
+
+const keyStateVersion = 1
+
+// encodeKeyState appends the binary form of ks's windows.
+func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
+	b = append(b, keyStateVersion)
+	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
+	for _, w := range ks.windows {
+		var flags byte
+		if w.onTimeDone {
+			flags |= flagOnTimeDone
+		}
+		if w.lateSeen {
+			flags |= flagLateSeen
+		}
+		if w.settled {
+			flags |= flagSettled
+		}
+		if w.hasProc {
+			flags |= flagHasProc
+		}
+		if w.last != nil {
+			flags |= flagHasLast
+		}
+		b = append(b, flags)
+		b = binary.AppendVarint(b, w.start)
+		b = binary.AppendVarint(b, w.end)
+		b = binary.AppendUvarint(b, uint64(w.nextIndex))
+		b = binary.AppendVarint(b, w.sincePane)
+		b = binary.AppendVarint(b, w.timer)
+		if w.hasProc {
+			b = binary.AppendVarint(b, w.proc)
+		}
+		for i := range specs {
+			a := &w.acc[i]
+			b = binary.AppendVarint(b, a.n)
+			switch specs[i].Op {
+			case Sum, Avg, Min, Max:
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(a.f))
+			case DistinctApprox:
+				if a.hll == nil {
+					b = binary.AppendUvarint(b, 0)
+					continue
+				}
+				enc, err := a.hll.MarshalBinary()
+				if err != nil {
+					return nil, fmt.Errorf("encode %s: %w", specs[i].Name, err)
+				}
+				b = binary.AppendUvarint(b, uint64(len(enc)))
+				b = append(b, enc...)
+			}
+		}
+		if w.last != nil {
+			l := w.last
+			b = binary.AppendVarint(b, l.start)
+			b = binary.AppendVarint(b, l.end)
+			b = append(b, byte(l.timing))
+			b = binary.AppendUvarint(b, uint64(l.index))
+			for _, v := range l.values {
+				b = append(b, byte(v.Kind))
+				switch v.Kind {
+				case IntValue:
+					b = binary.AppendVarint(b, v.Int)
+				case NumValue:
+					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Num))
+				}
+			}
+		}
+	}
+	return b, nil
+}
+
+var errCorruptState = errors.New("windowing: corrupt window state")
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorruptState
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorruptState
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte1() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.err = errCorruptState
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) float() float64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errCorruptState
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) bytes(n uint64) []byte {
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = errCorruptState
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// decodeKeyState fills ks.windows from b (which it does not retain).
+func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
+	d := decoder{b: b}
+	if d.byte1() != keyStateVersion {
+		return errCorruptState
+	}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return errCorruptState
+	}
+	ks.windows = make([]*window, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		flags := d.byte1()
+		w := &window{
+			onTimeDone: flags&flagOnTimeDone != 0,
+			lateSeen:   flags&flagLateSeen != 0,
+			settled:    flags&flagSettled != 0,
+			hasProc:    flags&flagHasProc != 0,
+		}
+		w.start = d.varint()
+		w.end = d.varint()
+		w.nextIndex = uint32(d.uvarint())
+		w.sincePane = d.varint()
+		w.timer = d.varint()
+		if w.hasProc {
+			w.proc = d.varint()
+		}
+		w.acc = make([]accum, len(specs))
+		for j := range specs {
+			a := &w.acc[j]
+			a.n = d.varint()
+			switch specs[j].Op {
+			case Sum, Avg, Min, Max:
+				a.f = d.float()
+			case DistinctApprox:
+				enc := d.bytes(d.uvarint())
+				if len(enc) > 0 && d.err == nil {
+					a.hll = new(hyperloglog.Sketch)
+					if err := a.hll.UnmarshalBinary(enc); err != nil {
+						return fmt.Errorf("decode %s: %w", specs[j].Name, err)
+					}
+				}
+			}
+		}
+		if flags&flagHasLast != 0 {
+			l := &lastPane{values: make([]Value, len(specs))}
+			l.start = d.varint()
+			l.end = d.varint()
+			l.timing = Timing(d.byte1())
+			l.index = uint32(d.uvarint())
+			for j := range l.values {
+				v := &l.values[j]
+				v.Kind = ValueKind(d.byte1())
+				switch v.Kind {
+				case IntValue:
+					v.Int = d.varint()
+				case NumValue:
+					v.Num = d.float()
+				}
+			}
+			w.last = l
+		}
+		ks.windows = append(ks.windows, w)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return errCorruptState
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package windowing
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Timing says where a pane stands relative to the frontier and the window end.
+type Timing uint8
+
+// Pane timings.
+const (
+	Early Timing = iota
+	OnTime
+	Late
+)
+
+// String returns the wire name of the timing.
+func (t Timing) String() string {
+	switch t {
+	case Early:
+		return "EARLY"
+	case OnTime:
+		return "ON_TIME"
+	case Late:
+		return "LATE"
+	}
+	return "Timing(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Pane is one emitted window result, or the retraction of an earlier one.
+// Values are aligned with Spec.Aggregates. An Emitter must not keep a Pane
+// or its Values after returning: the engine reuses them.
+type Pane struct {
+	Key        string
+	Start, End int64
+	Timing     Timing
+	Index      uint32
+	Final      bool
+	Mode       Mode
+	Retraction bool
+	Values     []Value
+}
+
+// ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop duplicates by.
+func (p *Pane) ID() string {
+	b := make([]byte, 0, len(p.Key)+48)
+	b = append(b, p.Key...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, p.Start, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, p.End, 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(p.Index), 10)
+	return string(b)
+}
+
+// AppendJSON appends the pane as the JSON object of DESIGN.md §8, with
+// aggregates named by specs, in spec order.
+func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
+	b = append(b, `{"key":`...)
+	b = AppendJSONString(b, p.Key)
+	b = append(b, `,"window":{"start":`...)
+	b = strconv.AppendInt(b, p.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, p.End, 10)
+	b = append(b, `},"pane":{"timing":"`...)
+	b = append(b, p.Timing.String()...)
+	b = append(b, `","index":`...)
+	b = strconv.AppendUint(b, uint64(p.Index), 10)
+	b = append(b, `,"final":`...)
+	b = strconv.AppendBool(b, p.Final)
+	b = append(b, `,"mode":"`...)
+	b = append(b, p.Mode.String()...)
+	b = append(b, `"},"retraction":`...)
+	b = strconv.AppendBool(b, p.Retraction)
+	b = append(b, `,"aggregates":{`...)
+	for i := range specs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendJSONString(b, specs[i].Name)
+		b = append(b, ':')
+		var v Value
+		if i < len(p.Values) {
+			v = p.Values[i]
+		}
+		b = AppendValue(b, v)
+	}
+	return append(b, "}}"...)
+}
+
+// AppendValue appends v as a JSON value: integers as integers, numbers in
+// the shortest form that round-trips (as encoding/json does), null for no
+// value and for non-finite numbers.
+func AppendValue(b []byte, v Value) []byte {
+	switch v.Kind {
+	case IntValue:
+		return strconv.AppendInt(b, v.Int, 10)
+	case NumValue:
+		f := v.Num
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return append(b, "null"...)
+		}
+		abs := math.Abs(f)
+		format := byte('f')
+		if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+			format = 'e'
+		}
+		b = strconv.AppendFloat(b, f, format, -1, 64)
+		if format == 'e' {
+			// clean up e-09 to e-9, as encoding/json does
+			n := len(b)
+			if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+				b[n-2] = b[n-1]
+				b = b[:n-1]
+			}
+		}
+		return b
+	}
+	return append(b, "null"...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendJSONString appends s as a JSON string literal; invalid UTF-8 becomes U+FFFD.
+func AppendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,345 @@
+package windowing_test
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+var seeds = flag.Int64("seeds", 150, "number of random cases of the property test")
+
+// collector records every pane the engine emits, copying its values.
+type collector struct {
+	panes   []windowing.Pane
+	dropped int
+}
+
+func (c *collector) Pane(p *windowing.Pane) error {
+	cp := *p
+	cp.Values = append([]windowing.Value(nil), p.Values...)
+	c.panes = append(c.panes, cp)
+	return nil
+}
+
+func (c *collector) Dropped(*windowing.Event) error { c.dropped++; return nil }
+
+type winID struct {
+	key        string
+	start, end int64
+}
+
+type batchAgg struct {
+	n      int64
+	sum    float64
+	lo, hi float64
+}
+
+func (b *batchAgg) add(x float64) {
+	if b.n == 0 || x < b.lo {
+		b.lo = x
+	}
+	if b.n == 0 || x > b.hi {
+		b.hi = x
+	}
+	b.n++
+	b.sum += x
+}
+
+func (b batchAgg) values() []windowing.Value {
+	v := []windowing.Value{{Kind: windowing.IntValue, Int: b.n}, {Kind: windowing.NumValue, Num: b.sum}, {}, {}, {}}
+	if b.n > 0 {
+		v[2] = windowing.Value{Kind: windowing.NumValue, Num: b.lo}
+		v[3] = windowing.Value{Kind: windowing.NumValue, Num: b.hi}
+		v[4] = windowing.Value{Kind: windowing.NumValue, Num: b.sum / float64(b.n)}
+	}
+	return v
+}
+
+type rec struct {
+	part int32
+	key  string
+	t    int64
+	x    float64
+}
+
+// batch computes every window's aggregates from the records at once.
+func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
+	out := map[winID]batchAgg{}
+	if spec.Window.Kind == windowing.Session {
+		byKey := map[string][]rec{}
+		for _, r := range recs {
+			byKey[r.key] = append(byKey[r.key], r)
+		}
+		for key, rs := range byKey {
+			sort.Slice(rs, func(i, j int) bool { return rs[i].t < rs[j].t })
+			var cur winID
+			var agg batchAgg
+			for i, r := range rs {
+				if i > 0 && r.t < cur.end { // overlaps the open session
+					cur.end = max(cur.end, r.t+spec.Window.Gap)
+				} else {
+					if i > 0 {
+						out[cur] = agg
+					}
+					cur, agg = winID{key, r.t, r.t + spec.Window.Gap}, batchAgg{}
+				}
+				agg.add(r.x)
+			}
+			out[cur] = agg
+		}
+		return out
+	}
+	a := windowing.NewAssigner(spec.Window)
+	for _, r := range recs {
+		for _, s := range a.Starts(nil, r.t) {
+			id := winID{r.key, s, s + spec.Window.Size}
+			agg := out[id]
+			agg.add(r.x)
+			out[id] = agg
+		}
+	}
+	return out
+}
+
+func randomSpec(rng *rand.Rand) windowing.Spec {
+	spec := windowing.Spec{
+		Mode: windowing.Mode(rng.Intn(3)),
+		Aggregates: []windowing.AggSpec{
+			{Name: "n", Op: windowing.Count},
+			{Name: "s", Op: windowing.Sum, Field: "x"},
+			{Name: "lo", Op: windowing.Min, Field: "x"},
+			{Name: "hi", Op: windowing.Max, Field: "x"},
+			{Name: "avg", Op: windowing.Avg, Field: "x"},
+		},
+		AllowedLateness: []int64{0, 0, 500, 5000}[rng.Intn(4)],
+		Trigger:         windowing.TriggerSpec{OnTime: rng.Intn(4) != 0, Closing: windowing.ClosingPolicy(rng.Intn(3))},
+	}
+	switch rng.Intn(3) {
+	case 0:
+		size := int64(1+rng.Intn(20)) * 100
+		spec.Window = windowing.WindowSpec{Kind: windowing.Tumbling, Size: size, Hop: size, Offset: int64(rng.Intn(1000)) - 500}
+	case 1:
+		hop := int64(1+rng.Intn(10)) * 100
+		spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: hop * int64(1+rng.Intn(6)), Hop: hop, Offset: int64(rng.Intn(300))}
+	default:
+		spec.Window = windowing.WindowSpec{Kind: windowing.Session, Gap: int64(50 + rng.Intn(1000))}
+	}
+	if rng.Intn(2) == 0 {
+		spec.Trigger.EarlyCount = int64(1 + rng.Intn(5))
+	}
+	if rng.Intn(3) == 0 {
+		spec.Trigger.EarlyEvery = int64(10 + rng.Intn(200))
+	}
+	// A pane must close every window: with on_time false and closing never there is no final pane.
+	if !spec.Trigger.OnTime && spec.Trigger.Closing == windowing.ClosingNever {
+		spec.Trigger.Closing = windowing.ClosingAlways
+	}
+	if spec.AllowedLateness > 0 && spec.Trigger.Closing != windowing.ClosingAlways {
+		spec.Trigger.Closing = windowing.ClosingAlways
+	}
+	return spec
+}
+
+// randomStream returns per-partition sequences whose disorder stays within
+// delay: every record's time is >= (largest earlier time of its partition) - delay,
+// interleaved across partitions at random.
+func randomStream(rng *rand.Rand, parts int, n int, delay int64) []rec {
+	per := make([][]rec, parts)
+	keys := 1 + rng.Intn(6)
+	for p := 0; p < parts; p++ {
+		var maxTS int64 = int64(rng.Intn(2000)) - 1000
+		for i := 0; i < n/parts; i++ {
+			t := maxTS + int64(rng.Intn(300)) - delay
+			if t < maxTS-delay {
+				t = maxTS - delay
+			}
+			if t > maxTS {
+				maxTS = t
+			}
+			// Keys stay on one partition (co-partitioned), as in Kafka.
+			key := fmt.Sprintf("k%d-%d", p, rng.Intn(keys))
+			per[p] = append(per[p], rec{part: int32(p), key: key, t: t, x: float64(rng.Intn(200) - 100)})
+		}
+	}
+	var out []rec
+	idx := make([]int, parts)
+	for {
+		var live []int
+		for p := range per {
+			if idx[p] < len(per[p]) {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 0 {
+			return out
+		}
+		p := live[rng.Intn(len(live))]
+		out = append(out, per[p][idx[p]])
+		idx[p]++
+	}
+}
+
+// TestFinalPanesEqualBatch: for random inputs with no late records, the
+// final panes equal a batch computation over the same records, whatever the
+// arrival order within the bound, in every accumulation mode, with a tiny
+// cache (evictions) and checkpoints along the way.
+func TestFinalPanesEqualBatch(t *testing.T) {
+	for seed := int64(1); seed <= *seeds; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		spec := randomSpec(rng)
+		delay := int64(rng.Intn(800))
+		parts := 1 + rng.Intn(3)
+		recs := randomStream(rng, parts, 50+rng.Intn(250), delay)
+		name := fmt.Sprintf("seed%d-%s-%s", seed, spec.Window.Kind, spec.Mode)
+		t.Run(name, func(t *testing.T) {
+			db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var col collector
+			wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: delay, Every: int64(1 + rng.Intn(3))}
+			eng, err := windowing.New(spec, wm, db, &col, windowing.Options{CacheBytes: 1 + rng.Intn(4000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := 0; p < parts; p++ {
+				eng.Assign(int32(p), 0, true)
+			}
+			now := int64(0)
+			for i, r := range recs {
+				ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Inputs: make([]windowing.Input, len(spec.Aggregates))}
+				for j := range ev.Inputs {
+					ev.Inputs[j].Num = r.x
+				}
+				if err := eng.Record(&ev, now); err != nil {
+					t.Fatal(err)
+				}
+				if rng.Intn(10) == 0 {
+					now += int64(rng.Intn(100))
+					if err := eng.Tick(now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if i%37 == 0 {
+					if err := eng.Checkpoint(false); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := eng.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if col.dropped != 0 {
+				t.Fatalf("%d records dropped, want none", col.dropped)
+			}
+			checkPanes(t, spec, col.panes, batch(spec, recs))
+		})
+	}
+}
+
+func checkPanes(t *testing.T, spec windowing.Spec, panes []windowing.Pane, want map[winID]batchAgg) {
+	t.Helper()
+	finals := map[winID][]windowing.Value{}
+	sums := map[winID]*batchAgg{} // discarding: the combination of every pane
+	lastIndex := map[winID]int64{}
+	var prev *windowing.Pane
+	for i := range panes {
+		p := &panes[i]
+		id := winID{p.Key, p.Start, p.End}
+		if p.Retraction {
+			prev = p
+			continue
+		}
+		if _, done := finals[id]; done {
+			t.Fatalf("pane after the final pane of %v: %+v", id, *p)
+		}
+		if spec.Window.Kind != windowing.Session {
+			if li, ok := lastIndex[id]; (ok && int64(p.Index) != li+1) || (!ok && p.Index != 0) {
+				t.Fatalf("pane index %d of %v does not follow %d", p.Index, id, li)
+			}
+			lastIndex[id] = int64(p.Index)
+			if spec.Mode == windowing.Retracting && p.Index > 0 {
+				if prev == nil || !prev.Retraction || prev.Key != p.Key || prev.Start != p.Start || prev.Index != p.Index-1 {
+					t.Fatalf("pane %+v is not preceded by the retraction of its previous pane (got %+v)", *p, prev)
+				}
+			}
+		}
+		if spec.Mode == windowing.Discarding {
+			// A pane of a session that was later merged counts toward the
+			// final session that contains it.
+			sid := id
+			if spec.Window.Kind == windowing.Session {
+				for w := range want {
+					if w.key == id.key && w.start <= id.start && id.end <= w.end {
+						sid = w
+					}
+				}
+			}
+			s := sums[sid]
+			if s == nil {
+				s = &batchAgg{}
+				sums[sid] = s
+			}
+			if p.Values[0].Int > 0 {
+				if s.n == 0 || p.Values[2].Num < s.lo {
+					s.lo = p.Values[2].Num
+				}
+				if s.n == 0 || p.Values[3].Num > s.hi {
+					s.hi = p.Values[3].Num
+				}
+			}
+			s.n += p.Values[0].Int
+			s.sum += p.Values[1].Num
+		}
+		if p.Final {
+			finals[id] = p.Values
+		}
+		prev = p
+	}
+	for id, agg := range want {
+		got, ok := finals[id]
+		if !ok {
+			t.Fatalf("window %v has no final pane (want %+v)", id, agg)
+		}
+		if spec.Mode == windowing.Discarding {
+			// A pane of a session that was later merged counts toward the
+			// final session that contains it.
+			sid := id
+			if spec.Window.Kind == windowing.Session {
+				for w := range want {
+					if w.key == id.key && w.start <= id.start && id.end <= w.end {
+						sid = w
+					}
+				}
+			}
+			s := sums[sid]
+			if s.n != agg.n || s.sum != agg.sum || s.lo != agg.lo || s.hi != agg.hi {
+				t.Fatalf("window %v: discarding panes add up to %+v, want %+v", id, *s, agg)
+			}
+			continue
+		}
+		wantVals := agg.values()
+		for i := range wantVals {
+			if got[i] != wantVals[i] {
+				t.Fatalf("window %v aggregate %s = %+v, want %+v", id, spec.Aggregates[i].Name, got[i], wantVals[i])
+			}
+		}
+	}
+	if len(finals) != len(want) {
+		for id := range finals {
+			if _, ok := want[id]; !ok {
+				t.Errorf("unexpected final pane for %v", id)
+			}
+		}
+		t.Fatalf("%d final panes, want %d", len(finals), len(want))
+	}
+}

@@ -1,0 +1,148 @@
+package windowing
+
+import "fmt"
+
+// WindowKind names a window assignment strategy.
+type WindowKind uint8
+
+// Window kinds.
+const (
+	Tumbling WindowKind = iota + 1
+	Hopping
+	Session
+)
+
+// String returns the configuration name of the kind.
+func (k WindowKind) String() string {
+	switch k {
+	case Tumbling:
+		return "tumbling"
+	case Hopping:
+		return "hopping"
+	case Session:
+		return "session"
+	}
+	return fmt.Sprintf("WindowKind(%d)", uint8(k))
+}
+
+// WindowSpec describes how events are assigned to windows. All lengths are
+// milliseconds of event time. Tumbling windows have Hop == Size.
+type WindowSpec struct {
+	Kind   WindowKind
+	Size   int64 // tumbling and hopping
+	Hop    int64 // hopping (equal to Size for tumbling)
+	Gap    int64 // session
+	Offset int64 // tumbling and hopping
+}
+
+// ClosingPolicy says what happens when a window expires after its on-time step.
+type ClosingPolicy uint8
+
+// Closing policies.
+const (
+	ClosingAlways ClosingPolicy = iota
+	ClosingIfChanged
+	ClosingNever
+)
+
+// String returns the configuration name of the policy.
+func (c ClosingPolicy) String() string {
+	switch c {
+	case ClosingAlways:
+		return "always"
+	case ClosingIfChanged:
+		return "if_changed"
+	case ClosingNever:
+		return "never"
+	}
+	return fmt.Sprintf("ClosingPolicy(%d)", uint8(c))
+}
+
+// TriggerSpec describes when panes fire. It is a description only; the
+// engine evaluates it with per-window trigger state kept in the store.
+type TriggerSpec struct {
+	EarlyCount int64 // fire an EARLY pane after this many records since the last pane (0: off)
+	EarlyEvery int64 // fire an EARLY pane this many ms of processing time after the first unpaned record (0: off)
+	OnTime     bool  // fire an ON_TIME pane when the frontier passes the window end
+	Late       bool  // fire LATE panes for late records
+	LateEvery  int64 // with Late: 0 fires after each late record, d fires d ms after the first of them
+	Closing    ClosingPolicy
+}
+
+// Mode is the accumulation mode of panes.
+type Mode uint8
+
+// Accumulation modes.
+const (
+	Accumulating Mode = iota
+	Discarding
+	Retracting
+)
+
+// String returns the configuration name of the mode.
+func (m Mode) String() string {
+	switch m {
+	case Accumulating:
+		return "accumulating"
+	case Discarding:
+		return "discarding"
+	case Retracting:
+		return "retracting"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// AggOp is an aggregate operation.
+type AggOp uint8
+
+// Aggregate operations.
+const (
+	Count AggOp = iota + 1
+	Sum
+	Min
+	Max
+	Avg
+	DistinctApprox
+)
+
+// String returns the configuration name of the operation.
+func (o AggOp) String() string {
+	switch o {
+	case Count:
+		return "count"
+	case Sum:
+		return "sum"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case Avg:
+		return "avg"
+	case DistinctApprox:
+		return "distinct_approx"
+	}
+	return fmt.Sprintf("AggOp(%d)", uint8(o))
+}
+
+// NeedsNumber reports whether the operation reads a numeric field.
+func (o AggOp) NeedsNumber() bool { return o == Sum || o == Min || o == Max || o == Avg }
+
+// DefaultPrecision is the HyperLogLog precision of distinct_approx when none is configured.
+const DefaultPrecision = 14
+
+// AggSpec describes one named aggregate of a pipeline.
+type AggSpec struct {
+	Name      string
+	Op        AggOp
+	Field     string // dotted path of the input field; empty for count
+	Precision uint8  // distinct_approx only: 4..18
+}
+
+// Spec is everything the engine needs to know about one pipeline's windowing.
+type Spec struct {
+	Window          WindowSpec
+	AllowedLateness int64 // ms
+	Trigger         TriggerSpec
+	Mode            Mode
+	Aggregates      []AggSpec
+}

@@ -1,0 +1,51 @@
+package windowing
+
+// TimerKind separates the two timer indexes.
+type TimerKind uint8
+
+// Timer kinds.
+const (
+	EventTimer TimerKind = iota + 1 // deadline in event time: on-time step or expiry
+	ProcTimer                       // deadline in processing time: early every / late every
+)
+
+// Timer is one entry of a timer index: window (Shard, Key, Start) is due at Deadline.
+type Timer struct {
+	Kind     TimerKind
+	Deadline int64
+	Shard    uint32
+	Key      string
+	Start    int64
+}
+
+// Store is the durable state the engine needs. Package state implements it
+// over Pebble. Writes are buffered until Commit, and reads see them.
+//
+// Keys of the state are (shard, key): one value holds every open window of
+// a group key. The timer indexes are ordered by (deadline, shard, key,
+// start), so firing reads only what is due.
+type Store interface {
+	// GetKey returns the windows value of (shard, key), or nil when absent.
+	// The returned bytes are valid until the next call on the store.
+	GetKey(shard uint32, key string) ([]byte, error)
+	// PutKey sets the windows value of (shard, key).
+	PutKey(shard uint32, key string, value []byte) error
+	// DeleteKey removes the windows value of (shard, key).
+	DeleteKey(shard uint32, key string) error
+	// AddTimer inserts t into its index.
+	AddTimer(t Timer) error
+	// DeleteTimer removes t from its index.
+	DeleteTimer(t Timer) error
+	// DueTimers appends to dst up to max timers of kind with Deadline <= upTo, in index order.
+	DueTimers(kind TimerKind, upTo int64, max int, dst []Timer) ([]Timer, error)
+	// NextTimer returns the earliest deadline of kind; ok is false when the index is empty.
+	NextTimer(kind TimerKind) (deadline int64, ok bool, err error)
+	// GetMeta returns a metadata value, or nil when absent.
+	GetMeta(name string) ([]byte, error)
+	// PutMeta sets a metadata value.
+	PutMeta(name string, value []byte) error
+	// Commit makes every buffered write durable (synced to disk when sync is true) and atomic.
+	Commit(sync bool) error
+	// PendingBytes is the size of the writes buffered since the last Commit.
+	PendingBytes() int
+}
