@@ -1,0 +1,527 @@
+package source
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	metro "github.com/dgryski/go-metro"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Record is one raw input record as Kafka (or a replay line) delivers it.
+type Record struct {
+	Partition int32
+	Offset    int64
+	Key       []byte // nil: null key
+	Value     []byte
+	Timestamp int64 // Kafka record timestamp, Unix ms
+}
+
+// DecodeError is why a record could not be decoded. Reason is short,
+// lower-case and names the offending field; it is what goes into the
+// dead-letter "error" header.
+type DecodeError struct{ Reason string }
+
+// Error returns the reason.
+func (e *DecodeError) Error() string { return e.Reason }
+
+// distinctSeed is the metro hash seed axiomhq/hyperloglog uses in Insert, so
+// Input.Hash can be fed to the sketch's InsertHash and count the same as
+// Insert of the field's text would.
+const distinctSeed = 1337
+
+// maxQuoted bounds how much of a bad RFC 3339 string is echoed in a reason.
+const maxQuoted = 64
+
+// gjson validates recursively, one stack frame or more per nesting level: a
+// value of millions of '[' would overflow the goroutine stack, which is a fatal
+// error and not a recoverable panic. Values longer than deepCheckLen (which
+// cannot nest deeper than their length) are first checked, without
+// recursion, to nest at most maxDepth levels, the limit encoding/json uses.
+const (
+	deepCheckLen = 1 << 16
+	maxDepth     = 10000
+)
+
+// tooDeep reports whether arrays and objects in v nest deeper than maxDepth.
+func tooDeep(v []byte) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range v {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > maxDepth {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
+// fieldPath is a precomputed lookup of one dotted path.
+type fieldPath struct {
+	name string   // the dotted path as configured
+	path string   // gjson path for a single segment
+	segs []string // gjson-escaped segments when the path is nested
+}
+
+// get returns the value at the path in obj, a JSON object. Each segment is a
+// literal member name of an object: nested paths are walked one object at a
+// time, so a digit segment never indexes into an array and no segment is
+// read as a gjson wildcard, modifier or query.
+func (f *fieldPath) get(obj string) gjson.Result {
+	if f.segs == nil {
+		return gjson.Get(obj, f.path)
+	}
+	res := gjson.Result{Type: gjson.JSON, Raw: obj}
+	for _, seg := range f.segs {
+		if !res.IsObject() {
+			return gjson.Result{}
+		}
+		res = gjson.Get(res.Raw, seg)
+	}
+	return res
+}
+
+func newFieldPath(name string) fieldPath {
+	f := fieldPath{name: name}
+	parts := strings.Split(name, ".")
+	if len(parts) == 1 && parts[0] != "" {
+		f.path = gjson.Escape(parts[0])
+		return f
+	}
+	// Nested, or an empty name or segment: walk it (an empty segment
+	// matches no member, and a path such as "..x" must not reach gjson,
+	// which reads a leading ".." as JSON Lines).
+	f.segs = make([]string, len(parts))
+	for i, p := range parts {
+		f.segs[i] = gjson.Escape(p)
+	}
+	return f
+}
+
+// aggInput is how one aggregate's input is read.
+type aggInput struct {
+	op    windowing.AggOp
+	field int // index into Decoder.fields; -1 for count
+
+	// Precomputed reasons.
+	missing, null, notNumber, outOfRange string
+}
+
+// Decoder turns records of one pipeline into events. It is not safe for
+// concurrent use (it reuses buffers).
+type Decoder struct {
+	fields  []fieldPath     // distinct paths read from the value
+	results []gjson.Result  // per record: the value of each of fields
+	keyIdx  int             // index into fields; -1: the record key
+	tsIdx   int             // index into fields; -1: the record timestamp
+	tsScale int             // power of ten from the time unit to ms: s 3, ms 0, us -3, ns -6
+	rfc3339 bool            // timestamp is an RFC 3339 string
+	aggs    []aggInput      // aligned with the pipeline's aggregates
+	errs    decodeErrorText // precomputed reasons for the key and timestamp
+}
+
+type decodeErrorText struct {
+	keyMissing, keyNull                               string
+	tsMissing, tsNotNumber, tsOutOfRange, tsNotString string
+	tsNotRFC3339                                      string // prefix; the value follows
+}
+
+// NewDecoder returns a decoder for p. It expects a validated pipeline: the
+// key, timestamp and aggregate fields are dotted paths of non-empty segments.
+func NewDecoder(p *config.Pipeline) *Decoder {
+	d := &Decoder{keyIdx: -1, tsIdx: -1}
+	index := func(name string) int {
+		for i := range d.fields {
+			if d.fields[i].name == name {
+				return i
+			}
+		}
+		d.fields = append(d.fields, newFieldPath(name))
+		return len(d.fields) - 1
+	}
+	if p.Key.Field != "" {
+		d.keyIdx = index(p.Key.Field)
+		q := strconv.Quote(p.Key.Field)
+		d.errs.keyMissing = "key field " + q + " is missing"
+		d.errs.keyNull = "key field " + q + " is null"
+	}
+	if !p.Timestamp.FromRecord {
+		d.tsIdx = index(p.Timestamp.Field)
+		q := "timestamp field " + strconv.Quote(p.Timestamp.Field)
+		d.errs.tsMissing = q + " is missing"
+		d.errs.tsNotNumber = q + " is not a number"
+		d.errs.tsOutOfRange = q + " is out of range"
+		d.errs.tsNotString = q + " is not a string"
+		d.errs.tsNotRFC3339 = q + " is not an RFC 3339 time: "
+		switch p.Timestamp.Format {
+		case config.UnixS:
+			d.tsScale = 3
+		case config.UnixMS:
+			d.tsScale = 0
+		case config.UnixUS:
+			d.tsScale = -3
+		case config.UnixNS:
+			d.tsScale = -6
+		case config.RFC3339:
+			d.rfc3339 = true
+		}
+	}
+	d.aggs = make([]aggInput, len(p.Spec.Aggregates))
+	for i, a := range p.Spec.Aggregates {
+		in := aggInput{op: a.Op, field: -1}
+		if a.Op.NeedsNumber() || a.Op == windowing.DistinctApprox {
+			in.field = index(a.Field)
+			q := "field " + strconv.Quote(a.Field) + " (aggregate " + a.Name + ")"
+			in.missing = q + " is missing"
+			in.null = q + " is null"
+			in.notNumber = q + " is not a number"
+			in.outOfRange = q + " is out of range"
+		}
+		d.aggs[i] = in
+	}
+	d.results = make([]gjson.Result, len(d.fields))
+	return d
+}
+
+func fail(reason string) error { return &DecodeError{Reason: reason} }
+
+// Decode fills ev from rec. ev.Inputs is reused (resliced to the number of
+// aggregates). On a bad record it returns a *DecodeError and leaves ev
+// partly filled. ev keeps no reference to rec's buffers.
+func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
+	ev.Partition = rec.Partition
+	ev.Offset = rec.Offset
+
+	if len(rec.Value) > deepCheckLen && tooDeep(rec.Value) {
+		return fail("value is nested too deeply")
+	}
+	if !gjson.ValidBytes(rec.Value) {
+		return fail("value is not valid JSON")
+	}
+	// The value is only read during this call, and nothing derived from it
+	// that points into it is kept (the key is cloned), so a no-copy string
+	// view is safe and saves a copy of every value.
+	obj := unsafe.String(unsafe.SliceData(rec.Value), len(rec.Value))
+	if len(d.fields) > 0 {
+		obj = strings.TrimLeft(obj, " \t\r\n")
+		if obj[0] != '{' {
+			return fail("value is not a JSON object")
+		}
+		for i := range d.fields {
+			d.results[i] = d.fields[i].get(obj)
+		}
+	}
+
+	// Key.
+	if d.keyIdx < 0 {
+		if rec.Key == nil {
+			return fail("record key is null")
+		}
+		ev.Key = string(rec.Key)
+	} else {
+		r := &d.results[d.keyIdx]
+		switch r.Type {
+		case gjson.Null:
+			if !r.Exists() {
+				return fail(d.errs.keyMissing)
+			}
+			return fail(d.errs.keyNull)
+		case gjson.String:
+			ev.Key = strings.Clone(r.Str)
+		default:
+			ev.Key = strings.Clone(r.Raw)
+		}
+	}
+
+	// Event time.
+	if d.tsIdx < 0 {
+		ev.Time = rec.Timestamp
+	} else {
+		t, reason := d.eventTime(&d.results[d.tsIdx])
+		if reason != "" {
+			return fail(reason)
+		}
+		ev.Time = t
+	}
+
+	// Aggregate inputs.
+	n := len(d.aggs)
+	if cap(ev.Inputs) < n {
+		ev.Inputs = make([]windowing.Input, n)
+	} else {
+		ev.Inputs = ev.Inputs[:n]
+	}
+	for i := range d.aggs {
+		a := &d.aggs[i]
+		in := windowing.Input{}
+		if a.field >= 0 {
+			r := &d.results[a.field]
+			if r.Type == gjson.Null {
+				if !r.Exists() {
+					return fail(a.missing)
+				}
+				return fail(a.null)
+			}
+			if a.op == windowing.DistinctApprox {
+				if r.Type == gjson.String {
+					in.Hash = metro.Hash64Str(r.Str, distinctSeed)
+				} else {
+					in.Hash = metro.Hash64Str(r.Raw, distinctSeed)
+				}
+			} else {
+				if r.Type != gjson.Number {
+					return fail(a.notNumber)
+				}
+				if math.IsInf(r.Num, 0) || math.IsNaN(r.Num) {
+					return fail(a.outOfRange)
+				}
+				in.Num = r.Num
+			}
+		}
+		ev.Inputs[i] = in
+	}
+	return nil
+}
+
+// eventTime reads the timestamp field; it returns the time in Unix ms, or a
+// non-empty reason.
+func (d *Decoder) eventTime(r *gjson.Result) (int64, string) {
+	if r.Type == gjson.Null { // missing or JSON null
+		return 0, d.errs.tsMissing
+	}
+	if d.rfc3339 {
+		if r.Type != gjson.String {
+			return 0, d.errs.tsNotString
+		}
+		t, err := time.Parse(time.RFC3339Nano, r.Str)
+		if err != nil {
+			return 0, d.errs.tsNotRFC3339 + quoteBounded(r.Str) + parseErrorDetail(err)
+		}
+		return t.UnixMilli(), "" // floors: nanoseconds are in [0, 1e9)
+	}
+	var text string
+	switch r.Type {
+	case gjson.Number:
+		text = r.Raw
+	case gjson.String:
+		text = r.Str
+		if !isJSONNumber(text) {
+			return 0, d.errs.tsNotNumber
+		}
+	default:
+		return 0, d.errs.tsNotNumber
+	}
+	ms, ok := unixMillis(text, d.tsScale)
+	if !ok {
+		return 0, d.errs.tsOutOfRange
+	}
+	return ms, ""
+}
+
+// quoteBounded quotes s, cut to maxQuoted bytes.
+func quoteBounded(s string) string {
+	if len(s) > maxQuoted {
+		return strconv.Quote(s[:maxQuoted]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// parseErrorDetail returns ": <what>" for a time.ParseError that says more
+// than "cannot parse" (such as "month out of range"), else "".
+func parseErrorDetail(err error) string {
+	if pe, ok := err.(*time.ParseError); ok && pe.Message != "" {
+		return ": " + strings.TrimPrefix(pe.Message, ": ")
+	}
+	return ""
+}
+
+// isJSONNumber reports whether s is a number in JSON syntax.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// unixMillis returns floor(x * 10^scale) for the JSON number text s, or
+// false when that is outside int64. Integers are read with strconv.ParseInt;
+// fractions, exponents and integers beyond int64 are scaled exactly in decimal, so that, say,
+// 1700000000.123 seconds is 1700000000123 ms and not one less, as a float64
+// product can give.
+func unixMillis(s string, scale int) (int64, bool) {
+	if strings.ContainsAny(s, ".eE") {
+		return scaleDecimal(s, scale)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		// Beyond int64 in its own unit; it may still fit in ms (say, 2^63 ns).
+		return scaleDecimal(s, scale)
+	}
+	switch scale {
+	case 3:
+		if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
+			return 0, false
+		}
+		return v * 1000, true
+	case 0:
+		return v, true
+	case -3:
+		return floorDiv(v, 1000), true
+	default: // -6
+		return floorDiv(v, 1000000), true
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// scaleDecimal returns floor(x * 10^scale) for the JSON number text s
+// (with a fraction or exponent), or false when that is outside int64.
+func scaleDecimal(s string, scale int) (int64, bool) {
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		e := s[i+1:]
+		eneg := false
+		if e[0] == '+' || e[0] == '-' {
+			eneg = e[0] == '-'
+			e = e[1:]
+		}
+		for k := 0; k < len(e); k++ {
+			if exp < 1<<30 { // saturate: far beyond any int64 anyway
+				exp = exp*10 + int(e[k]-'0')
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	ip, fp := mant, ""
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		ip, fp = mant[:i], mant[i+1:]
+	}
+	// The digits are ip followed by fp; x = digits * 10^(exp - len(fp)).
+	n := len(ip) + len(fp)
+	digit := func(i int) byte {
+		if i < len(ip) {
+			return ip[i]
+		}
+		return fp[i-len(ip)]
+	}
+	first := 0
+	for first < n && digit(first) == '0' {
+		first++
+	}
+	if first == n {
+		return 0, true
+	}
+	e := exp - len(fp) + scale
+	last := n - 1
+	for digit(last) == '0' {
+		last--
+		e++
+	}
+	// x * 10^scale = D * 10^e, D = digits[first..last] with no leading or
+	// trailing zeros.
+	l := last - first + 1
+	var mag uint64
+	if e >= 0 {
+		if l+e > 19 { // >= 10^19 > 2^63
+			return 0, false
+		}
+		for i := first; i <= last; i++ {
+			mag = mag*10 + uint64(digit(i)-'0')
+		}
+		for ; e > 0; e-- {
+			mag *= 10
+		}
+	} else {
+		// Drop the last -e digits; they are not all zero (D's last digit
+		// is not), so the value has a fraction.
+		keep := l + e
+		if keep > 19 {
+			return 0, false
+		}
+		for i := first; i < first+keep; i++ {
+			mag = mag*10 + uint64(digit(i)-'0')
+		}
+		if neg {
+			mag++ // floor toward minus infinity
+		}
+	}
+	if neg {
+		if mag > 1<<63 {
+			return 0, false
+		}
+		return int64(-mag), true
+	}
+	if mag > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(mag), true
+}

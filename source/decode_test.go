@@ -1,0 +1,708 @@
+package source
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	metro "github.com/dgryski/go-metro"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/windowing"
+)
+
+// pipeline returns a pipeline reading key from keyField (empty: record key)
+// and time from tsField in format (empty tsField: the record timestamp).
+func pipeline(keyField, tsField string, format config.TimeFormat, aggs ...windowing.AggSpec) *config.Pipeline {
+	p := &config.Pipeline{Name: "test"}
+	p.Key.Field = keyField
+	if tsField == "" {
+		p.Timestamp.FromRecord = true
+	} else {
+		p.Timestamp.Field = tsField
+		p.Timestamp.Format = format
+	}
+	p.Spec.Aggregates = aggs
+	return p
+}
+
+func reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		return "not a *DecodeError: " + err.Error()
+	}
+	return de.Reason
+}
+
+func TestDecodeKey(t *testing.T) {
+	tests := []struct {
+		name    string
+		field   string
+		key     []byte
+		value   string
+		want    string
+		wantErr string
+	}{
+		{name: "record key", key: []byte("u1"), value: `{"a":1}`, want: "u1"},
+		{name: "empty record key", key: []byte{}, value: `{}`, want: ""},
+		{name: "null record key", key: nil, value: `{}`, wantErr: `record key is null`},
+		{name: "record key, non-object value", key: []byte("k"), value: `[1,2]`, want: "k"},
+		{name: "field string", field: "user_id", value: `{"user_id":"u1"}`, want: "u1"},
+		{name: "field string with escapes", field: "user_id", value: `{"user_id":"a\"b\u00e9"}`, want: "a\"bé"},
+		{name: "nested field", field: "payload.user.id", value: `{"payload":{"x":1,"user":{"id":"u9"}}}`, want: "u9"},
+		{name: "number", field: "k", value: `{"k":7}`, want: "7"},
+		{name: "number as written", field: "k", value: `{"k":7.50}`, want: "7.50"},
+		{name: "negative exponent number", field: "k", value: `{"k":-1e3}`, want: "-1e3"},
+		{name: "true", field: "k", value: `{"k":true}`, want: "true"},
+		{name: "false", field: "k", value: `{"k":false}`, want: "false"},
+		{name: "object as it appears", field: "k", value: `{"k":{"a": 1, "b":[1, 2]}}`, want: `{"a": 1, "b":[1, 2]}`},
+		{name: "array", field: "k", value: `{"k":[1,"x"]}`, want: `[1,"x"]`},
+		{name: "empty string", field: "k", value: `{"k":""}`, want: ""},
+		{name: "record key ignored", field: "k", key: []byte("rk"), value: `{"k":"fk"}`, want: "fk"},
+		{name: "missing", field: "user_id", value: `{"user":"u1"}`, wantErr: `key field "user_id" is missing`},
+		{name: "null", field: "user_id", value: `{"user_id":null}`, wantErr: `key field "user_id" is null`},
+		{name: "nested missing", field: "a.b", value: `{"a":{"c":1}}`, wantErr: `key field "a.b" is missing`},
+		{name: "nested through non-object", field: "a.b", value: `{"a":"b"}`, wantErr: `key field "a.b" is missing`},
+		{name: "nested through array", field: "a.b", value: `{"a":[{"b":1}]}`, wantErr: `key field "a.b" is missing`},
+		{name: "digit segment is not an array index", field: "a.0", value: `{"a":["x"]}`, wantErr: `key field "a.0" is missing`},
+		{name: "digit segment is a member name", field: "a.0", value: `{"a":{"0":"zero"}}`, want: "zero"},
+		{name: "top-level digit member", field: "0", value: `{"0":"zero"}`, want: "zero"},
+		{name: "first of duplicate members", field: "k", value: `{"k":"one","k":"two"}`, want: "one"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecoder(pipeline(tc.field, "", config.UnixMS))
+			var ev windowing.Event
+			err := d.Decode(&Record{Key: tc.key, Value: []byte(tc.value)}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+			if err == nil && ev.Key != tc.want {
+				t.Fatalf("key = %q, want %q", ev.Key, tc.want)
+			}
+		})
+	}
+}
+
+// The key must not alias the record's buffers, which the consumer reuses.
+func TestDecodeKeyDoesNotAlias(t *testing.T) {
+	for _, field := range []string{"", "k", "n"} {
+		d := NewDecoder(pipeline(field, "", config.UnixMS))
+		rec := &Record{Key: []byte("rk"), Value: []byte(`{"k":"abc","n":123}`)}
+		var ev windowing.Event
+		if err := d.Decode(rec, &ev); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Clone(ev.Key)
+		for i := range rec.Value {
+			rec.Value[i] = 'x'
+		}
+		for i := range rec.Key {
+			rec.Key[i] = 'x'
+		}
+		if ev.Key != want {
+			t.Fatalf("field %q: key changed with the record buffer: %q, want %q", field, ev.Key, want)
+		}
+	}
+}
+
+func TestDecodeSpecialFieldNames(t *testing.T) {
+	// Each name holds its own value; decoys placed first would be matched by
+	// a wildcard, a query or a modifier if the name were not read literally.
+	value := `{
+		"axb": "decoy", "ab": "decoy",
+		"a*b": "star", "a?b": "question", "#": "hash", "a#b": "hash2",
+		"@this": "at", "a|b": "pipe", "a\\b": "backslash", "!true": "bang",
+		"a=b": "eq", "<": "lt", ">": "gt", "%": "pct", "(x)": "parens",
+		"[0]": "brackets", "{}": "braces", "a,b": "comma", "a b": "space",
+		"a\"b": "quote", "'": "apos", "$": "dollar", "~": "tilde", "a/b": "slash",
+		"é": "eacute", "a:b": "colon", "a-b_c": "dash", "..": "dots-not-reachable",
+		"n": {"a*b": "nested-star", "#": "nested-hash", "@this": "nested-at", "0": "nested-zero"},
+		"arr": [1, 2, 3]
+	}`
+	tests := []struct {
+		field, want, wantErr string
+	}{
+		{field: "a*b", want: "star"},
+		{field: "a?b", want: "question"},
+		{field: "#", want: "hash"},
+		{field: "a#b", want: "hash2"},
+		{field: "@this", want: "at"},
+		{field: "a|b", want: "pipe"},
+		{field: `a\b`, want: "backslash"},
+		{field: "!true", want: "bang"},
+		{field: "a=b", want: "eq"},
+		{field: "<", want: "lt"},
+		{field: ">", want: "gt"},
+		{field: "%", want: "pct"},
+		{field: "(x)", want: "parens"},
+		{field: "[0]", want: "brackets"},
+		{field: "{}", want: "braces"},
+		{field: "a,b", want: "comma"},
+		{field: "a b", want: "space"},
+		{field: `a"b`, want: "quote"},
+		{field: "'", want: "apos"},
+		{field: "$", want: "dollar"},
+		{field: "~", want: "tilde"},
+		{field: "a/b", want: "slash"},
+		{field: "é", want: "eacute"},
+		{field: "a:b", want: "colon"},
+		{field: "a-b_c", want: "dash"},
+		{field: "n.a*b", want: "nested-star"},
+		{field: "n.#", want: "nested-hash"},
+		{field: "n.@this", want: "nested-at"},
+		{field: "n.0", want: "nested-zero"},
+		{field: "a?", wantErr: `key field "a?" is missing`},
+		{field: "*", wantErr: `key field "*" is missing`},
+		{field: "arr.#", wantErr: `key field "arr.#" is missing`},
+		{field: "arr.0", wantErr: `key field "arr.0" is missing`},
+		{field: "@reverse", wantErr: `key field "@reverse" is missing`},
+		// Empty segments never match (config should reject them anyway).
+		{field: "..", wantErr: `key field ".." is missing`},
+		{field: "n.", wantErr: `key field "n." is missing`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.field, func(t *testing.T) {
+			d := NewDecoder(pipeline(tc.field, "", config.UnixMS))
+			var ev windowing.Event
+			err := d.Decode(&Record{Value: []byte(value)}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+			if err == nil && ev.Key != tc.want {
+				t.Fatalf("key = %q, want %q", ev.Key, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecodeTime(t *testing.T) {
+	const (
+		s   = config.UnixS
+		ms  = config.UnixMS
+		us  = config.UnixUS
+		ns  = config.UnixNS
+		rfc = config.RFC3339
+	)
+	tests := []struct {
+		format  config.TimeFormat
+		ts      string // the JSON text of field "ts"; empty: absent
+		want    int64
+		wantErr string
+	}{
+		// unix_ms
+		{format: ms, ts: `1700000000000`, want: 1700000000000},
+		{format: ms, ts: `0`, want: 0},
+		{format: ms, ts: `-0`, want: 0},
+		{format: ms, ts: `-5`, want: -5},
+		{format: ms, ts: `1.5`, want: 1},
+		{format: ms, ts: `-1.5`, want: -2},
+		{format: ms, ts: `-0.0`, want: 0},
+		{format: ms, ts: `1.7e12`, want: 1700000000000},
+		{format: ms, ts: `17E11`, want: 1700000000000},
+		{format: ms, ts: `1e-400`, want: 0},
+		{format: ms, ts: `-1e-400`, want: -1},
+		{format: ms, ts: `9223372036854775807`, want: math.MaxInt64},
+		{format: ms, ts: `-9223372036854775808`, want: math.MinInt64},
+		{format: ms, ts: `-9223372036854775808.0`, want: math.MinInt64},
+		{format: ms, ts: `9223372036854775807.9`, want: math.MaxInt64},
+		{format: ms, ts: `9223372036854775808`, wantErr: `timestamp field "ts" is out of range`},
+		{format: ms, ts: `-9223372036854775808.5`, wantErr: `timestamp field "ts" is out of range`},
+		{format: ms, ts: `-9223372036854775809`, wantErr: `timestamp field "ts" is out of range`},
+		{format: ms, ts: `1e400`, wantErr: `timestamp field "ts" is out of range`},
+		{format: ms, ts: `1e999999999999999999999`, wantErr: `timestamp field "ts" is out of range`},
+		{format: ms, ts: `1e-999999999999999999999`, want: 0},
+		{format: ms, ts: `0e999999999`, want: 0},
+		{format: ms, ts: `"1700000000000"`, want: 1700000000000},
+		{format: ms, ts: `"-1.5"`, want: -2},
+		{format: ms, ts: `"1.7e12"`, want: 1700000000000},
+		// unix_s
+		{format: s, ts: `1700000000`, want: 1700000000000},
+		{format: s, ts: `1.5`, want: 1500},
+		{format: s, ts: `-1.5`, want: -1500},
+		{format: s, ts: `-0.0005`, want: -1},
+		{format: s, ts: `0.0005`, want: 0},
+		{format: s, ts: `1.005`, want: 1005}, // float64: 1.005*1000 = 1004.99...
+		{format: s, ts: `1700000000.123`, want: 1700000000123},
+		{format: s, ts: `1700000000.123456`, want: 1700000000123},
+		{format: s, ts: `-1700000000.123456`, want: -1700000000124},
+		{format: s, ts: `1.7e9`, want: 1700000000000},
+		{format: s, ts: `1E+9`, want: 1000000000000},
+		{format: s, ts: `170000000000e-2`, want: 1700000000000},
+		{format: s, ts: `"1700000000.999"`, want: 1700000000999},
+		{format: s, ts: `"1700000000"`, want: 1700000000000},
+		{format: s, ts: `9223372036854775`, want: 9223372036854775000},
+		{format: s, ts: `-9223372036854775.808`, want: math.MinInt64},
+		{format: s, ts: `9223372036854776`, wantErr: `timestamp field "ts" is out of range`},
+		{format: s, ts: `-9223372036854776`, wantErr: `timestamp field "ts" is out of range`},
+		{format: s, ts: `9223372036854775.808`, wantErr: `timestamp field "ts" is out of range`},
+		// unix_us
+		{format: us, ts: `1999`, want: 1},
+		{format: us, ts: `-1`, want: -1},
+		{format: us, ts: `-1000`, want: -1},
+		{format: us, ts: `-1001`, want: -2},
+		{format: us, ts: `-1999`, want: -2},
+		{format: us, ts: `1999.9`, want: 1},
+		{format: us, ts: `1700000000123456`, want: 1700000000123},
+		{format: us, ts: `"1700000000123456"`, want: 1700000000123},
+		// unix_ns
+		{format: ns, ts: `1700000000123456789`, want: 1700000000123},
+		{format: ns, ts: `-1700000000123456789`, want: -1700000000124},
+		{format: ns, ts: `"1700000000999999999"`, want: 1700000000999},
+		{format: ns, ts: `-1`, want: -1},
+		{format: ns, ts: `1999999`, want: 1},
+		{format: ns, ts: `-1000000`, want: -1},
+		{format: ns, ts: `-1000001`, want: -2},
+		{format: ns, ts: `1.7e18`, want: 1700000000000},
+		{format: ns, ts: `9223372036854775807`, want: 9223372036854},
+		{format: ns, ts: `-9223372036854775808`, want: -9223372036855},
+		// Beyond int64 nanoseconds but within int64 milliseconds.
+		{format: ns, ts: `9223372036854775808`, want: 9223372036854},
+		{format: ns, ts: `99999999999999999999999`, want: 99999999999999999},
+		{format: ns, ts: `1` + strings.Repeat("0", 30), wantErr: `timestamp field "ts" is out of range`},
+		// Not numbers.
+		{format: ms, ts: `"abc"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `""`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `" 1"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"1 "`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"+1"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"0x10"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"1_000"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"NaN"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"Infinity"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"1."`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `".5"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"1e"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"01"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `"-"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ns, ts: `"2023-11-14T22:13:20Z"`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `true`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `{"t":1}`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `[1]`, wantErr: `timestamp field "ts" is not a number`},
+		{format: ms, ts: `null`, wantErr: `timestamp field "ts" is missing`},
+		{format: ms, ts: ``, wantErr: `timestamp field "ts" is missing`},
+		// rfc3339
+		{format: rfc, ts: `"2023-11-14T22:13:20Z"`, want: 1700000000000},
+		{format: rfc, ts: `"2023-11-14T23:13:20+01:00"`, want: 1700000000000},
+		{format: rfc, ts: `"2023-11-14T17:13:20-05:00"`, want: 1700000000000},
+		{format: rfc, ts: `"2023-11-15T03:58:20+05:45"`, want: 1700000000000},
+		{format: rfc, ts: `"2023-11-14T22:13:20.123456789Z"`, want: 1700000000123},
+		{format: rfc, ts: `"2023-11-14T23:13:20.5+01:00"`, want: 1700000000500},
+		{format: rfc, ts: `"1970-01-01T00:00:00Z"`, want: 0},
+		{format: rfc, ts: `"1969-12-31T23:59:59.9995Z"`, want: -1},
+		{format: rfc, ts: `"1969-12-31T23:59:59Z"`, want: -1000},
+		{format: rfc, ts: `"1970-01-01T01:00:00.001+01:00"`, want: 1},
+		{format: rfc, ts: `"0001-01-01T00:00:00Z"`, want: -62135596800000},
+		{format: rfc, ts: `"2023-11-14 22:13:20Z"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "2023-11-14 22:13:20Z"`},
+		{format: rfc, ts: `"2023-11-14T22:13:20"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "2023-11-14T22:13:20"`},
+		{format: rfc, ts: `"2023-13-01T00:00:00Z"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "2023-13-01T00:00:00Z": month out of range`},
+		{format: rfc, ts: `"2023-11-14T25:13:20Z"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "2023-11-14T25:13:20Z": hour out of range`},
+		{format: rfc, ts: `"1700000000"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "1700000000"`},
+		{format: rfc, ts: `""`, wantErr: `timestamp field "ts" is not an RFC 3339 time: ""`},
+		{format: rfc, ts: `"bad\nline"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "bad\nline"`},
+		{format: rfc, ts: `"` + strings.Repeat("x", 100) + `"`, wantErr: `timestamp field "ts" is not an RFC 3339 time: "` + strings.Repeat("x", 64) + `"...`},
+		{format: rfc, ts: `1700000000`, wantErr: `timestamp field "ts" is not a string`},
+		{format: rfc, ts: `null`, wantErr: `timestamp field "ts" is missing`},
+		{format: rfc, ts: ``, wantErr: `timestamp field "ts" is missing`},
+	}
+	names := map[config.TimeFormat]string{s: "unix_s", ms: "unix_ms", us: "unix_us", ns: "unix_ns", rfc: "rfc3339"}
+	for _, tc := range tests {
+		t.Run(names[tc.format]+"/"+tc.ts, func(t *testing.T) {
+			d := NewDecoder(pipeline("", "ts", tc.format))
+			value := `{"other":1}`
+			if tc.ts != "" {
+				value = `{"other":1,"ts":` + tc.ts + `}`
+			}
+			var ev windowing.Event
+			err := d.Decode(&Record{Key: []byte("k"), Value: []byte(value), Timestamp: 42}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+			if err == nil && ev.Time != tc.want {
+				t.Fatalf("time = %d, want %d", ev.Time, tc.want)
+			}
+		})
+	}
+}
+
+// unixMillis must equal floor(x * 10^scale) computed with exact rationals.
+func TestUnixMillisMatchesBig(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	digits := func(n int) string {
+		var sb strings.Builder
+		for range n {
+			sb.WriteByte(byte('0' + rng.IntN(10)))
+		}
+		return sb.String()
+	}
+	minI, maxI := big.NewInt(math.MinInt64), big.NewInt(math.MaxInt64)
+	for range 20000 {
+		var sb strings.Builder
+		if rng.IntN(2) == 0 {
+			sb.WriteByte('-')
+		}
+		if in := digits(rng.IntN(22)); in == "" || in[0] == '0' {
+			sb.WriteString("1" + in)
+		} else {
+			sb.WriteString(in)
+		}
+		if rng.IntN(2) == 0 {
+			sb.WriteString("." + digits(1+rng.IntN(12)))
+		}
+		if rng.IntN(3) == 0 {
+			sb.WriteString("e" + strconv.Itoa(rng.IntN(41)-20))
+		}
+		s := sb.String()
+		scale := []int{3, 0, -3, -6}[rng.IntN(4)]
+
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			t.Fatalf("big.Rat cannot parse %q", s)
+		}
+		p := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(scale))), nil))
+		if scale >= 0 {
+			r.Mul(r, p)
+		} else {
+			r.Quo(r, p)
+		}
+		floor := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: floor for a positive denominator
+		wantOK := floor.Cmp(minI) >= 0 && floor.Cmp(maxI) <= 0
+
+		got, gotOK := unixMillis(s, scale)
+		if gotOK != wantOK || (wantOK && got != floor.Int64()) {
+			t.Fatalf("unixMillis(%q, %d) = %d, %v; want %s, %v", s, scale, got, gotOK, floor, wantOK)
+		}
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestDecodeTimeFromRecord(t *testing.T) {
+	d := NewDecoder(pipeline("", "", config.UnixMS))
+	for _, ts := range []int64{0, -1, 1700000000000, math.MinInt64} {
+		var ev windowing.Event
+		// The value is not an object, and need not be: no field is read.
+		if err := d.Decode(&Record{Partition: 3, Offset: 99, Key: []byte("k"), Value: []byte(`"s"`), Timestamp: ts}, &ev); err != nil {
+			t.Fatal(err)
+		}
+		want := windowing.Event{Partition: 3, Offset: 99, Key: "k", Time: ts, Inputs: []windowing.Input{}}
+		if ev.Partition != want.Partition || ev.Offset != want.Offset || ev.Key != want.Key || ev.Time != want.Time || len(ev.Inputs) != 0 {
+			t.Fatalf("event = %+v, want %+v", ev, want)
+		}
+	}
+}
+
+func TestDecodeInputs(t *testing.T) {
+	p := pipeline("", "", config.UnixMS,
+		windowing.AggSpec{Name: "n", Op: windowing.Count},
+		windowing.AggSpec{Name: "revenue", Op: windowing.Sum, Field: "amount"},
+		windowing.AggSpec{Name: "lo", Op: windowing.Min, Field: "amount"},
+		windowing.AggSpec{Name: "hi", Op: windowing.Max, Field: "price"},
+		windowing.AggSpec{Name: "mean", Op: windowing.Avg, Field: "m.x"},
+		windowing.AggSpec{Name: "users", Op: windowing.DistinctApprox, Field: "user"},
+	)
+	h := func(s string) uint64 { return metro.Hash64([]byte(s), 1337) }
+	tests := []struct {
+		name    string
+		value   string
+		want    []windowing.Input
+		wantErr string
+	}{
+		{
+			name:  "numbers and string",
+			value: `{"amount":12.5,"price":-3,"m":{"x":1e3},"user":"u1"}`,
+			want:  []windowing.Input{{}, {Num: 12.5}, {Num: 12.5}, {Num: -3}, {Num: 1000}, {Hash: h("u1")}},
+		},
+		{
+			name:  "distinct of escaped string hashes the text",
+			value: `{"amount":0,"price":0,"m":{"x":0},"user":"a\u0062\"c"}`,
+			want:  []windowing.Input{{}, {}, {}, {}, {}, {Hash: h(`ab"c`)}},
+		},
+		{
+			name:  "distinct of a number hashes its raw text",
+			value: `{"amount":0,"price":0,"m":{"x":0},"user":7.0}`,
+			want:  []windowing.Input{{}, {}, {}, {}, {}, {Hash: h("7.0")}},
+		},
+		{
+			name:  "distinct of an object hashes its raw text",
+			value: `{"amount":0,"price":0,"m":{"x":0},"user":{"id": 1}}`,
+			want:  []windowing.Input{{}, {}, {}, {}, {}, {Hash: h(`{"id": 1}`)}},
+		},
+		{
+			name:  "distinct of true",
+			value: `{"amount":0,"price":0,"m":{"x":0},"user":true}`,
+			want:  []windowing.Input{{}, {}, {}, {}, {}, {Hash: h("true")}},
+		},
+		{
+			name:  "large and tiny numbers",
+			value: `{"amount":1.7976931348623157e308,"price":5e-324,"m":{"x":-0},"user":""}`,
+			want:  []windowing.Input{{}, {Num: math.MaxFloat64}, {Num: math.MaxFloat64}, {Num: 5e-324}, {Num: 0}, {Hash: h("")}},
+		},
+		{name: "missing number", value: `{"price":1,"m":{"x":1},"user":"u"}`, wantErr: `field "amount" (aggregate revenue) is missing`},
+		{name: "null number", value: `{"amount":null,"price":1,"m":{"x":1},"user":"u"}`, wantErr: `field "amount" (aggregate revenue) is null`},
+		{name: "numeric string", value: `{"amount":"12.5","price":1,"m":{"x":1},"user":"u"}`, wantErr: `field "amount" (aggregate revenue) is not a number`},
+		{name: "bool", value: `{"amount":1,"price":true,"m":{"x":1},"user":"u"}`, wantErr: `field "price" (aggregate hi) is not a number`},
+		{name: "object", value: `{"amount":1,"price":1,"m":{"x":{}},"user":"u"}`, wantErr: `field "m.x" (aggregate mean) is not a number`},
+		{name: "nested missing", value: `{"amount":1,"price":1,"m":2,"user":"u"}`, wantErr: `field "m.x" (aggregate mean) is missing`},
+		{name: "overflow", value: `{"amount":1e309,"price":1,"m":{"x":1},"user":"u"}`, wantErr: `field "amount" (aggregate revenue) is out of range`},
+		{name: "negative overflow", value: `{"amount":1,"price":-1e309,"m":{"x":1},"user":"u"}`, wantErr: `field "price" (aggregate hi) is out of range`},
+		{name: "distinct missing", value: `{"amount":1,"price":1,"m":{"x":1}}`, wantErr: `field "user" (aggregate users) is missing`},
+		{name: "distinct null", value: `{"amount":1,"price":1,"m":{"x":1},"user":null}`, wantErr: `field "user" (aggregate users) is null`},
+	}
+	d := NewDecoder(p)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Inputs are reused: stale values must be overwritten.
+			ev := windowing.Event{Inputs: make([]windowing.Input, 8)}
+			for i := range ev.Inputs {
+				ev.Inputs[i] = windowing.Input{Num: 99, Hash: 99}
+			}
+			backing := &ev.Inputs[0]
+			err := d.Decode(&Record{Key: []byte("k"), Value: []byte(tc.value)}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if len(ev.Inputs) != len(tc.want) {
+				t.Fatalf("len(Inputs) = %d, want %d", len(ev.Inputs), len(tc.want))
+			}
+			if &ev.Inputs[0] != backing {
+				t.Fatalf("Inputs was reallocated")
+			}
+			for i := range tc.want {
+				if ev.Inputs[i] != tc.want[i] {
+					t.Fatalf("Inputs[%d] = %+v, want %+v", i, ev.Inputs[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeInputsGrow(t *testing.T) {
+	d := NewDecoder(pipeline("", "", config.UnixMS,
+		windowing.AggSpec{Name: "n", Op: windowing.Count},
+		windowing.AggSpec{Name: "s", Op: windowing.Sum, Field: "v"},
+	))
+	var ev windowing.Event
+	if err := d.Decode(&Record{Key: []byte("k"), Value: []byte(`{"v":2}`)}, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Inputs) != 2 || ev.Inputs[0] != (windowing.Input{}) || ev.Inputs[1] != (windowing.Input{Num: 2}) {
+		t.Fatalf("Inputs = %+v", ev.Inputs)
+	}
+}
+
+func TestDecodeBadValue(t *testing.T) {
+	fieldPipe := pipeline("k", "", config.UnixMS)
+	recordPipe := pipeline("", "", config.UnixMS, windowing.AggSpec{Name: "n", Op: windowing.Count})
+	tests := []struct {
+		name    string
+		p       *config.Pipeline
+		value   []byte
+		wantErr string
+	}{
+		{name: "nil", p: fieldPipe, value: nil, wantErr: `value is not valid JSON`},
+		{name: "empty", p: fieldPipe, value: []byte{}, wantErr: `value is not valid JSON`},
+		{name: "blank", p: fieldPipe, value: []byte("  \n"), wantErr: `value is not valid JSON`},
+		{name: "truncated", p: fieldPipe, value: []byte(`{"k":`), wantErr: `value is not valid JSON`},
+		{name: "trailing garbage", p: fieldPipe, value: []byte(`{"k":1}x`), wantErr: `value is not valid JSON`},
+		{name: "trailing comma", p: fieldPipe, value: []byte(`{"k":1,}`), wantErr: `value is not valid JSON`},
+		{name: "single quotes", p: fieldPipe, value: []byte(`{'k':1}`), wantErr: `value is not valid JSON`},
+		{name: "text", p: fieldPipe, value: []byte(`hello`), wantErr: `value is not valid JSON`},
+		{name: "two values", p: fieldPipe, value: []byte(`{} {}`), wantErr: `value is not valid JSON`},
+		{name: "array", p: fieldPipe, value: []byte(`[{"k":1}]`), wantErr: `value is not a JSON object`},
+		{name: "string", p: fieldPipe, value: []byte(`"k"`), wantErr: `value is not a JSON object`},
+		{name: "number", p: fieldPipe, value: []byte(`1`), wantErr: `value is not a JSON object`},
+		{name: "null", p: fieldPipe, value: []byte(`null`), wantErr: `value is not a JSON object`},
+		{name: "spaced array", p: fieldPipe, value: []byte(" \n\t[ ]"), wantErr: `value is not a JSON object`},
+		{name: "spaced object", p: fieldPipe, value: []byte(" \r\n\t{\"k\":\"v\"} \n"), wantErr: ``},
+		// No field is read: any JSON value will do, but it must be JSON.
+		{name: "no fields, array", p: recordPipe, value: []byte(`[1]`), wantErr: ``},
+		{name: "no fields, null", p: recordPipe, value: []byte(`null`), wantErr: ``},
+		{name: "no fields, bad JSON", p: recordPipe, value: []byte(`{bad`), wantErr: `value is not valid JSON`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev windowing.Event
+			err := NewDecoder(tc.p).Decode(&Record{Partition: 1, Offset: 5, Key: []byte("rk"), Value: tc.value}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+			if ev.Partition != 1 || ev.Offset != 5 {
+				t.Fatalf("partition/offset = %d/%d, want 1/5", ev.Partition, ev.Offset)
+			}
+		})
+	}
+}
+
+func TestDecodeDeepValue(t *testing.T) {
+	d := NewDecoder(pipeline("k", "", config.UnixMS))
+	nested := func(depth, pad int) []byte {
+		return []byte(`{"k":"v","p":"` + strings.Repeat("[", pad) + `","a":` +
+			strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}")
+	}
+	tests := []struct {
+		name    string
+		value   []byte
+		wantErr string
+	}{
+		// Would overflow the stack in gjson's recursive validation.
+		{name: "ten million [", value: bytes.Repeat([]byte("["), 10_000_000), wantErr: `value is nested too deeply`},
+		{name: "deep but valid", value: nested(maxDepth, deepCheckLen), wantErr: `value is nested too deeply`},
+		{name: "at the limit", value: nested(maxDepth-1, deepCheckLen), wantErr: ``},
+		// Brackets in strings do not count.
+		{name: "brackets in a string", value: nested(10, 2*maxDepth+deepCheckLen), wantErr: ``},
+		{name: "escaped quote in a string", value: []byte(`{"k":"v","p":"\"` + strings.Repeat("[", deepCheckLen) + `"}`), wantErr: ``},
+		// Short values are not checked, and are shallow enough for gjson.
+		{name: "short and deep", value: bytes.Repeat([]byte("["), deepCheckLen), wantErr: `value is not valid JSON`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev windowing.Event
+			err := d.Decode(&Record{Value: tc.value}, &ev)
+			if got := reason(err); got != tc.wantErr {
+				t.Fatalf("error = %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDecodeErrorType(t *testing.T) {
+	d := NewDecoder(pipeline("k", "", config.UnixMS))
+	err := d.Decode(&Record{Value: []byte(`{`)}, &windowing.Event{})
+	de, ok := err.(*DecodeError)
+	if !ok {
+		t.Fatalf("error %T, want *DecodeError", err)
+	}
+	if de.Error() != de.Reason || de.Reason != "value is not valid JSON" {
+		t.Fatalf("Error() = %q, Reason = %q", de.Error(), de.Reason)
+	}
+}
+
+func TestDecodeFull(t *testing.T) {
+	d := NewDecoder(pipeline("user_id", "ts", config.UnixMS,
+		windowing.AggSpec{Name: "clicks", Op: windowing.Count},
+		windowing.AggSpec{Name: "revenue", Op: windowing.Sum, Field: "amount"},
+		windowing.AggSpec{Name: "users", Op: windowing.DistinctApprox, Field: "user_id"},
+	))
+	var ev windowing.Event
+	rec := &Record{Partition: 2, Offset: 17, Key: []byte("ignored"), Value: []byte(`{"user_id":"u1","ts":1700000000123,"amount":9.75}`), Timestamp: 5}
+	if err := d.Decode(rec, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Partition != 2 || ev.Offset != 17 || ev.Key != "u1" || ev.Time != 1700000000123 {
+		t.Fatalf("event = %+v", ev)
+	}
+	want := []windowing.Input{{}, {Num: 9.75}, {Hash: metro.Hash64([]byte("u1"), 1337)}}
+	for i := range want {
+		if ev.Inputs[i] != want[i] {
+			t.Fatalf("Inputs[%d] = %+v, want %+v", i, ev.Inputs[i], want[i])
+		}
+	}
+	// Errors are reported key first, then time, then aggregates in order.
+	err := d.Decode(&Record{Value: []byte(`{"amount":"x"}`)}, &ev)
+	if got := reason(err); got != `key field "user_id" is missing` {
+		t.Fatalf("error = %q", got)
+	}
+	err = d.Decode(&Record{Value: []byte(`{"user_id":1,"amount":"x"}`)}, &ev)
+	if got := reason(err); got != `timestamp field "ts" is missing` {
+		t.Fatalf("error = %q", got)
+	}
+}
+
+func TestDecodeNoAllocs(t *testing.T) {
+	// Only the key string is allocated.
+	d := NewDecoder(pipeline("user_id", "ts", config.UnixMS,
+		windowing.AggSpec{Name: "n", Op: windowing.Count},
+		windowing.AggSpec{Name: "revenue", Op: windowing.Sum, Field: "amount"},
+		windowing.AggSpec{Name: "users", Op: windowing.DistinctApprox, Field: "page.path"},
+	))
+	rec := &Record{Value: []byte(`{"user_id":"u1","ts":"1700000000123","amount":1.5,"page":{"path":"/x"}}`)}
+	var ev windowing.Event
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := d.Decode(rec, &ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("allocs per Decode = %v, want <= 1", allocs)
+	}
+}
+
+func fuzzDecoders() []*Decoder {
+	aggs := []windowing.AggSpec{
+		{Name: "n", Op: windowing.Count},
+		{Name: "s", Op: windowing.Sum, Field: "v"},
+		{Name: "m", Op: windowing.Max, Field: "a.b"},
+		{Name: "d", Op: windowing.DistinctApprox, Field: "k"},
+	}
+	var ds []*Decoder
+	for _, f := range []config.TimeFormat{config.UnixS, config.UnixMS, config.UnixUS, config.UnixNS, config.RFC3339} {
+		ds = append(ds, NewDecoder(pipeline("k", "ts", f, aggs...)))
+	}
+	ds = append(ds,
+		NewDecoder(pipeline("", "", config.UnixMS)),
+		NewDecoder(pipeline("a.b.c", "x.ts", config.UnixNS, aggs[1:]...)),
+		NewDecoder(pipeline("a*b", "#", config.UnixMS, windowing.AggSpec{Name: "q", Op: windowing.Avg, Field: "@this"})),
+		NewDecoder(pipeline("..", "a.", config.RFC3339)),
+	)
+	return ds
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte("k"), []byte(`{"k":"u1","ts":1700000000000,"v":1.5,"a":{"b":2}}`), int64(0))
+	f.Add([]byte(nil), []byte(`{"k":7,"ts":"2023-11-14T23:13:20+01:00","v":"x"}`), int64(-1))
+	f.Add([]byte{}, []byte(`{"k":{"a":[1,2]},"ts":-1.5e-3,"a":{"b":{"c":null}},"x":{"ts":1e400}}`), int64(1))
+	f.Add([]byte("k"), []byte(`{"k":null,"ts":"1700000000.123","a*b":1,"#":"-0"}`), int64(math.MaxInt64))
+	f.Add([]byte("k"), []byte(`[1,{"k":1}]`), int64(math.MinInt64))
+	f.Add([]byte("k"), []byte(`{"ts":1`), int64(0))
+	ds := fuzzDecoders()
+	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
+		var ev windowing.Event
+		for _, d := range ds {
+			err := d.Decode(&Record{Key: key, Value: value, Timestamp: ts}, &ev)
+			if err != nil {
+				var de *DecodeError
+				if !errors.As(err, &de) || de.Reason == "" {
+					t.Fatalf("error %v (%T) is not a *DecodeError with a reason", err, err)
+				}
+				continue
+			}
+			if len(ev.Inputs) != len(d.aggs) {
+				t.Fatalf("len(Inputs) = %d, want %d", len(ev.Inputs), len(d.aggs))
+			}
+		}
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	value := []byte(`{"user_id":"user-1234567","ts":1700000000123,"amount":42.5,"country":"DE","page":"/products/widget-3000","session":"c0ffee-1234-5678-9abc","ua":"Mozilla/5.0"}`)
+	d := NewDecoder(pipeline("user_id", "ts", config.UnixMS,
+		windowing.AggSpec{Name: "clicks", Op: windowing.Count},
+		windowing.AggSpec{Name: "revenue", Op: windowing.Sum, Field: "amount"},
+	))
+	rec := &Record{Partition: 1, Offset: 1, Value: value}
+	var ev windowing.Event
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(rec, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
