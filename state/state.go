@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -185,10 +186,15 @@ func (d *DB) DeleteTimer(t windowing.Timer) error {
 	return d.batch.Delete(d.keyBuf, nil)
 }
 
-// timerBounds sets the scan range of kind's timers with deadline <= upTo.
-func (d *DB) timerBounds(kind windowing.TimerKind, upTo int64) {
-	d.timerLo = append(d.timerLo[:0], prefixTimer, byte(kind))
-	if upTo == 1<<63-1 {
+// timerBounds sets the scan range of kind's timers with from <= deadline <= upTo,
+// starting after the timer after when it is set.
+func (d *DB) timerBounds(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer) {
+	if after != nil {
+		d.timerLo = append(timerKey(d.timerLo[:0], *after), 0) // the next key after it
+	} else {
+		d.timerLo = appendOrdered(append(d.timerLo[:0], prefixTimer, byte(kind)), from)
+	}
+	if upTo == math.MaxInt64 {
 		d.timerHi = append(d.timerHi[:0], prefixTimer, byte(kind)+1)
 		return
 	}
@@ -196,8 +202,8 @@ func (d *DB) timerBounds(kind windowing.TimerKind, upTo int64) {
 }
 
 // DueTimers implements windowing.Store.
-func (d *DB) DueTimers(kind windowing.TimerKind, upTo int64, max int, dst []windowing.Timer) ([]windowing.Timer, error) {
-	d.timerBounds(kind, upTo)
+func (d *DB) DueTimers(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer, max int, dst []windowing.Timer) ([]windowing.Timer, error) {
+	d.timerBounds(kind, from, upTo, after)
 	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: d.timerLo, UpperBound: d.timerHi})
 	if err != nil {
 		return dst, err
@@ -214,8 +220,8 @@ func (d *DB) DueTimers(kind windowing.TimerKind, upTo int64, max int, dst []wind
 }
 
 // NextTimer implements windowing.Store.
-func (d *DB) NextTimer(kind windowing.TimerKind) (int64, bool, error) {
-	d.timerBounds(kind, 1<<63-1)
+func (d *DB) NextTimer(kind windowing.TimerKind, from int64) (int64, bool, error) {
+	d.timerBounds(kind, from, math.MaxInt64, nil)
 	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: d.timerLo, UpperBound: d.timerHi})
 	if err != nil {
 		return 0, false, err

@@ -75,28 +75,40 @@ func TestTimerIndexOrder(t *testing.T) {
 	must(t, db.Commit(false))
 	must(t, db.AddTimer(ev(0, "uncommitted", 0))) // visible through the batch
 
-	got, err := db.DueTimers(windowing.EventTimer, 10000, 100, nil)
+	got, err := db.DueTimers(windowing.EventTimer, math.MinInt64, 10000, nil, 100, nil)
 	must(t, err)
 	want := []windowing.Timer{ev(math.MinInt64, "z", math.MinInt64), ev(-5, "a", -10), ev(0, "uncommitted", 0), ev(10000, "a", -3), ev(10000, "a", 0), ev(10000, "b", 0)}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("due by 10000:\n got %+v\nwant %+v", got, want)
 	}
-	got, _ = db.DueTimers(windowing.EventTimer, 10000, 2, nil)
+	got, _ = db.DueTimers(windowing.EventTimer, math.MinInt64, 10000, nil, 2, nil)
 	if len(got) != 2 {
 		t.Fatalf("max not honoured: %d", len(got))
 	}
-	got, _ = db.DueTimers(windowing.EventTimer, math.MaxInt64, 100, nil)
+	got, _ = db.DueTimers(windowing.EventTimer, math.MinInt64, math.MaxInt64, nil, 100, nil)
 	if len(got) != 8 || got[7].Key != "m" {
 		t.Fatalf("everything due at +inf: %+v", got)
 	}
+	// from and after narrow the scan.
+	got, _ = db.DueTimers(windowing.EventTimer, 0, 10000, nil, 100, nil)
+	if !reflect.DeepEqual(got, want[2:]) {
+		t.Fatalf("from 0: %+v", got)
+	}
+	got, _ = db.DueTimers(windowing.EventTimer, math.MinInt64, 10000, &want[3], 100, nil)
+	if !reflect.DeepEqual(got, want[4:]) {
+		t.Fatalf("after %+v: %+v", want[3], got)
+	}
 	must(t, db.DeleteTimer(ev(math.MinInt64, "z", math.MinInt64)))
-	d, ok, err := db.NextTimer(windowing.EventTimer)
+	d, ok, err := db.NextTimer(windowing.EventTimer, math.MinInt64)
 	if err != nil || !ok || d != -5 {
 		t.Fatalf("NextTimer = %d %v %v, want -5", d, ok, err)
 	}
-	d, ok, _ = db.NextTimer(windowing.ProcTimer)
+	d, ok, _ = db.NextTimer(windowing.ProcTimer, math.MinInt64)
 	if !ok || d != 1 {
 		t.Fatalf("proc NextTimer = %d %v", d, ok)
+	}
+	if d, ok, _ = db.NextTimer(windowing.EventTimer, 10001); !ok || d != 20000 {
+		t.Fatalf("NextTimer from 10001 = %d %v, want 20000", d, ok)
 	}
 }
 

@@ -61,6 +61,8 @@ type Engine struct {
 
 	nextEvent int64 // lower bound of the earliest event-time timer
 	nextProc  int64 // lower bound of the earliest processing-time timer
+	doneEvent int64 // every event-time timer with a deadline <= doneEvent has fired
+	doneProc  int64 // every processing-time timer with a deadline <= doneProc has fired
 
 	stats   Stats
 	starts  []int64
@@ -100,18 +102,31 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		}
 	}
 	e.f = e.wm.Value()
+	// Timers are always set past the frontier (event) or the current
+	// processing time, and a checkpoint holds the frontier together with the
+	// deletions of the timers it fired.
+	e.doneEvent, e.doneProc = e.f, watermark.MinTime
 	var err error
-	if e.nextEvent, err = e.nextDeadline(EventTimer); err != nil {
+	if e.nextEvent, err = e.nextDeadline(EventTimer, e.doneEvent); err != nil {
 		return nil, err
 	}
-	if e.nextProc, err = e.nextDeadline(ProcTimer); err != nil {
+	if e.nextProc, err = e.nextDeadline(ProcTimer, e.doneProc); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Engine) nextDeadline(kind TimerKind) (int64, error) {
-	d, ok, err := e.store.NextTimer(kind)
+// after returns the first deadline past done.
+func after(done int64) int64 {
+	if done == watermark.MinTime || done == watermark.MaxTime {
+		return done
+	}
+	return done + 1
+}
+
+// nextDeadline returns the earliest deadline of kind after done, or MaxTime.
+func (e *Engine) nextDeadline(kind TimerKind, done int64) (int64, error) {
+	d, ok, err := e.store.NextTimer(kind, after(done))
 	if err != nil {
 		return 0, err
 	}
@@ -183,22 +198,8 @@ func (e *Engine) Record(ev *Event, now int64) error {
 // Tick advances processing time to now.
 func (e *Engine) Tick(now int64) error {
 	// (1) due processing-time timers
-	if e.nextProc <= now {
-		for {
-			e.timers, _ = e.store.DueTimers(ProcTimer, now, 1024, e.timers[:0])
-			for _, t := range e.timers {
-				if err := e.fireProc(t); err != nil {
-					return err
-				}
-			}
-			if len(e.timers) < 1024 {
-				break
-			}
-		}
-		var err error
-		if e.nextProc, err = e.nextDeadline(ProcTimer); err != nil {
-			return err
-		}
+	if err := e.fireDue(ProcTimer, now, &e.doneProc, &e.nextProc, e.fireProc); err != nil {
+		return err
 	}
 	// (2) idleness, (3) frontier, (4) firing
 	e.wm.Tick(now)
@@ -228,26 +229,36 @@ func (e *Engine) advance() error {
 // fireEvent runs the on-time and expiry steps of every window due at f.
 func (e *Engine) fireEvent(f int64) error {
 	e.f = f
-	if e.nextEvent > f {
+	return e.fireDue(EventTimer, f, &e.doneEvent, &e.nextEvent, e.fireWindow)
+}
+
+// fireDue fires every timer of kind due by upTo, in index order, in chunks.
+func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire func(Timer) error) error {
+	if *next > upTo {
 		return nil
 	}
+	const chunk = 1024
+	var cursor *Timer
 	for {
 		var err error
-		e.timers, err = e.store.DueTimers(EventTimer, f, 1024, e.timers[:0])
+		e.timers, err = e.store.DueTimers(kind, after(*done), upTo, cursor, chunk, e.timers[:0])
 		if err != nil {
 			return err
 		}
 		for _, t := range e.timers {
-			if err := e.fireWindow(t); err != nil {
+			if err := fire(t); err != nil {
 				return err
 			}
 		}
-		if len(e.timers) < 1024 {
+		if len(e.timers) < chunk {
 			break
 		}
+		last := e.timers[len(e.timers)-1]
+		cursor = &last
 	}
+	*done = upTo
 	var err error
-	e.nextEvent, err = e.nextDeadline(EventTimer)
+	*next, err = e.nextDeadline(kind, upTo)
 	return err
 }
 

@@ -36,10 +36,13 @@ type Store interface {
 	AddTimer(t Timer) error
 	// DeleteTimer removes t from its index.
 	DeleteTimer(t Timer) error
-	// DueTimers appends to dst up to max timers of kind with Deadline <= upTo, in index order.
-	DueTimers(kind TimerKind, upTo int64, max int, dst []Timer) ([]Timer, error)
-	// NextTimer returns the earliest deadline of kind; ok is false when the index is empty.
-	NextTimer(kind TimerKind) (deadline int64, ok bool, err error)
+	// DueTimers appends to dst up to max timers of kind with from <= Deadline <= upTo,
+	// in index order; with after set, the scan starts just after that timer.
+	// (The engine passes from past everything it already fired, so scans
+	// never walk the deleted entries of earlier firings.)
+	DueTimers(kind TimerKind, from, upTo int64, after *Timer, max int, dst []Timer) ([]Timer, error)
+	// NextTimer returns the earliest deadline >= from of kind; ok is false when there is none.
+	NextTimer(kind TimerKind, from int64) (deadline int64, ok bool, err error)
 	// GetMeta returns a metadata value, or nil when absent.
 	GetMeta(name string) ([]byte, error)
 	// PutMeta sets a metadata value.
