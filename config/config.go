@@ -1,0 +1,136 @@
+// Package config turns a windowd YAML (or JSON) file into typed, validated
+// pipeline specs (DESIGN.md §12). Loading never stops at the first problem:
+// every unknown field, bad value and inconsistency is reported.
+//
+// # Errors
+//
+// Load and Parse return an *Errors holding every Problem, sorted by position.
+// Its Error() is one line per problem:
+//
+//	file:line:col: path: message
+//
+// path names the field as it is nested in the file, with list indexes
+// (`kafka.brokers[1]`, `pipelines[0].window.hop`); the message is short and
+// lower-case. For example:
+//
+//	windowd.yaml:7:5: pipelines[0].windw: unknown field "windw" (did you mean "window"?)
+//	windowd.yaml:9:12: pipelines[0].window.hop: hop (20s) must not exceed size (10s)
+//	windowd.yaml:4:5: pipelines[0].input.topic: required
+//	windowd.yaml:12:19: pipelines[0].allowed_lateness: 5 is not a duration (use a duration string like "10s")
+//
+// Positions are 1-based. A problem with a value points at the value; an
+// unknown, duplicate or misplaced field points at its key; a missing field
+// points at the key of the mapping that lacks it (for a pipeline or an
+// aggregate, at its list entry's `-` or `{`; for a top-level field, at the
+// first key of the file). A YAML syntax error stops parsing and is the only
+// problem reported: `file:line:col: syntax error: ...`.
+//
+// # Values
+//
+// Durations are Go duration strings ("250ms", "10s", "24h") holding a whole
+// number of milliseconds; a plain number is not a duration. Strings, integers
+// and booleans must have their YAML type (`on_time: yes` is a string, not a
+// boolean), and null is never a valid value: omit a field to get its default.
+// state.cache_bytes is an integer number of bytes or a string with a unit:
+// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024). Anchors,
+// aliases and merge keys (`<<: *defaults`) are resolved; a problem in an
+// aliased value points at the anchored text.
+package config
+
+import (
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Config is a whole validated configuration file.
+type Config struct {
+	File      string // the path it was loaded from
+	Kafka     Kafka
+	State     State
+	HTTP      HTTP
+	Pipelines []Pipeline
+}
+
+// Kafka is the cluster connection.
+type Kafka struct {
+	Brokers        []string // empty when Embedded
+	Embedded       bool     // `brokers: embedded`: an in-process broker
+	EmbeddedListen string   // default 127.0.0.1:19092
+	ClientID       string   // default windowd
+}
+
+// State configures local state.
+type State struct {
+	Dir        string // default ./data
+	CacheBytes int64  // byte budget of the in-memory window cache; default 64 MiB
+}
+
+// HTTP configures the metrics and health listener.
+type HTTP struct {
+	Listen string // default 127.0.0.1:9100
+}
+
+// TimeFormat says how a numeric or string timestamp field is read.
+type TimeFormat uint8
+
+// Timestamp formats.
+const (
+	UnixMS TimeFormat = iota
+	UnixS
+	UnixUS
+	UnixNS
+	RFC3339
+)
+
+// Input is the pipeline's input topic.
+type Input struct {
+	Topic      string
+	Group      string // default windowd-<name>
+	Partitions int32  // only used to create the topic on the embedded broker; default 4
+}
+
+// Key says where the group key comes from.
+type Key struct {
+	Field string // dotted path; empty: the Kafka record key
+}
+
+// Timestamp says where event time comes from.
+type Timestamp struct {
+	FromRecord bool   // `source: record`: the Kafka record timestamp
+	Field      string // dotted path, when not FromRecord
+	Format     TimeFormat
+}
+
+// Delivery is the delivery guarantee.
+type Delivery uint8
+
+// Delivery guarantees.
+const (
+	AtLeastOnce Delivery = iota
+	ExactlyOnce
+)
+
+// Pipeline is one input topic's windowing job.
+type Pipeline struct {
+	Name            string
+	Line            int // line of the pipeline entry in the file, for messages
+	Input           Input
+	Key             Key
+	Timestamp       Timestamp
+	Watermark       watermark.Spec
+	Spec            windowing.Spec // window, lateness, trigger, accumulation, aggregates
+	OutputTopic     string
+	LateTopic       string // optional
+	DeadLetterTopic string // default <name>-dlq
+	Delivery        Delivery
+}
+
+// Pipeline returns the pipeline with the given name, or nil.
+func (c *Config) Pipeline(name string) *Pipeline {
+	for i := range c.Pipelines {
+		if c.Pipelines[i].Name == name {
+			return &c.Pipelines[i]
+		}
+	}
+	return nil
+}

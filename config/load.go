@@ -1,0 +1,378 @@
+package config
+
+import (
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Defaults of DESIGN.md §12 that are not the zero value.
+const (
+	DefaultEmbeddedListen = "127.0.0.1:19092"
+	DefaultClientID       = "windowd"
+	DefaultStateDir       = "./data"
+	DefaultCacheBytes     = 64 << 20
+	MinCacheBytes         = 1 << 20
+	DefaultHTTPListen     = "127.0.0.1:9100"
+	DefaultPartitions     = 4
+)
+
+// Load reads and validates the configuration file at path. A file that is not
+// valid gives an *Errors listing every problem; a file that cannot be read
+// gives the error of os.ReadFile.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse validates a configuration held in data (YAML or JSON). file names it
+// in problems and in Config.File. When the configuration is not valid, Parse
+// returns a nil *Config and an *Errors listing every problem.
+func Parse(file string, data []byte) (*Config, error) {
+	d := &decoder{file: file, lines: strings.Split(string(data), "\n")}
+	c := d.config(data)
+	if len(d.problems) > 0 {
+		return nil, newErrors(d.problems)
+	}
+	c.File = file
+	return c, nil
+}
+
+// The schema: known keys of each mapping, and the names of enumerations.
+var (
+	topKeys       = []string{"kafka", "state", "http", "pipelines"}
+	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id"}
+	stateKeys     = []string{"dir", "cache_bytes"}
+	httpKeys      = []string{"listen"}
+	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery"}
+	inputKeys     = []string{"topic", "group", "partitions"}
+	keyKeys       = []string{"field"}
+	timestampKeys = []string{"field", "format", "source"}
+	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout"}
+	windowKeys    = []string{"type", "size", "hop", "gap", "offset"}
+	triggerKeys   = []string{"early", "on_time", "late", "closing"}
+	earlyKeys     = []string{"count", "every"}
+	lateKeys      = []string{"every"}
+	aggregateKeys = []string{"name", "op", "field", "precision"}
+	outputKeys    = []string{"topic"}
+
+	timeFormats = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
+	sources     = []choice[bool]{{"record", true}}
+	strategies  = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
+	windowKinds = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}}
+	closings    = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
+	modes       = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
+	aggOps      = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
+	deliveries  = []choice[Delivery]{{"at_least_once", AtLeastOnce}, {"exactly_once", ExactlyOnce}}
+
+	// windowFields says which window kinds take which length.
+	windowFields = []struct {
+		name     string
+		kinds    []windowing.WindowKind
+		required bool
+		validFor string
+	}{
+		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping}, true, "tumbling and hopping"},
+		{"hop", []windowing.WindowKind{windowing.Hopping}, true, "hopping"},
+		{"gap", []windowing.WindowKind{windowing.Session}, true, "session"},
+		{"offset", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping}, false, "tumbling and hopping"},
+	}
+
+	pipelineNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	aggregateNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	topicRE         = regexp.MustCompile(`^(?:[A-Za-z0-9._-]{3,249}|[A-Za-z0-9_-]|[A-Za-z0-9._-][A-Za-z0-9_-]|[A-Za-z0-9_-]\.)$`) // Kafka's rule: not "." or ".."
+	fieldPathRE     = regexp.MustCompile(`^[^.]+(?:\.[^.]+)*$`)
+)
+
+func (d *decoder) pipelineName(n ast.Node, path string) (string, bool) {
+	return d.pattern(pipelineNameRE, "pipeline name", "use letters, digits, '.', '_' and '-'")(n, path)
+}
+
+func (d *decoder) aggregateName(n ast.Node, path string) (string, bool) {
+	return d.pattern(aggregateNameRE, "aggregate name", "use a letter or '_', then letters, digits and '_'")(n, path)
+}
+
+func (d *decoder) topic(n ast.Node, path string) (string, bool) {
+	return d.pattern(topicRE, "topic name", "use at most 249 letters, digits, '.', '_' and '-'")(n, path)
+}
+
+func (d *decoder) fieldPath(n ast.Node, path string) (string, bool) {
+	return d.pattern(fieldPathRE, "field path", `use dots between names, like "payload.user.id"`)(n, path)
+}
+
+func (d *decoder) config(data []byte) *Config {
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	if err != nil {
+		d.syntaxError(err)
+		return nil
+	}
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			d.errorf(posOf(doc.Body), "", "multiple YAML documents are not supported")
+			break
+		}
+		body = doc.Body
+	}
+	d.collectAnchors(body)
+	root := d.mapping(d.resolve(body, ""), "", posOf(body), topKeys...)
+
+	c := &Config{
+		Kafka: d.kafka(root.sub("kafka", kafkaKeys...)),
+		State: State{Dir: DefaultStateDir, CacheBytes: DefaultCacheBytes},
+		HTTP:  HTTP{Listen: DefaultHTTPListen},
+	}
+	state := root.sub("state", stateKeys...)
+	c.State.Dir, _ = opt(state, "dir", c.State.Dir, d.str)
+	c.State.CacheBytes, _ = opt(state, "cache_bytes", c.State.CacheBytes, d.byteSize(MinCacheBytes, "1MiB"))
+	c.HTTP.Listen, _ = opt(root.sub("http", httpKeys...), "listen", c.HTTP.Listen, d.address(false))
+
+	items, _ := req(root, "pipelines", d.nonEmptyList)
+	seen := map[string]int{}
+	for i, it := range items {
+		if it.node != nil {
+			c.Pipelines = append(c.Pipelines, d.pipeline(it, index("pipelines", i), seen))
+		}
+	}
+	return c
+}
+
+func (d *decoder) kafka(m *mapping) Kafka {
+	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID}
+	if b, ok := req(m, "brokers", d.brokers); ok {
+		k.Brokers, k.Embedded = b.addrs, b.embedded
+	}
+	k.EmbeddedListen, _ = opt(m, "embedded_listen", k.EmbeddedListen, d.address(false))
+	k.ClientID, _ = opt(m, "client_id", k.ClientID, d.str)
+	return k
+}
+
+type brokerList struct {
+	addrs    []string
+	embedded bool
+}
+
+// brokers accepts a non-empty list of host:port, or "embedded".
+func (d *decoder) brokers(n ast.Node, path string) (brokerList, bool) {
+	const want = `a list of host:port addresses or "embedded"`
+	if _, isList := n.(*ast.SequenceNode); !isList {
+		if s, _ := text(n); s == "embedded" {
+			return brokerList{embedded: true}, true
+		}
+		d.expected(n, path, want)
+		return brokerList{}, false
+	}
+	items, ok := d.nonEmptyList(n, path)
+	var b brokerList
+	for i, it := range items {
+		if it.node == nil {
+			ok = false
+			continue
+		}
+		addr, addrOK := d.address(true)(it.node, index(path, i))
+		b.addrs = append(b.addrs, addr)
+		ok = ok && addrOK
+	}
+	return b, ok
+}
+
+// unique reports name when seen already holds it, else records it.
+func (d *decoder) unique(seen map[string]int, what, name string, at pos, path string) {
+	if line, dup := seen[name]; dup {
+		d.errorf(at, path, "duplicate %s name %q (first at line %d)", what, name, line)
+		return
+	}
+	seen[name] = at.line
+}
+
+func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
+	m := d.mapping(it.node, path, it.at, pipelineKeys...)
+	p := Pipeline{Line: it.at.line}
+	var ok bool
+	if p.Name, ok = req(m, "name", d.pipelineName); ok {
+		d.unique(seen, "pipeline", p.Name, m.valueAt("name"), m.child("name"))
+	}
+
+	in := m.sub("input", inputKeys...)
+	p.Input.Topic, _ = req(in, "topic", d.topic)
+	p.Input.Group, _ = opt(in, "group", "windowd-"+p.Name, d.str)
+	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, math.MaxInt32))
+	p.Input.Partitions = int32(parts)
+
+	p.Key.Field, _ = opt(m.sub("key", keyKeys...), "field", "", d.fieldPath)
+	p.Timestamp = d.timestamp(m)
+	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
+	p.Spec = d.spec(m)
+
+	out := m.sub("output", outputKeys...)
+	p.OutputTopic, _ = req(out, "topic", d.topic)
+	p.LateTopic, _ = opt(m, "late_topic", "", d.topic)
+	p.DeadLetterTopic, _ = opt(m, "dead_letter_topic", p.Name+"-dlq", d.topic)
+	p.Delivery, _ = opt(m, "delivery", AtLeastOnce, oneOf(d, deliveries))
+
+	// Writing back to the input topic would feed a pipeline its own output.
+	for _, t := range []struct {
+		m     *mapping
+		key   string
+		topic string
+	}{{out, "topic", p.OutputTopic}, {m, "late_topic", p.LateTopic}, {m, "dead_letter_topic", p.DeadLetterTopic}} {
+		if t.m.has(t.key) && t.topic != "" && t.topic == p.Input.Topic {
+			d.errorf(t.m.valueAt(t.key), t.m.child(t.key), "must differ from input.topic (%q)", p.Input.Topic)
+		}
+	}
+	return p
+}
+
+func (d *decoder) timestamp(pm *mapping) Timestamp {
+	if !pm.has("timestamp") {
+		if !pm.broken {
+			d.errorf(pm.at, pm.child("timestamp"), "required (a field, or source: record)")
+		}
+		return Timestamp{}
+	}
+	m := pm.sub("timestamp", timestampKeys...)
+	var ts Timestamp
+	ts.FromRecord, _ = opt(m, "source", false, oneOf(d, sources))
+	ts.Field, _ = opt(m, "field", "", d.fieldPath)
+	ts.Format, _ = opt(m, "format", UnixMS, oneOf(d, timeFormats))
+	switch {
+	case m.has("source") && m.has("field"):
+		d.errorf(m.keyAt("source"), m.child("source"), "cannot be combined with field")
+	case m.has("source") && m.has("format"):
+		d.errorf(m.keyAt("format"), m.child("format"), "format is only valid with field")
+	case !m.has("source") && !m.has("field") && !m.broken:
+		d.errorf(m.at, m.path, "needs a field, or source: record")
+	}
+	return ts
+}
+
+func (d *decoder) watermark(m *mapping) watermark.Spec {
+	var s watermark.Spec
+	var ok bool
+	s.Strategy, ok = opt(m, "strategy", watermark.BoundedOutOfOrderness, oneOf(d, strategies))
+	s.MaxDelay, _ = opt(m, "max_delay", 0, d.duration(nonNegative))
+	if ok && s.Strategy == watermark.Monotonic && m.has("max_delay") {
+		d.errorf(m.keyAt("max_delay"), m.child("max_delay"), "max_delay is only valid for bounded_out_of_orderness")
+	}
+	s.Every, _ = opt(m, "every", 1, d.intIn(1, math.MaxInt64))
+	s.IdleTimeout, _ = opt(m, "idle_timeout", 0, d.duration(nonNegative))
+	return s
+}
+
+func (d *decoder) spec(m *mapping) windowing.Spec {
+	var s windowing.Spec
+	s.Window = d.window(m.sub("window", windowKeys...))
+	lateness, latenessOK := opt(m, "allowed_lateness", 0, d.duration(nonNegative))
+	s.AllowedLateness = lateness
+	s.Trigger = d.trigger(m.sub("trigger", triggerKeys...), lateness == 0 && latenessOK)
+	s.Mode, _ = opt(m, "accumulation", windowing.Accumulating, oneOf(d, modes))
+	s.Aggregates = d.aggregates(m)
+	return s
+}
+
+func (d *decoder) window(m *mapping) windowing.WindowSpec {
+	kind, kindOK := req(m, "type", oneOf(d, windowKinds))
+	size, sizeOK := opt(m, "size", 0, d.duration(positive))
+	hop, hopOK := opt(m, "hop", 0, d.duration(positive))
+	gap, _ := opt(m, "gap", 0, d.duration(positive))
+	offset, _ := opt(m, "offset", 0, d.duration(anySign))
+	if !kindOK {
+		return windowing.WindowSpec{}
+	}
+	for _, f := range windowFields {
+		takes := slices.Contains(f.kinds, kind)
+		switch {
+		case takes && f.required:
+			m.require(f.name)
+		case !takes && m.has(f.name):
+			d.errorf(m.keyAt(f.name), m.child(f.name), "%s is only valid for %s windows", f.name, f.validFor)
+		}
+	}
+	switch kind {
+	case windowing.Tumbling:
+		return windowing.WindowSpec{Kind: kind, Size: size, Hop: size, Offset: offset}
+	case windowing.Hopping:
+		if m.has("size") && m.has("hop") && sizeOK && hopOK && hop > size {
+			d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%s) must not exceed size (%s)", m.raw("hop"), m.raw("size"))
+		}
+		return windowing.WindowSpec{Kind: kind, Size: size, Hop: hop, Offset: offset}
+	default:
+		return windowing.WindowSpec{Kind: kind, Gap: gap}
+	}
+}
+
+func (d *decoder) trigger(m *mapping, noLateness bool) windowing.TriggerSpec {
+	var t windowing.TriggerSpec
+	if m.has("early") {
+		early := m.sub("early", earlyKeys...)
+		t.EarlyCount, _ = opt(early, "count", 0, d.intIn(1, math.MaxInt64))
+		t.EarlyEvery, _ = opt(early, "every", 0, d.duration(positive))
+		if !early.has("count") && !early.has("every") && !early.broken {
+			d.errorf(early.at, early.path, "needs count or every")
+		}
+	}
+	t.OnTime, _ = opt(m, "on_time", true, d.boolean)
+	if m.has("late") {
+		t.Late = true
+		t.LateEvery, _ = opt(m.sub("late", lateKeys...), "every", 0, d.duration(nonNegative))
+		if noLateness {
+			d.errorf(m.keyAt("late"), m.child("late"), "needs allowed_lateness > 0")
+		}
+	}
+	var closingOK bool
+	t.Closing, closingOK = opt(m, "closing", windowing.ClosingAlways, oneOf(d, closings))
+	if !m.has("early") && !m.has("late") && m.has("on_time") && !t.OnTime && closingOK && t.Closing == windowing.ClosingNever {
+		d.errorf(m.at, m.path, "never fires a pane (on_time is false, closing is never, no early or late)")
+	}
+	return t
+}
+
+func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
+	path := pm.child("aggregates")
+	items, _ := req(pm, "aggregates", d.nonEmptyList)
+	seen := map[string]int{}
+	var aggs []windowing.AggSpec
+	for i, it := range items {
+		if it.node == nil {
+			continue
+		}
+		m := d.mapping(it.node, index(path, i), it.at, aggregateKeys...)
+		var a windowing.AggSpec
+		var ok bool
+		if a.Name, ok = req(m, "name", d.aggregateName); ok {
+			d.unique(seen, "aggregate", a.Name, m.valueAt("name"), m.child("name"))
+		}
+		a.Op, ok = req(m, "op", oneOf(d, aggOps))
+		a.Field, _ = opt(m, "field", "", d.fieldPath)
+		precision, _ := opt(m, "precision", windowing.DefaultPrecision, d.intIn(4, 18))
+		if ok {
+			switch {
+			case a.Op == windowing.Count && m.has("field"):
+				d.errorf(m.keyAt("field"), m.child("field"), "field is not valid for count")
+			case a.Op != windowing.Count && !m.has("field") && !m.broken:
+				d.errorf(m.at, m.child("field"), "required for %s", a.Op)
+			}
+			if a.Op == windowing.DistinctApprox {
+				a.Precision = uint8(precision)
+			} else if m.has("precision") {
+				d.errorf(m.keyAt("precision"), m.child("precision"), "precision is only valid for distinct_approx")
+			}
+		}
+		aggs = append(aggs, a)
+	}
+	return aggs
+}
