@@ -1,0 +1,195 @@
+// Command windowd is the windowd CLI: replay a pipeline over a JSON-lines
+// file, validate a configuration, print the version.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/replay"
+)
+
+const usage = `windowd: event-time windowing for Kafka
+
+usage:
+  windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR]
+  windowd validate --config FILE
+  windowd version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "replay":
+		return cmdReplay(args[1:], stdin, stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "windowd", version())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "windowd: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", stderr)
+	path := fs.String("config", "", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "windowd validate: --config is required")
+		return 2
+	}
+	if _, err := config.Load(*path); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "OK")
+	return 0
+}
+
+func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("replay", stderr)
+	path := fs.String("config", "", "configuration file")
+	name := fs.String("pipeline", "", "pipeline to run (default: the only one)")
+	input := fs.String("input", "-", "JSON-lines input file, - for standard input")
+	partitions := fs.Int("partitions", 0, "number of partitions (default: one more than the largest in the input)")
+	stateDir := fs.String("state-dir", "", "Pebble directory (default: a temporary one)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "windowd replay: "+format+"\n", a...)
+		return 1
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "windowd replay: --config is required")
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		var cerr *config.Errors
+		if errors.As(err, &cerr) {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return fail("%v", err)
+	}
+	p, err := pickPipeline(cfg, *name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *partitions < 0 {
+		return fail("--partitions must be >= 1")
+	}
+
+	in, cleanup, err := openInput(*input, stdin, *partitions == 0)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer cleanup()
+	n := *partitions
+	if n == 0 {
+		if n, err = replay.ScanPartitions(in); err != nil {
+			return fail("read %s: %v", *input, err)
+		}
+		if _, err := in.Seek(0, io.SeekStart); err != nil {
+			return fail("read %s: %v", *input, err)
+		}
+	}
+	sum, err := replay.Run(replay.Options{
+		Pipeline:   p,
+		Input:      in,
+		Partitions: n,
+		StateDir:   *stateDir,
+		CacheBytes: int(cfg.State.CacheBytes),
+		Out:        stdout,
+		Errs:       stderr,
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stderr, `{"summary":{"lines":%d,"records":%d,"clocks":%d,"dead_letters":%d,"late_dropped":%d,"panes":%d,"retractions":%d}}`+"\n",
+		sum.Lines, sum.Records, sum.Clocks, sum.DeadLetters, sum.LateDropped, sum.Panes, sum.Retractions)
+	return 0
+}
+
+func pickPipeline(cfg *config.Config, name string) (*config.Pipeline, error) {
+	if name != "" {
+		if p := cfg.Pipeline(name); p != nil {
+			return p, nil
+		}
+		return nil, fmt.Errorf("%s has no pipeline %q", cfg.File, name)
+	}
+	if len(cfg.Pipelines) != 1 {
+		return nil, fmt.Errorf("%s has %d pipelines: choose one with --pipeline", cfg.File, len(cfg.Pipelines))
+	}
+	return &cfg.Pipelines[0], nil
+}
+
+// openInput opens the replay input as a seekable file. Standard input is
+// spooled to a temporary file when the partition count must be scanned first.
+func openInput(path string, stdin io.Reader, needSeek bool) (io.ReadSeeker, func(), error) {
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, func() { f.Close() }, nil
+	}
+	if !needSeek {
+		return nopSeeker{stdin}, func() {}, nil
+	}
+	tmp, err := os.CreateTemp("", "windowd-stdin-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { tmp.Close(); os.Remove(tmp.Name()) }
+	if _, err := io.Copy(tmp, stdin); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("read standard input: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return tmp, cleanup, nil
+}
+
+// nopSeeker is a reader that is never seeked (the partition count was given).
+type nopSeeker struct{ io.Reader }
+
+func (nopSeeker) Seek(int64, int) (int64, error) {
+	return 0, errors.New("standard input cannot be re-read")
+}

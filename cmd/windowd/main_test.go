@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errs)
+	return code, out.String(), errs.String()
+}
+
+func TestValidateListsEveryMistake(t *testing.T) {
+	code, out, errs := runCLI(t, "", "validate", "--config", "testdata/three_mistakes.yaml")
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q; want exit 1 and no output", code, out)
+	}
+	lines := strings.Split(strings.TrimRight(errs, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 error lines, got %d:\n%s", len(lines), errs)
+	}
+	pos := regexp.MustCompile(`^testdata/three_mistakes\.yaml:(\d+):(\d+): `)
+	wantLines := []string{"7", "8", "10"}
+	for i, l := range lines {
+		m := pos.FindStringSubmatch(l)
+		if m == nil || m[1] != wantLines[i] {
+			t.Errorf("line %d = %q, want testdata/three_mistakes.yaml:%s:col: ...", i, l, wantLines[i])
+		}
+	}
+}
+
+func TestValidateOK(t *testing.T) {
+	code, out, errs := runCLI(t, "", "validate", "--config", "testdata/example_a.yaml")
+	if code != 0 || out != "OK\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestReplayExampleA checks replay's stdout byte for byte against the pane
+// JSON of DESIGN.md §8 for worked example A.
+func TestReplayExampleA(t *testing.T) {
+	want, err := os.ReadFile("testdata/example_a.out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--input", "testdata/example_a.jsonl"},
+		{"--input", "testdata/example_a.jsonl", "--partitions", "1", "--state-dir", filepath.Join(t.TempDir(), "state")},
+	} {
+		code, out, errs := runCLI(t, "", append([]string{"replay", "--config", "testdata/example_a.yaml"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		if out != string(want) {
+			t.Fatalf("%v: stdout differs\n--- got ---\n%s--- want ---\n%s", args, out, want)
+		}
+		if !strings.Contains(errs, `{"summary":{"lines":5,"records":5,"clocks":0,"dead_letters":0,"late_dropped":0,"panes":6,"retractions":0}}`) {
+			t.Fatalf("%v: summary missing from stderr: %s", args, errs)
+		}
+	}
+}
+
+func TestReplayStdin(t *testing.T) {
+	in, err := os.ReadFile("testdata/example_a.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile("testdata/example_a.out")
+	for _, extra := range [][]string{nil, {"--partitions", "1"}} {
+		code, out, errs := runCLI(t, string(in), append([]string{"replay", "--config", "testdata/example_a.yaml", "--input", "-"}, extra...)...)
+		if code != 0 || out != string(want) {
+			t.Fatalf("%v: exit %d, stderr %s, stdout\n%s", extra, code, errs, out)
+		}
+	}
+}
+
+func TestReplayFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unreadable input", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/missing.jsonl"},
+			"windowd replay: open testdata/missing.jsonl: no such file or directory\n"},
+		{"bad config", []string{"replay", "--config", "testdata/three_mistakes.yaml", "--input", "testdata/example_a.jsonl"},
+			"testdata/three_mistakes.yaml:7:"},
+		{"missing config file", []string{"replay", "--config", "testdata/nope.yaml"}, "nope.yaml"},
+		{"unknown pipeline", []string{"replay", "--config", "testdata/example_a.yaml", "--pipeline", "x", "--input", "testdata/example_a.jsonl"},
+			"windowd replay: testdata/example_a.yaml has no pipeline \"x\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, "", tc.args...)
+			if code == 0 || out != "" {
+				t.Fatalf("exit %d, stdout %q: want a failure", code, out)
+			}
+			if !strings.Contains(errs, tc.want) {
+				t.Fatalf("stderr %q does not contain %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, errs := runCLI(t, "", "frobnicate"); code != 2 || !strings.Contains(errs, "unknown command") {
+		t.Fatalf("exit %d, %q", code, errs)
+	}
+	if code, out, _ := runCLI(t, "", "version"); code != 0 || !strings.HasPrefix(out, "windowd ") {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,159 @@
+package replay
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/windowing"
+)
+
+var update = flag.Bool("update", false, "rewrite the output sections of testdata/*.txt")
+
+// goldenCase is one testdata file: free text (a description and an ASCII
+// timeline), then sections introduced by "-- name --" lines:
+//
+//	pipeline   the pipeline's fields (name, input and output are supplied)
+//	input      the replay input, JSON lines
+//	output     the panes, one per line: key [start,end) TIMING index name=value ... [final]
+//	           (a retraction is prefixed by "retract")
+//	errors     the dead-letter and late-drop lines of the error stream (optional)
+type goldenCase struct {
+	head     string
+	sections map[string]string
+	order    []string
+}
+
+func parseGolden(t *testing.T, data string) goldenCase {
+	t.Helper()
+	gc := goldenCase{sections: map[string]string{}}
+	cur := ""
+	var b strings.Builder
+	flush := func() {
+		if cur == "" {
+			gc.head = b.String()
+		} else {
+			gc.sections[cur] = b.String()
+			gc.order = append(gc.order, cur)
+		}
+		b.Reset()
+	}
+	for _, line := range strings.SplitAfter(data, "\n") {
+		trim := strings.TrimSpace(line)
+		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") {
+			flush()
+			cur = strings.TrimSuffix(strings.TrimPrefix(trim, "-- "), " --")
+			continue
+		}
+		b.WriteString(line)
+	}
+	flush()
+	return gc
+}
+
+func (gc goldenCase) format() string {
+	var b strings.Builder
+	b.WriteString(gc.head)
+	for _, name := range gc.order {
+		fmt.Fprintf(&b, "-- %s --\n", name)
+		b.WriteString(gc.sections[name])
+	}
+	return b.String()
+}
+
+// goldenConfig wraps a pipeline section into a whole configuration file.
+func goldenConfig(pipeline string) string {
+	var b strings.Builder
+	b.WriteString("kafka: {brokers: embedded}\npipelines:\n  - name: golden\n    input: {topic: in}\n    output: {topic: out}\n")
+	for _, line := range strings.Split(strings.TrimRight(pipeline, "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+// compactPanes renders replay's JSON output in the golden notation.
+func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
+	t.Helper()
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		if !gjson.Valid(line) {
+			t.Fatalf("output line is not JSON: %s", line)
+		}
+		v := gjson.Parse(line)
+		if v.Get("retraction").Bool() {
+			b.WriteString("retract ")
+		}
+		fmt.Fprintf(&b, "%s [%s,%s) %s %s", v.Get("key").Str, v.Get("window.start").Raw, v.Get("window.end").Raw,
+			v.Get("pane.timing").Str, v.Get("pane.index").Raw)
+		for _, a := range aggs {
+			fmt.Fprintf(&b, " %s=%s", a.Name, v.Get("aggregates."+a.Name).Raw)
+		}
+		if v.Get("pane.final").Bool() {
+			b.WriteString(" final")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gc := parseGolden(t, string(data))
+			cfg, err := config.Parse(file+"#pipeline", []byte(goldenConfig(gc.sections["pipeline"])))
+			if err != nil {
+				t.Fatalf("config: %v", err)
+			}
+			p := &cfg.Pipelines[0]
+			input := gc.sections["input"]
+			n, err := ScanPartitions(strings.NewReader(input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			if _, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs}); err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			got := compactPanes(t, out.String(), p.Spec.Aggregates)
+			gotErrs := errs.String()
+			if *update {
+				gc.sections["output"] = got
+				if _, ok := gc.sections["errors"]; ok || gotErrs != "" {
+					if !ok {
+						gc.order = append(gc.order, "errors")
+					}
+					gc.sections["errors"] = gotErrs
+				}
+				if err := os.WriteFile(file, []byte(gc.format()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if want := gc.sections["output"]; got != want {
+				t.Errorf("output differs\n--- got ---\n%s--- want ---\n%s", got, want)
+			}
+			if want := gc.sections["errors"]; gotErrs != want {
+				t.Errorf("errors differ\n--- got ---\n%s--- want ---\n%s", gotErrs, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,354 @@
+// Package replay runs one pipeline over a JSON-lines file (DESIGN.md §11)
+// with the same engine as the Kafka service, printing panes to an output
+// stream. Processing time starts at 0 and moves only through clock lines, so
+// idleness and processing-time triggers replay deterministically.
+//
+// Invariants: a malformed line never stops a replay (it is dead-lettered
+// with its line number and counted); panes are printed in emission order;
+// at end of input the frontier becomes +infinity and every window fires.
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/windowing"
+)
+
+// MaxLineBytes is the longest input line read; a longer one is dead-lettered.
+const MaxLineBytes = 16 << 20
+
+// checkpointRecords is how many records a replay batches between commits of
+// its Pebble state, bounding the uncommitted batch.
+const checkpointRecords = 65536
+
+// Options configure one replay.
+type Options struct {
+	Pipeline   *config.Pipeline
+	Input      io.Reader
+	Partitions int    // partitions 0..N-1; must be >= 1 (see ScanPartitions)
+	StateDir   string // Pebble directory; empty: a temporary one, removed afterwards
+	FS         vfs.FS // file system of StateDir; nil: the OS (tests pass vfs.NewMem())
+	CacheBytes int    // window cache budget; 0: the pipeline's default
+	Out        io.Writer
+	Errs       io.Writer // dead letters and dropped records, one JSON line each
+}
+
+// Summary counts what a replay did.
+type Summary struct {
+	Lines       int64
+	Records     int64
+	Clocks      int64
+	DeadLetters int64
+	LateDropped int64
+	Panes       int64
+	Retractions int64
+}
+
+// ScanPartitions returns one more than the largest partition in r (at least 1).
+func ScanPartitions(r io.Reader) (int, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	largest := int64(0)
+	for {
+		line, err := readLine(br)
+		if len(line) > 0 {
+			if p := gjson.GetBytes(line, "partition"); p.Type == gjson.Number {
+				if v := p.Int(); v > largest && float64(v) == p.Num && v < math.MaxInt32 {
+					largest = v
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !errors.Is(err, errLineTooLong) {
+			return 0, err
+		}
+	}
+	return int(largest) + 1, nil
+}
+
+var errLineTooLong = errors.New("line longer than 16 MiB")
+
+// readLine returns the next line without its newline. A line over
+// MaxLineBytes is skipped and reported as errLineTooLong.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var long []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(frag) > MaxLineBytes {
+				// drain the rest of the line
+				for errors.Is(err, bufio.ErrBufferFull) {
+					_, err = br.ReadSlice('\n')
+				}
+				if err != nil && !errors.Is(err, io.EOF) {
+					return nil, err
+				}
+				return nil, errLineTooLong
+			}
+			long = append(long, frag...)
+			continue
+		}
+		if long != nil {
+			frag = append(long, frag...)
+		}
+		frag = bytes.TrimRight(frag, "\r\n")
+		return frag, err
+	}
+}
+
+type runner struct {
+	opts    Options
+	out     *bufio.Writer
+	errs    *bufio.Writer
+	specs   []windowing.AggSpec
+	buf     []byte
+	sum     Summary
+	line    int64
+	lateTop bool
+}
+
+// Pane implements windowing.Emitter.
+func (r *runner) Pane(p *windowing.Pane) error {
+	r.buf = windowing.AppendJSON(r.buf[:0], p, r.specs)
+	r.buf = append(r.buf, '\n')
+	_, err := r.out.Write(r.buf)
+	return err
+}
+
+// Dropped implements windowing.Emitter: with a late_topic the record is
+// reported on the error stream (in run it is written to the topic).
+func (r *runner) Dropped(ev *windowing.Event) error {
+	if !r.lateTop {
+		return nil
+	}
+	b := append(r.buf[:0], `{"late_dropped":{"reason":"every window of the record has expired","line":`...)
+	b = strconv.AppendInt(b, r.line, 10)
+	b = append(b, `,"partition":`...)
+	b = strconv.AppendInt(b, int64(ev.Partition), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, ev.Offset, 10)
+	b = append(b, `,"key":`...)
+	b = windowing.AppendJSONString(b, ev.Key)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, ev.Time, 10)
+	b = append(b, "}}\n"...)
+	r.buf = b
+	_, err := r.errs.Write(b)
+	return err
+}
+
+// deadLetter reports a bad line or record on the error stream.
+func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []byte) error {
+	r.sum.DeadLetters++
+	b := append(r.buf[:0], `{"dead_letter":{"error":`...)
+	b = windowing.AppendJSONString(b, reason)
+	b = append(b, `,"line":`...)
+	b = strconv.AppendInt(b, r.line, 10)
+	if partition >= 0 {
+		b = append(b, `,"partition":`...)
+		b = strconv.AppendInt(b, int64(partition), 10)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, offset, 10)
+	}
+	b = append(b, `,"input":`...)
+	b = windowing.AppendJSONString(b, string(raw))
+	b = append(b, "}}\n"...)
+	r.buf = b
+	_, err := r.errs.Write(b)
+	return err
+}
+
+// Run replays opts.Input through the pipeline and returns what it did. Bad
+// lines are dead-lettered and do not stop it; an error means the replay
+// itself failed (state, output).
+func Run(opts Options) (Summary, error) {
+	p := opts.Pipeline
+	if opts.Partitions < 1 {
+		return Summary{}, fmt.Errorf("replay: partitions must be >= 1, got %d", opts.Partitions)
+	}
+	dir := opts.StateDir
+	if dir == "" && opts.FS != nil {
+		dir = "replay"
+	} else if dir == "" {
+		tmp, err := os.MkdirTemp("", "windowd-replay-")
+		if err != nil {
+			return Summary{}, fmt.Errorf("replay: state dir: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	db, err := state.Open(dir, state.Options{FS: opts.FS})
+	if err != nil {
+		return Summary{}, err
+	}
+	defer db.Close()
+
+	r := &runner{
+		opts:    opts,
+		out:     bufio.NewWriterSize(opts.Out, 1<<16),
+		errs:    bufio.NewWriterSize(opts.Errs, 1<<12),
+		specs:   p.Spec.Aggregates,
+		lateTop: p.LateTopic != "",
+	}
+	cacheBytes := opts.CacheBytes
+	eng, err := windowing.New(p.Spec, p.Watermark, db, r, windowing.Options{CacheBytes: cacheBytes})
+	if err != nil {
+		return Summary{}, err
+	}
+	err = r.run(eng)
+	if ferr := r.out.Flush(); err == nil {
+		err = ferr
+	}
+	if ferr := r.errs.Flush(); err == nil {
+		err = ferr
+	}
+	st := eng.Stats()
+	r.sum.LateDropped = st.LateDropped
+	r.sum.Panes = st.Panes[0] + st.Panes[1] + st.Panes[2]
+	r.sum.Retractions = st.Retractions
+	return r.sum, err
+}
+
+func (r *runner) run(eng *windowing.Engine) error {
+	p := r.opts.Pipeline
+	n := r.opts.Partitions
+	var now int64
+	for i := 0; i < n; i++ {
+		eng.Assign(int32(i), now, true)
+	}
+	offsets := make([]int64, n)
+	dec := source.NewDecoder(p)
+	var ev windowing.Event
+	var rec source.Record
+	br := bufio.NewReaderSize(r.opts.Input, 1<<16)
+	sinceCheckpoint := 0
+	for {
+		line, rerr := readLine(br)
+		eof := errors.Is(rerr, io.EOF)
+		if eof && len(line) == 0 {
+			break
+		}
+		r.line++
+		switch {
+		case errors.Is(rerr, errLineTooLong):
+			if err := r.deadLetter("line longer than 16 MiB", -1, 0, nil); err != nil {
+				return err
+			}
+			continue
+		case rerr != nil && !eof:
+			return fmt.Errorf("replay: read input: %w", rerr)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			r.sum.Lines++
+			if err := r.handle(eng, dec, line, &now, offsets, &rec, &ev); err != nil {
+				return err
+			}
+			if sinceCheckpoint++; sinceCheckpoint >= checkpointRecords {
+				sinceCheckpoint = 0
+				if err := eng.Checkpoint(false); err != nil {
+					return err
+				}
+			}
+		}
+		if eof {
+			break
+		}
+	}
+	if err := eng.Finish(); err != nil {
+		return err
+	}
+	return eng.Checkpoint(false)
+}
+
+// handle processes one non-blank input line.
+func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
+	if !gjson.ValidBytes(line) {
+		return r.deadLetter("line is not valid JSON", -1, 0, line)
+	}
+	root := gjson.ParseBytes(line)
+	if !root.IsObject() {
+		return r.deadLetter("line is not a JSON object", -1, 0, line)
+	}
+	if c := root.Get("clock"); c.Exists() {
+		v, ok := wholeNumber(c)
+		if !ok {
+			return r.deadLetter("clock is not an integer of milliseconds", -1, 0, line)
+		}
+		if v < *now {
+			return r.deadLetter(fmt.Sprintf("clock moves backwards from %d to %d", *now, v), -1, 0, line)
+		}
+		*now = v
+		r.sum.Clocks++
+		return eng.Tick(v)
+	}
+	partition := int64(0)
+	if pv := root.Get("partition"); pv.Exists() {
+		v, ok := wholeNumber(pv)
+		if !ok || v < 0 || v >= int64(r.opts.Partitions) {
+			return r.deadLetter(fmt.Sprintf("partition must be an integer in [0, %d)", r.opts.Partitions), -1, 0, line)
+		}
+		partition = v
+	}
+	*rec = source.Record{Partition: int32(partition), Offset: offsets[partition]}
+	offsets[partition]++
+	if kv := root.Get("key"); kv.Exists() && kv.Type != gjson.Null {
+		if kv.Type == gjson.String {
+			rec.Key = []byte(kv.Str)
+		} else {
+			rec.Key = []byte(kv.Raw)
+		}
+	}
+	if tv := root.Get("timestamp"); tv.Exists() {
+		v, ok := wholeNumber(tv)
+		if !ok {
+			return r.deadLetter("timestamp is not an integer of milliseconds", rec.Partition, rec.Offset, line)
+		}
+		rec.Timestamp = v
+	}
+	if vv := root.Get("value"); vv.Exists() {
+		if vv.Type == gjson.String {
+			rec.Value = []byte(vv.Str)
+		} else {
+			rec.Value = []byte(vv.Raw)
+		}
+	}
+	if err := dec.Decode(rec, ev); err != nil {
+		var de *source.DecodeError
+		if errors.As(err, &de) {
+			return r.deadLetter(de.Error(), rec.Partition, rec.Offset, line)
+		}
+		return err
+	}
+	r.sum.Records++
+	return eng.Record(ev, *now)
+}
+
+// wholeNumber reads an integral JSON number.
+func wholeNumber(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.Number {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err == nil {
+		return i, true
+	}
+	f, err := strconv.ParseFloat(v.Raw, 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
