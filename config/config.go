@@ -44,11 +44,29 @@ import (
 
 // Config is a whole validated configuration file.
 type Config struct {
-	File      string // the path it was loaded from
-	Kafka     Kafka
-	State     State
-	HTTP      HTTP
+	File  string // the path it was loaded from
+	Kafka Kafka
+	State State
+	HTTP  HTTP
+	// ShutdownGrace bounds how long a SIGTERM/SIGINT shutdown may take (ms); default 30s.
+	ShutdownGrace int64
+	// Generator, when set, produces a demo event stream to the embedded broker.
+	Generator *Generator
 	Pipelines []Pipeline
+}
+
+// Generator produces a realistic demo stream: JSON values
+// {"user_id","ts","amount","page"} keyed by user_id, out of order within
+// Disorder, with every LateEvery-th record LateBy behind and every
+// MalformedEvery-th record not valid JSON (0: never).
+type Generator struct {
+	Topic          string
+	Rate           int64 // records per second; default 100
+	Keys           int64 // distinct user ids; default 20
+	Disorder       int64 // ms; default 2s
+	LateEvery      int64
+	LateBy         int64 // ms; default 30s
+	MalformedEvery int64
 }
 
 // Kafka is the cluster connection.
@@ -120,9 +138,11 @@ type Pipeline struct {
 	Watermark       watermark.Spec
 	Spec            windowing.Spec // window, lateness, trigger, accumulation, aggregates
 	OutputTopic     string
+	OutputStdout    bool   // also print every pane's JSON on standard output (demos)
 	LateTopic       string // optional
 	DeadLetterTopic string // default <name>-dlq
 	Delivery        Delivery
+	CommitInterval  int64 // ms between commit cycles; default 1s
 }
 
 // Pipeline returns the pipeline with the given name, or nil.

@@ -59,8 +59,9 @@ func TestParseDesignExample(t *testing.T) {
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
 		},
-		State: State{Dir: "./data", CacheBytes: 64 << 20},
-		HTTP:  HTTP{Listen: "127.0.0.1:9100"},
+		State:         State{Dir: "./data", CacheBytes: 64 << 20},
+		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
+		ShutdownGrace: DefaultShutdownGrace,
 		Pipelines: []Pipeline{{
 			Name:      "clicks",
 			Line:      10,
@@ -94,6 +95,7 @@ func TestParseDesignExample(t *testing.T) {
 			LateTopic:       "clicks-late",
 			DeadLetterTopic: "clicks-dlq",
 			Delivery:        AtLeastOnce,
+			CommitInterval:  DefaultCommitInterval,
 		}},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -127,8 +129,9 @@ func minimalWant(file string, line int) *Config {
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
 		},
-		State: State{Dir: "./data", CacheBytes: 64 << 20},
-		HTTP:  HTTP{Listen: "127.0.0.1:9100"},
+		State:         State{Dir: "./data", CacheBytes: 64 << 20},
+		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
+		ShutdownGrace: DefaultShutdownGrace,
 		Pipelines: []Pipeline{{
 			Name:      "p",
 			Line:      line,
@@ -147,6 +150,7 @@ func minimalWant(file string, line int) *Config {
 			OutputTopic:     "out",
 			DeadLetterTopic: "p-dlq",
 			Delivery:        AtLeastOnce,
+			CommitInterval:  DefaultCommitInterval,
 		}},
 	}
 }
@@ -634,4 +638,34 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestServiceSettings(t *testing.T) {
+	const base = `kafka: {brokers: embedded}
+shutdown_grace: 5s
+generator: {topic: clicks, rate: 50, keys: 7, disorder: 1s, late_every: 10, late_by: 20s, malformed_every: 25}
+pipelines:
+  - name: p
+    input: {topic: clicks}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 5s}
+    aggregates: [{name: n, op: count}]
+    output: {topic: out, stdout: true}
+    commit_interval: 250ms
+`
+	c, err := Parse("s.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Generator{Topic: "clicks", Rate: 50, Keys: 7, Disorder: 1000, LateEvery: 10, LateBy: 20000, MalformedEvery: 25}
+	if !reflect.DeepEqual(c.Generator, want) || c.ShutdownGrace != 5000 {
+		t.Fatalf("generator = %+v, grace %d", c.Generator, c.ShutdownGrace)
+	}
+	if p := c.Pipelines[0]; !p.OutputStdout || p.CommitInterval != 250 {
+		t.Fatalf("pipeline = %+v", p)
+	}
+	_, err = Parse("s.yaml", []byte(strings.Replace(base, "brokers: embedded", `brokers: ["k:9092"]`, 1)))
+	if err == nil || err.Error() != `s.yaml:3:1: generator: only valid with kafka.brokers: embedded` {
+		t.Fatalf("generator with a real cluster: %v", err)
+	}
 }

@@ -23,6 +23,8 @@ const (
 	MinCacheBytes         = 1 << 20
 	DefaultHTTPListen     = "127.0.0.1:9100"
 	DefaultPartitions     = 4
+	DefaultCommitInterval = 1000  // ms
+	DefaultShutdownGrace  = 30000 // ms
 )
 
 // Load reads and validates the configuration file at path. A file that is not
@@ -51,11 +53,12 @@ func Parse(file string, data []byte) (*Config, error) {
 
 // The schema: known keys of each mapping, and the names of enumerations.
 var (
-	topKeys       = []string{"kafka", "state", "http", "pipelines"}
+	topKeys       = []string{"kafka", "state", "http", "shutdown_grace", "generator", "pipelines"}
+	generatorKeys = []string{"topic", "rate", "keys", "disorder", "late_every", "late_by", "malformed_every"}
 	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id"}
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
-	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery"}
+	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval"}
 	inputKeys     = []string{"topic", "group", "partitions"}
 	keyKeys       = []string{"field"}
 	timestampKeys = []string{"field", "format", "source"}
@@ -65,7 +68,7 @@ var (
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
 	aggregateKeys = []string{"name", "op", "field", "precision"}
-	outputKeys    = []string{"topic"}
+	outputKeys    = []string{"topic", "stdout"}
 
 	timeFormats = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources     = []choice[bool]{{"record", true}}
@@ -140,6 +143,10 @@ func (d *decoder) config(data []byte) *Config {
 	c.State.Dir, _ = opt(state, "dir", c.State.Dir, d.str)
 	c.State.CacheBytes, _ = opt(state, "cache_bytes", c.State.CacheBytes, d.byteSize(MinCacheBytes, "1MiB"))
 	c.HTTP.Listen, _ = opt(root.sub("http", httpKeys...), "listen", c.HTTP.Listen, d.address(false))
+	c.ShutdownGrace, _ = opt(root, "shutdown_grace", DefaultShutdownGrace, d.duration(positive))
+	if root.has("generator") {
+		c.Generator = d.generator(root.sub("generator", generatorKeys...))
+	}
 
 	items, _ := req(root, "pipelines", d.nonEmptyList)
 	seen := map[string]int{}
@@ -148,7 +155,22 @@ func (d *decoder) config(data []byte) *Config {
 			c.Pipelines = append(c.Pipelines, d.pipeline(it, index("pipelines", i), seen))
 		}
 	}
+	if c.Generator != nil && c.Generator.Topic != "" && !c.Kafka.Embedded && !root.broken {
+		d.errorf(root.keyAt("generator"), "generator", "only valid with kafka.brokers: embedded")
+	}
 	return c
+}
+
+func (d *decoder) generator(m *mapping) *Generator {
+	g := &Generator{}
+	g.Topic, _ = req(m, "topic", d.topic)
+	g.Rate, _ = opt(m, "rate", 100, d.intIn(1, 1_000_000))
+	g.Keys, _ = opt(m, "keys", 20, d.intIn(1, 10_000_000))
+	g.Disorder, _ = opt(m, "disorder", 2000, d.duration(nonNegative))
+	g.LateEvery, _ = opt(m, "late_every", 0, d.intIn(0, math.MaxInt64))
+	g.LateBy, _ = opt(m, "late_by", 30000, d.duration(positive))
+	g.MalformedEvery, _ = opt(m, "malformed_every", 0, d.intIn(0, math.MaxInt64))
+	return g
 }
 
 func (d *decoder) kafka(m *mapping) Kafka {
@@ -220,6 +242,8 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
+	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
+	p.CommitInterval, _ = opt(m, "commit_interval", DefaultCommitInterval, d.duration(positive))
 	p.LateTopic, _ = opt(m, "late_topic", "", d.topic)
 	p.DeadLetterTopic, _ = opt(m, "dead_letter_topic", p.Name+"-dlq", d.topic)
 	p.Delivery, _ = opt(m, "delivery", AtLeastOnce, oneOf(d, deliveries))

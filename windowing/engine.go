@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/windowd/windowd/watermark"
@@ -65,6 +66,7 @@ type Engine struct {
 	doneProc  int64 // every processing-time timer with a deadline <= doneProc has fired
 
 	stats   Stats
+	open    int64 // open windows (persisted with each checkpoint)
 	starts  []int64
 	touched []*window
 	timers  []Timer
@@ -73,7 +75,11 @@ type Engine struct {
 	encBuf  []byte
 }
 
-const metaFrontier = "frontier"
+// Metadata names the engine keeps in the store.
+const (
+	metaFrontier    = "frontier"
+	metaOpenWindows = "open_windows"
+)
 
 // New returns an engine over store, restoring the frontier, the partition
 // generators and the timer positions it holds.
@@ -102,6 +108,11 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		}
 	}
 	e.f = e.wm.Value()
+	if b, err := store.GetMeta(metaOpenWindows); err != nil {
+		return nil, err
+	} else if n, k := binary.Varint(b); k > 0 {
+		e.open = n
+	}
 	// Timers are always set past the frontier (event) or the current
 	// processing time, and a checkpoint holds the frontier together with the
 	// deletions of the timers it fired.
@@ -141,6 +152,9 @@ func (e *Engine) Frontier() int64 { return e.f }
 
 // Watermarks returns the frontier's per-partition view.
 func (e *Engine) Watermarks() *watermark.Frontier { return e.wm }
+
+// OpenWindows is the number of windows holding state.
+func (e *Engine) OpenWindows() int64 { return e.open }
 
 // Stats returns the running counters.
 func (e *Engine) Stats() Stats { return e.stats }
@@ -367,6 +381,7 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 		deadline = addSat(end, e.spec.AllowedLateness)
 	}
 	ks.insert(w)
+	e.open++
 	ks.size += windowBaseSize + len(e.spec.Aggregates)*accumSize
 	e.cacheBytes += windowBaseSize + len(e.spec.Aggregates)*accumSize
 	return w, e.setEventTimer(ks, w, deadline)
@@ -478,6 +493,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		survivor.lateSeen = survivor.lateSeen || a.lateSeen
 		survivor.settled = survivor.settled || a.settled
 		ks.remove(a)
+		e.open--
 	}
 	survivor.start, survivor.end = newStart, newEnd
 	ks.resort()
@@ -536,6 +552,7 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 		return err
 	}
 	ks.remove(w)
+	e.open--
 	ks.dirty = true
 	return nil
 }
@@ -664,6 +681,9 @@ func (e *Engine) Checkpoint(sync bool) error {
 		return err
 	}
 	if err := e.store.PutMeta(metaFrontier, b); err != nil {
+		return err
+	}
+	if err := e.store.PutMeta(metaOpenWindows, binary.AppendVarint(nil, e.open)); err != nil {
 		return err
 	}
 	return e.store.Commit(sync)

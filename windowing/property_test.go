@@ -238,6 +238,9 @@ func TestFinalPanesEqualBatch(t *testing.T) {
 			if err := eng.Finish(); err != nil {
 				t.Fatal(err)
 			}
+			if n := eng.OpenWindows(); n != 0 {
+				t.Fatalf("%d windows still open after the end of input", n)
+			}
 			if col.dropped != 0 {
 				t.Fatalf("%d records dropped, want none", col.dropped)
 			}
