@@ -1,5 +1,5 @@
-// Command windowd is the windowd CLI: replay a pipeline over a JSON-lines
-// file, validate a configuration, print the version.
+// Command windowd is the windowd CLI: run the Kafka service, replay a
+// pipeline over a JSON-lines file, validate a configuration, print the version.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 const usage = `windowd: event-time windowing for Kafka
 
 usage:
+  windowd run      --config FILE [--log-format json|console] [--log-level info]
   windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR]
   windowd validate --config FILE
   windowd version
@@ -33,6 +34,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdin, stdout, stderr)
 	case "validate":

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/service"
+)
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	path := fs.String("config", "", "configuration file")
+	format := fs.String("log-format", "json", "log format: json or console")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "windowd run: --config is required")
+		return 2
+	}
+	log, err := newLogger(*format, *level, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "windowd run:", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	cfg, err := config.Load(*path)
+	if err != nil {
+		var cerr *config.Errors
+		if errors.As(err, &cerr) {
+			fmt.Fprintln(stderr, err)
+		} else {
+			fmt.Fprintln(stderr, "windowd run:", err)
+		}
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log.Info("starting", zap.String("version", version()), zap.String("config", *path), zap.Int("pipelines", len(cfg.Pipelines)))
+	if err := service.Run(ctx, cfg, service.Options{Log: log, Stdout: stdout}); err != nil {
+		log.Error("windowd stopped with an error", zap.Error(err))
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}
+
+func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch format {
+	case "json":
+		encoder = zapcore.NewJSONEncoder(enc)
+	case "console":
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		encoder = zapcore.NewConsoleEncoder(enc)
+	default:
+		return nil, fmt.Errorf("--log-format must be json or console, not %q", format)
+	}
+	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+}

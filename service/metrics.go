@@ -1,0 +1,53 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Prometheus series of DESIGN.md §10, labelled by pipeline
+// (and partition or timing).
+type metrics struct {
+	recordsIn      *prometheus.CounterVec
+	deadLetters    *prometheus.CounterVec
+	lateDropped    *prometheus.CounterVec
+	panes          *prometheus.CounterVec
+	watermark      *prometheus.GaugeVec
+	idle           *prometheus.GaugeVec
+	holds          *prometheus.GaugeVec
+	lag            *prometheus.GaugeVec
+	frontier       *prometheus.GaugeVec
+	frontierLag    *prometheus.GaugeVec
+	openWindows    *prometheus.GaugeVec
+	stateBytes     *prometheus.GaugeVec
+	commitLatency  *prometheus.HistogramVec
+	ready          *prometheus.GaugeVec
+	assigned       *prometheus.GaugeVec
+	commitFailures *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	pp := []string{"pipeline", "partition"}
+	p := []string{"pipeline"}
+	m := &metrics{
+		recordsIn:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_records_in_total", Help: "Input records consumed."}, pp),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_dead_letters_total", Help: "Input records that could not be decoded, sent to the dead-letter topic."}, pp),
+		lateDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_late_dropped_total", Help: "Records dropped because every window they belong to had expired."}, pp),
+		panes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_panes_total", Help: "Panes emitted (retractions not included), by timing."}, []string{"pipeline", "timing"}),
+		watermark:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_watermark_ms", Help: "Watermark of each assigned partition, Unix ms (NaN before its first watermark)."}, pp),
+		idle:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_idle", Help: "1 when the partition is idle and left out of the frontier."}, pp),
+		holds:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_holds_frontier", Help: "1 when the partition's watermark is the one holding the frontier back."}, pp),
+		lag:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_lag_records", Help: "Records between the consumer position and the partition's high watermark."}, pp),
+		frontier:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_frontier_ms", Help: "Event-time frontier of the pipeline, Unix ms (NaN before the first)."}, p),
+		frontierLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_frontier_lag_seconds", Help: "Wall clock minus the frontier, in seconds."}, p),
+		openWindows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_open_windows", Help: "Windows holding state."}, p),
+		stateBytes:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
+		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_commit_latency_seconds", Help: "Duration of a commit cycle (flush output, sync state, commit offsets).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, p),
+		ready:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_pipeline_ready", Help: "1 when the pipeline has its assignment and commits succeed."}, p),
+		assigned:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_assigned_partitions", Help: "Input partitions assigned to this instance."}, p),
+		commitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_failures_total", Help: "Commit cycles that failed (the cycle is retried; offsets are not committed)."}, p),
+	}
+	reg.MustRegister(m.recordsIn, m.deadLetters, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
+		m.frontier, m.frontierLag, m.openWindows, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures)
+	return m
+}

@@ -1,0 +1,624 @@
+package service
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/sink"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+const (
+	pollTimeout     = 100 * time.Millisecond // the processing-time tick
+	pollMaxRecords  = 10000
+	endsInterval    = time.Second // how often high watermarks are listed for idleness
+	metaOffsets     = "offsets"
+	lateReason      = "every window of the record has expired"
+	errLogInterval  = 10 * time.Second
+	readyStaleAfter = 10 * time.Second
+)
+
+// partition is what the pipeline tracks of one assigned input partition.
+type partition struct {
+	position int64 // next offset to process; -1 until known
+	end      int64 // last known high watermark; -1 until known
+	in       prometheus.Counter
+	dead     prometheus.Counter
+	late     prometheus.Counter
+}
+
+// pipeline runs one configured pipeline: a consumer-group member whose
+// records feed the windowing engine, whose panes go to the output topic,
+// and whose commit cycle makes output, state and offsets durable in that
+// order (DESIGN.md §9, at_least_once).
+type pipeline struct {
+	cfg    *config.Pipeline
+	log    *zap.Logger
+	m      *metrics
+	now    func() time.Time
+	cl     *kgo.Client
+	adm    *kadm.Client
+	prod   *sink.Producer
+	db     *state.DB
+	eng    *windowing.Engine
+	dec    *source.Decoder
+	stdout *lockedWriter
+
+	prodCtx    context.Context // produce context: lives until the pipeline is closed
+	prodCancel context.CancelFunc
+
+	// mu guards the engine and the partition table against the rebalance
+	// callbacks (which BlockRebalanceOnPoll already serialises with polls).
+	mu           sync.Mutex
+	parts        map[int32]*partition
+	cur          *kgo.Record // the record being processed, for Dropped
+	ev           windowing.Event
+	rec          source.Record
+	lastCommit   time.Time
+	lastEnds     time.Time
+	lastErrLog   time.Time
+	lastDeadLog  time.Time
+	deadSinceLog int
+	closing      bool
+
+	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
+	// (which runs on the group goroutine and must not wait for mu).
+	offMu  sync.Mutex
+	stored map[int32]int64 // next offset per partition, as committed in Pebble
+
+	assignedOnce atomic.Bool
+	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
+}
+
+// lockedWriter serialises pane lines of several pipelines on one stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) writeLine(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(append(b, '\n'))
+}
+
+func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps deps) (*pipeline, error) {
+	p := &pipeline{
+		cfg:    cfg,
+		log:    deps.log.With(zap.String("pipeline", cfg.Name)),
+		m:      deps.metrics,
+		now:    deps.now,
+		parts:  map[int32]*partition{},
+		stored: map[int32]int64{},
+	}
+	if cfg.OutputStdout {
+		p.stdout = deps.stdout
+	}
+	p.prodCtx, p.prodCancel = context.WithCancel(context.Background())
+	dir := filepath.Join(c.State.Dir, cfg.Name)
+	db, err := state.Open(dir, state.Options{Logf: func(format string, args ...any) {
+		p.log.Error("pebble: " + fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p.db = db
+	if err := p.loadOffsets(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, db, p, windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)
+	}
+	p.dec = source.NewDecoder(cfg)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ClientID(c.Kafka.ClientID),
+		kgo.WithLogger(kgoLogger{p.log.Named("kgo")}),
+		kgo.ConsumerGroup(cfg.Input.Group),
+		kgo.ConsumeTopics(cfg.Input.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.OnPartitionsAssigned(p.onAssigned),
+		kgo.OnPartitionsRevoked(p.onRevoked),
+		kgo.OnPartitionsLost(p.onLost),
+		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}
+	p.cl, err = kgo.NewClient(opts...)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
+	}
+	p.adm = kadm.NewClient(p.cl)
+	p.prod = sink.NewProducer(p.cl)
+	p.m.ready.WithLabelValues(cfg.Name).Set(0)
+	return p, nil
+}
+
+// loadOffsets reads the next offset per partition that the last checkpoint holds.
+func (p *pipeline) loadOffsets() error {
+	b, err := p.db.GetMeta(metaOffsets)
+	if err != nil || b == nil {
+		return err
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return errors.New("state: corrupt offsets")
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		part, k1 := binary.Varint(b)
+		if k1 <= 0 {
+			return errors.New("state: corrupt offsets")
+		}
+		off, k2 := binary.Varint(b[k1:])
+		if k2 <= 0 {
+			return errors.New("state: corrupt offsets")
+		}
+		b = b[k1+k2:]
+		p.stored[int32(part)] = off
+	}
+	return nil
+}
+
+func encodeOffsets(m map[int32]int64) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(m)))
+	for part, off := range m {
+		b = binary.AppendVarint(b, int64(part))
+		b = binary.AppendVarint(b, off)
+	}
+	return b
+}
+
+func (p *pipeline) nowMS() int64 { return p.now().UnixMilli() }
+
+// Pane implements windowing.Emitter.
+func (p *pipeline) Pane(pn *windowing.Pane) error {
+	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	p.prod.Produce(p.prodCtx, r)
+	if p.stdout != nil {
+		p.stdout.writeLine(r.Value)
+	}
+	if !pn.Retraction {
+		p.m.panes.WithLabelValues(p.cfg.Name, pn.Timing.String()).Inc()
+	}
+	return nil
+}
+
+// Dropped implements windowing.Emitter.
+func (p *pipeline) Dropped(ev *windowing.Event) error {
+	if part := p.parts[ev.Partition]; part != nil {
+		part.late.Inc()
+	}
+	if p.cfg.LateTopic != "" && p.cur != nil {
+		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.LateTopic, lateReason, p.cur,
+			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
+	}
+	return nil
+}
+
+func (p *pipeline) partitionState(part int32) *partition {
+	if st, ok := p.parts[part]; ok {
+		return st
+	}
+	label := strconv.Itoa(int(part))
+	st := &partition{
+		position: -1, end: -1,
+		in:   p.m.recordsIn.WithLabelValues(p.cfg.Name, label),
+		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
+		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
+	}
+	p.parts[part] = st
+	return st
+}
+
+// handle processes one input record (mu held).
+func (p *pipeline) handle(r *kgo.Record, now int64) error {
+	part := p.partitionState(r.Partition)
+	part.in.Inc()
+	p.cur = r
+	p.rec = source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+	if err := p.dec.Decode(&p.rec, &p.ev); err != nil {
+		var de *source.DecodeError
+		if !errors.As(err, &de) {
+			return err
+		}
+		part.dead.Inc()
+		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
+		p.deadSinceLog++
+		if t := p.now(); t.Sub(p.lastDeadLog) >= time.Second {
+			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.deadSinceLog),
+				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
+			p.lastDeadLog, p.deadSinceLog = t, 0
+		}
+	} else if err := p.eng.Record(&p.ev, now); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	p.cur = nil
+	part.position = r.Offset + 1
+	return nil
+}
+
+// run is the poll loop; it returns nil when ctx is done and the final
+// commit succeeded, or the error that stopped it.
+func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
+	p.lastCommit = p.now()
+	var err error
+	for ctx.Err() == nil {
+		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		fetches := p.cl.PollRecords(pollCtx, pollMaxRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			break
+		}
+		err = p.step(ctx, fetches)
+		p.cl.AllowRebalance()
+		if err != nil {
+			break
+		}
+	}
+	return p.shutdown(err, grace)
+}
+
+// step processes one poll's records, ticks processing time and commits when due.
+func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	fetches.EachError(func(topic string, part int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		if now.Sub(p.lastErrLog) >= errLogInterval {
+			p.lastErrLog = now
+			p.log.Warn("fetch error (retrying)", zap.String("topic", topic), zap.Int32("partition", part), zap.Error(err))
+		}
+	})
+	var err error
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if err != nil || fp.Topic != p.cfg.Input.Topic {
+			return
+		}
+		if st := p.parts[fp.Partition]; st != nil && fp.HighWatermark > st.end {
+			st.end = fp.HighWatermark
+		}
+		for _, r := range fp.Records {
+			if err = p.handle(r, now.UnixMilli()); err != nil {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if now.Sub(p.lastEnds) >= endsInterval {
+		p.lastEnds = now
+		p.refreshEnds(ctx)
+	}
+	if err := p.eng.Tick(p.nowMS()); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if p.now().Sub(p.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
+		if err := p.commit(ctx, true); err != nil {
+			if isFatal(err) {
+				return err
+			}
+			p.m.commitFailures.WithLabelValues(p.cfg.Name).Inc()
+			p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
+		}
+	}
+	p.updateMetrics()
+	return nil
+}
+
+// fatalError marks errors after which the pipeline must stop without
+// committing: local state could not be written, or output was refused.
+type fatalError struct{ err error }
+
+func (f fatalError) Error() string { return f.err.Error() }
+func (f fatalError) Unwrap() error { return f.err }
+
+func isFatal(err error) bool {
+	var f fatalError
+	return errors.As(err, &f)
+}
+
+// refreshEnds lists the partitions' high watermarks so that a partition that
+// delivers nothing can still be known caught up (and so may become idle).
+func (p *pipeline) refreshEnds(ctx context.Context) {
+	if len(p.parts) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ends, err := p.adm.ListEndOffsets(lctx, p.cfg.Input.Topic)
+	if err != nil {
+		return
+	}
+	var starts kadm.ListedOffsets
+	for part, st := range p.parts {
+		if e, ok := ends.Lookup(p.cfg.Input.Topic, part); ok && e.Err == nil && e.Offset > st.end {
+			st.end = e.Offset
+		}
+		if st.position < 0 {
+			if starts == nil {
+				if starts, err = p.adm.ListStartOffsets(lctx, p.cfg.Input.Topic); err != nil {
+					return
+				}
+			}
+			// Nothing stored or committed: consumption starts at the log start.
+			if s, ok := starts.Lookup(p.cfg.Input.Topic, part); ok && s.Err == nil && s.Offset >= 0 {
+				st.position = s.Offset
+			}
+		}
+		caughtUp := st.position >= 0 && st.end >= 0 && st.position >= st.end
+		p.eng.Watermarks().SetCaughtUp(part, caughtUp)
+	}
+}
+
+// commit runs the commit cycle (mu held): wait for every produced record
+// to be acknowledged, write state, offsets and the frontier to Pebble in one
+// synced batch, then commit the offsets to the group.
+func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
+	start := p.now()
+	p.lastCommit = start
+	if err := p.prod.Flush(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fatalError{fmt.Errorf("output not acknowledged: %w", err)}
+	}
+	offsets := map[int32]int64{}
+	p.offMu.Lock()
+	for part, off := range p.stored {
+		offsets[part] = off
+	}
+	p.offMu.Unlock()
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			offsets[part] = st.position
+		}
+	}
+	if err := p.db.PutMeta(metaOffsets, encodeOffsets(offsets)); err != nil {
+		return fatalError{err}
+	}
+	if err := p.eng.Checkpoint(true); err != nil {
+		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
+	}
+	p.offMu.Lock()
+	p.stored = offsets
+	p.offMu.Unlock()
+	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
+	if toGroup {
+		if err := p.commitGroup(ctx); err != nil {
+			return err
+		}
+	}
+	p.lastCommitOK.Store(p.now().UnixNano())
+	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
+	return nil
+}
+
+// commitGroup commits the positions of the assigned partitions to the group.
+func (p *pipeline) commitGroup(ctx context.Context) error {
+	uncommitted := map[int32]kgo.EpochOffset{}
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			uncommitted[part] = kgo.EpochOffset{Epoch: -1, Offset: st.position}
+		}
+	}
+	if len(uncommitted) == 0 {
+		return nil
+	}
+	var cerr error
+	p.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: uncommitted},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, pt := range t.Partitions {
+					if e := kerr.ErrorForCode(pt.ErrorCode); e != nil && cerr == nil {
+						cerr = fmt.Errorf("commit %s[%d]: %w", t.Topic, pt.Partition, e)
+					}
+				}
+			}
+		})
+	return cerr
+}
+
+func (p *pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.nowMS()
+	p.offMu.Lock()
+	defer p.offMu.Unlock()
+	for _, part := range assigned[p.cfg.Input.Topic] {
+		st := p.partitionState(part)
+		if off, ok := p.stored[part]; ok {
+			st.position = off
+		}
+		p.eng.Assign(part, now, false)
+	}
+	p.assignedOnce.Store(true)
+	p.log.Info("partitions assigned", zap.Int32s("partitions", assigned[p.cfg.Input.Topic]))
+}
+
+// adjustOffsets starts each assigned partition at the offset the local
+// checkpoint holds: its state covers exactly the records before it.
+func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	p.offMu.Lock()
+	defer p.offMu.Unlock()
+	for part, o := range offsets[p.cfg.Input.Topic] {
+		if off, ok := p.stored[part]; ok && o.EpochOffset().Offset != off {
+			offsets[p.cfg.Input.Topic][part] = kgo.NewOffset().At(off).WithEpoch(-1)
+			p.log.Info("resuming from local checkpoint", zap.Int32("partition", part), zap.Int64("offset", off), zap.Stringer("group_offset", o))
+		}
+	}
+	return offsets, nil
+}
+
+func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	parts := revoked[p.cfg.Input.Topic]
+	if len(parts) == 0 {
+		return
+	}
+	if !p.closing {
+		if err := p.commit(ctx, true); err != nil {
+			p.log.Warn("commit before revocation failed", zap.Error(err))
+		}
+	}
+	p.release(parts)
+	p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+}
+
+func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	parts := lost[p.cfg.Input.Topic]
+	if len(parts) == 0 {
+		return
+	}
+	// The group no longer accepts our commits; keep local state consistent.
+	if !p.closing {
+		if err := p.commit(ctx, false); err != nil {
+			p.log.Warn("checkpoint of lost partitions failed", zap.Error(err))
+		}
+	}
+	p.release(parts)
+	p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+}
+
+func (p *pipeline) release(parts []int32) {
+	for _, part := range parts {
+		p.eng.Revoke(part)
+		delete(p.parts, part)
+		label := strconv.Itoa(int(part))
+		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
+			g.DeleteLabelValues(p.cfg.Name, label)
+		}
+	}
+}
+
+// shutdown commits what was processed (unless the pipeline failed), leaves
+// the group and closes everything, within grace.
+func (p *pipeline) shutdown(cause error, grace time.Duration) error {
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	p.mu.Lock()
+	p.closing = true
+	var err error
+	if cause == nil {
+		if err = p.commit(gctx, true); err != nil {
+			err = fmt.Errorf("pipeline %s: final commit: %w", p.cfg.Name, err)
+		}
+	} else {
+		err = fmt.Errorf("pipeline %s: %w", p.cfg.Name, cause)
+	}
+	p.mu.Unlock()
+	if cause == nil && err == nil {
+		_ = p.cl.LeaveGroupContext(gctx)
+	}
+	p.cl.Close()
+	p.prodCancel()
+	if cerr := p.db.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
+	return err
+}
+
+// ready reports whether the pipeline has its assignment and commits succeed.
+func (p *pipeline) ready() (bool, string) {
+	if !p.assignedOnce.Load() {
+		return false, "waiting for partition assignment"
+	}
+	stale := max(readyStaleAfter, 5*time.Duration(p.cfg.CommitInterval)*time.Millisecond)
+	last := p.lastCommitOK.Load()
+	if last == 0 {
+		return false, "no commit cycle has completed yet"
+	}
+	if age := p.now().Sub(time.Unix(0, last)); age > stale {
+		return false, fmt.Sprintf("last successful commit %s ago (broker unreachable?)", age.Round(time.Second))
+	}
+	return true, ""
+}
+
+func msGauge(v int64) float64 {
+	if v == watermark.MinTime || v == watermark.MaxTime {
+		return math.NaN()
+	}
+	return float64(v)
+}
+
+// updateMetrics refreshes the gauges (mu held).
+func (p *pipeline) updateMetrics() {
+	name := p.cfg.Name
+	f := p.eng.Frontier()
+	p.m.frontier.WithLabelValues(name).Set(msGauge(f))
+	if f == watermark.MinTime || f == watermark.MaxTime {
+		p.m.frontierLag.WithLabelValues(name).Set(math.NaN())
+	} else {
+		p.m.frontierLag.WithLabelValues(name).Set(float64(p.nowMS()-f) / 1000)
+	}
+	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
+	p.m.assigned.WithLabelValues(name).Set(float64(len(p.parts)))
+	ok, _ := p.ready()
+	p.m.ready.WithLabelValues(name).Set(b2f(ok))
+	status := p.eng.Watermarks().Status()
+	minActive := watermark.MaxTime
+	for _, s := range status {
+		if s.Assigned && !s.Idle && s.Watermark < minActive {
+			minActive = s.Watermark
+		}
+	}
+	for _, s := range status {
+		st := p.parts[s.Partition]
+		if st == nil || !s.Assigned {
+			continue
+		}
+		label := strconv.Itoa(int(s.Partition))
+		p.m.watermark.WithLabelValues(name, label).Set(msGauge(s.Watermark))
+		p.m.idle.WithLabelValues(name, label).Set(b2f(s.Idle))
+		p.m.holds.WithLabelValues(name, label).Set(b2f(!s.Idle && s.Watermark == minActive && f < watermark.MaxTime))
+		if st.end >= 0 && st.position >= 0 {
+			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-st.position)))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,295 @@
+// Package service is `windowd run`: it wires the configured pipelines to
+// Kafka (consumer groups, output, dead-letter and late topics), the
+// windowing engine and Pebble state, and serves /metrics, /healthz and
+// /readyz. With `kafka.brokers: embedded` it first starts an in-process
+// broker (franz-go's kfake) and, when configured, a demo event generator.
+//
+// Invariants: a pipeline commits input offsets only after its output is
+// acknowledged and its state is synced (at_least_once); a failure to write
+// state or output stops the process without committing; an unreachable
+// broker is retried, never treated as a reason to commit or to exit.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+)
+
+// Options are the process-level dependencies of Run.
+type Options struct {
+	Log    *zap.Logger
+	Stdout io.Writer        // pane lines of pipelines with output.stdout
+	Now    func() time.Time // processing-time clock; nil: time.Now
+	// Ready, when set, is called once the HTTP listener is bound, with its address.
+	Ready func(httpAddr string)
+}
+
+type deps struct {
+	log     *zap.Logger
+	metrics *metrics
+	now     func() time.Time
+	stdout  *lockedWriter
+}
+
+// Run runs every pipeline of cfg until ctx is done, then shuts down within
+// cfg.ShutdownGrace: final commit, leave the group, close. It returns nil
+// after a clean shutdown.
+func Run(ctx context.Context, cfg *config.Config, opts Options) error {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	log := opts.Log
+	for _, p := range cfg.Pipelines {
+		if p.Delivery == config.ExactlyOnce {
+			return fmt.Errorf("pipeline %s: delivery exactly_once is not supported yet; use at_least_once", p.Name)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}}
+
+	brokers := cfg.Kafka.Brokers
+	if cfg.Kafka.Embedded {
+		cluster, err := startEmbedded(cfg)
+		if err != nil {
+			return err
+		}
+		defer cluster.Close()
+		brokers = cluster.ListenAddrs()
+		log.Info("embedded broker started", zap.Strings("listen", brokers))
+	}
+
+	st := &status{}
+	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	log.Info("http listening", zap.String("addr", addr), zap.String("paths", "/metrics /healthz /readyz"))
+	if opts.Ready != nil {
+		opts.Ready(addr)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	if cfg.Generator != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runGenerator(runCtx, cfg, brokers, log.Named("generator"), opts.Now); err != nil && runCtx.Err() == nil {
+				log.Error("generator stopped", zap.Error(err))
+			}
+		}()
+	}
+
+	if err := ensureTopics(runCtx, cfg, brokers, log); err != nil {
+		stop()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
+	errs := make(chan error, len(cfg.Pipelines))
+	for i := range cfg.Pipelines {
+		p, err := newPipeline(&cfg.Pipelines[i], cfg, brokers, d)
+		if err != nil {
+			stop()
+			wg.Wait()
+			return err
+		}
+		st.add(p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := p.run(runCtx, grace)
+			if err != nil {
+				log.Error("pipeline stopped", zap.String("pipeline", p.cfg.Name), zap.Error(err))
+				stop() // one failed pipeline stops the process: restart resumes from the last checkpoint
+			}
+			errs <- err
+		}()
+	}
+	<-runCtx.Done()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace + 5*time.Second):
+		return fmt.Errorf("shutdown did not finish within %s", grace)
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// startEmbedded starts the in-process broker with every input topic.
+func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
+	_, portStr, err := net.SplitHostPort(cfg.Kafka.EmbeddedListen)
+	if err != nil {
+		return nil, fmt.Errorf("kafka.embedded_listen: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("kafka.embedded_listen: %w", err)
+	}
+	opts := []kfake.Opt{kfake.Ports(port), kfake.AllowAutoTopicCreation()}
+	for _, p := range cfg.Pipelines {
+		opts = append(opts, kfake.SeedTopics(p.Input.Partitions, p.Input.Topic))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Kafka.EmbeddedListen, err)
+	}
+	return c, nil
+}
+
+// ensureTopics waits for every input topic and creates missing output,
+// dead-letter and late topics with the input's partition count.
+func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(cfg.Kafka.ClientID), kgo.WithLogger(kgoLogger{log.Named("kgo")}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, p := range cfg.Pipelines {
+		var partitions int32
+		for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			details, err := adm.ListTopics(tctx, p.Input.Topic)
+			cancel()
+			if err == nil {
+				if d, ok := details[p.Input.Topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+					partitions = int32(len(d.Partitions))
+					break
+				}
+				err = fmt.Errorf("topic %s does not exist", p.Input.Topic)
+			}
+			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+		}
+		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic} {
+			if topic == "" {
+				continue
+			}
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := adm.CreateTopic(tctx, partitions, -1, nil, topic)
+			cancel()
+			switch {
+			case err == nil && resp.Err == nil:
+				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", partitions))
+			case errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists):
+			case err != nil:
+				return fmt.Errorf("create topic %s: %w", topic, err)
+			default:
+				return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+			}
+		}
+	}
+	return nil
+}
+
+// status answers /readyz from the running pipelines.
+type status struct {
+	mu        sync.Mutex
+	pipelines []*pipeline
+}
+
+func (s *status) add(p *pipeline) {
+	s.mu.Lock()
+	s.pipelines = append(s.pipelines, p)
+	s.mu.Unlock()
+}
+
+func (s *status) ready() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pipelines) == 0 {
+		return false, "starting: waiting for topics"
+	}
+	var reasons []string
+	for _, p := range s.pipelines {
+		if ok, why := p.ready(); !ok {
+			reasons = append(reasons, p.cfg.Name+": "+why)
+		}
+	}
+	return len(reasons) == 0, strings.Join(reasons, "\n")
+}
+
+func serveHTTP(listen string, reg *prometheus.Registry, st *status) (*http.Server, string, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ok, why := st.ready(); !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready\n"+why+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("http.listen %s: %w", listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, ln.Addr().String(), nil
+}
+
+// kgoLogger adapts zap to franz-go's logger (warnings and errors only).
+type kgoLogger struct{ l *zap.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	fields := make([]zap.Field, 0, len(keyvals)/2)
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		fields = append(fields, zap.Any(fmt.Sprint(keyvals[i]), keyvals[i+1]))
+	}
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, fields...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, fields...)
+	default:
+		k.l.Debug(msg, fields...)
+	}
+}

@@ -1,0 +1,119 @@
+// Package sink writes windowd's output to Kafka: panes (DESIGN.md §8) to the
+// output topic, undecodable records to the dead-letter topic and records
+// dropped as expired to the late topic.
+//
+// Invariants: every record is produced asynchronously through one idempotent
+// producer (acks=all); Flush returns only when every record produced so far
+// is acknowledged, or the first error that any of them met. The commit cycle
+// calls Flush before it commits offsets, so nothing is committed whose
+// output is not durable.
+package sink
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+// Header names written on pane records.
+const (
+	HeaderWindowStart = "window_start"
+	HeaderWindowEnd   = "window_end"
+	HeaderTiming      = "timing"
+	HeaderIndex       = "index"
+	HeaderFinal       = "final"
+	HeaderMode        = "mode"
+	HeaderRetraction  = "retraction"
+	HeaderPaneID      = "pane_id"
+)
+
+// Header names written on dead-letter and late records.
+const (
+	HeaderError           = "error"
+	HeaderSourceTopic     = "source_topic"
+	HeaderSourcePartition = "source_partition"
+	HeaderSourceOffset    = "source_offset"
+	HeaderEventTime       = "event_time"
+)
+
+// PaneRecord builds the output record of a pane: key the group key,
+// timestamp end-1, value the pane JSON, headers repeating the pane fields.
+func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo.Record {
+	value := windowing.AppendJSON(make([]byte, 0, 192), p, specs)
+	return &kgo.Record{
+		Topic:     topic,
+		Key:       []byte(p.Key),
+		Value:     value,
+		Timestamp: time.UnixMilli(p.End - 1),
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderWindowStart, Value: strconv.AppendInt(nil, p.Start, 10)},
+			{Key: HeaderWindowEnd, Value: strconv.AppendInt(nil, p.End, 10)},
+			{Key: HeaderTiming, Value: []byte(p.Timing.String())},
+			{Key: HeaderIndex, Value: strconv.AppendUint(nil, uint64(p.Index), 10)},
+			{Key: HeaderFinal, Value: strconv.AppendBool(nil, p.Final)},
+			{Key: HeaderMode, Value: []byte(p.Mode.String())},
+			{Key: HeaderRetraction, Value: strconv.AppendBool(nil, p.Retraction)},
+			{Key: HeaderPaneID, Value: []byte(p.ID())},
+		},
+	}
+}
+
+// DivertedRecord builds a dead-letter or late record: the original key,
+// value and headers, plus the reason and where the record came from.
+func DivertedRecord(topic, reason string, src *kgo.Record, extra ...kgo.RecordHeader) *kgo.Record {
+	headers := make([]kgo.RecordHeader, 0, len(src.Headers)+4+len(extra))
+	headers = append(headers, src.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(src.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, src.Offset, 10)},
+	)
+	headers = append(headers, extra...)
+	return &kgo.Record{Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Headers: headers}
+}
+
+// Producer produces records asynchronously and remembers the first failure.
+type Producer struct {
+	cl *kgo.Client
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewProducer wraps a client configured for idempotent production.
+func NewProducer(cl *kgo.Client) *Producer { return &Producer{cl: cl} }
+
+// Produce sends r without waiting for its acknowledgement.
+func (p *Producer) Produce(ctx context.Context, r *kgo.Record) {
+	p.cl.Produce(ctx, r, p.done)
+}
+
+func (p *Producer) done(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = errors.Join(errors.New("produce to "+r.Topic+" failed"), err)
+	}
+	p.mu.Unlock()
+}
+
+// Flush waits until every record produced so far is acknowledged and
+// returns the first production error, if any (the error stays: a producer
+// that failed must not be used for a commit again).
+func (p *Producer) Flush(ctx context.Context) error {
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
