@@ -1,0 +1,434 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/replay"
+	"github.com/windowd/windowd/service"
+)
+
+var brokers []string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		if env := os.Getenv("WINDOWD_KAFKA_BROKERS"); env != "" {
+			brokers = strings.Split(env, ",")
+			fmt.Fprintf(os.Stderr, "integration: real broker %v\n", brokers)
+		} else {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kfake:", err)
+				return 1
+			}
+			defer c.Close()
+			brokers = c.ListenAddrs()
+			fmt.Fprintf(os.Stderr, "integration: in-process kfake broker %v (set WINDOWD_KAFKA_BROKERS for a real one)\n", brokers)
+		}
+		code := m.Run()
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+		return code
+	}())
+}
+
+var nameRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// uniqueName returns a topic/group-safe name unique to this test run.
+func uniqueName(t *testing.T, suffix string) string {
+	return strings.ToLower(nameRE.ReplaceAllString(t.Name(), "-")) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e10, 36) + "-" + suffix
+}
+
+func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func createTopic(t *testing.T, name string, partitions int32) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+// input is one record of a test stream, produced to an explicit partition.
+type input struct {
+	partition int32
+	key       string
+	value     string
+}
+
+// produce writes records to topic in order, each to its partition, and waits for the acks.
+func produce(t *testing.T, topic string, recs []input) {
+	t.Helper()
+	cl := newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Partition: r.partition, Key: []byte(r.key), Value: []byte(r.value)}
+	}
+	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// replayLines renders records as a replay input (DESIGN.md §11).
+func replayLines(recs []input) string {
+	var b strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&b, `{"partition":%d,"key":%s,"value":%s}`+"\n", r.partition, strconv.Quote(r.key), strconv.Quote(r.value))
+	}
+	return b.String()
+}
+
+// runReplay replays recs through the pipeline and returns its pane lines and error-stream lines.
+func runReplay(t *testing.T, p *config.Pipeline, recs []input, partitions int) (panes, errs []string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if _, err := replay.Run(replay.Options{Pipeline: p, Input: strings.NewReader(replayLines(recs)), Partitions: partitions,
+		StateDir: filepath.Join(t.TempDir(), "replay"), Out: &out, Errs: &errOut}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return lines(out.String()), lines(errOut.String())
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// pipelineYAML is the test pipeline; placeholders are filled per test.
+const pipelineYAML = `kafka:
+  brokers: [%s]
+state:
+  dir: %s
+http:
+  listen: 127.0.0.1:0
+shutdown_grace: 20s
+pipelines:
+  - name: p
+    input: {topic: %s, group: %s}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {max_delay: 2s%s}
+    window: {type: tumbling, size: 10s}
+    allowed_lateness: 30s
+    trigger:
+      early: {count: 5}
+      late: {every: 0s}
+    aggregates:
+      - {name: n, op: count}
+      - {name: total, op: sum, field: x}
+    output: {topic: %s}
+    late_topic: %s
+    dead_letter_topic: %s
+    commit_interval: 200ms
+`
+
+// env is one test's topics, config and state directory.
+type env struct {
+	t          *testing.T
+	in, out    string
+	late, dlq  string
+	group      string
+	stateDir   string
+	cfgPath    string
+	cfg        *config.Config
+	partitions int32
+}
+
+func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {
+	t.Helper()
+	e := &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), stateDir: filepath.Join(t.TempDir(), "state"), partitions: partitions}
+	createTopic(t, e.in, partitions)
+	quoted := make([]string, len(brokers))
+	for i, b := range brokers {
+		quoted[i] = strconv.Quote(b)
+	}
+	yaml := fmt.Sprintf(pipelineYAML, strings.Join(quoted, ", "), e.stateDir, e.in, e.group, watermarkExtra, e.out, e.late, e.dlq)
+	e.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
+	if err := os.WriteFile(e.cfgPath, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = cfg
+	return e
+}
+
+// instance is a running windowd: in-process (service.Run) or a child process.
+type instance struct {
+	httpAddr string
+	stop     func() error // graceful stop; returns the run's error
+	cmd      *exec.Cmd
+	stderr   *syncBuffer
+}
+
+// startInProcess runs the service in this process until stop.
+func (e *env) startInProcess() *instance {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = service.Run(ctx, e.cfg, service.Options{Log: zap.NewNop(), Ready: func(a string) { addr <- a }})
+		close(done)
+	}()
+	inst := &instance{stop: func() error { cancel(); <-done; return runErr }}
+	select {
+	case a := <-addr:
+		inst.httpAddr = a
+	case <-done:
+		e.t.Fatalf("service exited at start: %v", runErr)
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("service did not start")
+	}
+	e.t.Cleanup(func() { cancel(); <-done })
+	return inst
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// windowdBinary builds cmd/windowd once per test run.
+func windowdBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "windowd-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "windowd")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/windowd/windowd/cmd/windowd").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// syncBuffer is a goroutine-safe buffer for a child's stderr.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var httpAddrRE = regexp.MustCompile(`"http listening".*"addr":"([^"]+)"`)
+
+// startProcess runs windowd as a child process with the env's config.
+func (e *env) startProcess() *instance {
+	e.t.Helper()
+	cmd := exec.Command(windowdBinary(e.t), "run", "--config", e.cfgPath)
+	inst := &instance{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = inst.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	inst.stop = func() error {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("windowd did not stop within 40s")
+		}
+	}
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := httpAddrRE.FindStringSubmatch(inst.stderr.String()); m != nil {
+			inst.httpAddr = m[1]
+			return inst
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("windowd did not start:\n%s", inst.stderr.String())
+	return nil
+}
+
+// metric returns the sum of the samples of a metric whose labels contain every given label pair.
+func (inst *instance) metric(t *testing.T, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + inst.httpAddr + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != '{' && line[len(name)] != ' ') {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			if !strings.Contains(line, labels[i]+`="`+labels[i+1]+`"`) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+			found = true
+		}
+	}
+	return sum, found
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// waitRecordsIn waits until the instance has consumed n input records.
+func (inst *instance) waitRecordsIn(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d records consumed", n), 60*time.Second, func() bool {
+		v, _ := inst.metric(t, "windowd_records_in_total")
+		return int(v) >= n
+	})
+}
+
+// outRecord is one record read from an output, late or dead-letter topic.
+type outRecord struct {
+	key, value string
+	headers    map[string]string
+	partition  int32
+}
+
+// topicReader reads a topic from the start, across calls.
+type topicReader struct {
+	cl  *kgo.Client
+	got []outRecord
+}
+
+func (e *env) reader(topic string) *topicReader {
+	return &topicReader{cl: newClient(e.t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))}
+}
+
+// poll reads whatever is available within d.
+func (r *topicReader) poll(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for ctx.Err() == nil {
+		fs := r.cl.PollFetches(ctx)
+		fs.EachRecord(func(rec *kgo.Record) {
+			h := map[string]string{}
+			for _, kv := range rec.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			r.got = append(r.got, outRecord{key: string(rec.Key), value: string(rec.Value), headers: h, partition: rec.Partition})
+		})
+	}
+}
+
+// readUntil polls until cond holds on what was read, or fails after timeout.
+func (r *topicReader) readUntil(t *testing.T, what string, timeout time.Duration, cond func([]outRecord) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond(r.got) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (read %d records)", timeout, what, len(r.got))
+		}
+		r.poll(200 * time.Millisecond)
+	}
+}
+
+func values(recs []outRecord) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.value
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+var _ = io.Discard
