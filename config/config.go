@@ -75,6 +75,7 @@ type Kafka struct {
 	Embedded       bool     // `brokers: embedded`: an in-process broker
 	EmbeddedListen string   // default 127.0.0.1:19092
 	ClientID       string   // default windowd
+	SessionTimeout int64    // consumer-group session timeout (ms): how soon a dead member's partitions move; default 45s
 }
 
 // State configures local state.

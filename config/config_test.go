@@ -58,6 +58,7 @@ func TestParseDesignExample(t *testing.T) {
 			Brokers:        []string{"127.0.0.1:9092"},
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
+			SessionTimeout: DefaultSessionTimeout,
 		},
 		State:         State{Dir: "./data", CacheBytes: 64 << 20},
 		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
@@ -128,6 +129,7 @@ func minimalWant(file string, line int) *Config {
 			Brokers:        []string{"localhost:9092", "10.0.0.2:9093"},
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
+			SessionTimeout: DefaultSessionTimeout,
 		},
 		State:         State{Dir: "./data", CacheBytes: 64 << 20},
 		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
@@ -240,7 +242,7 @@ func TestValidVariants(t *testing.T) {
 		check func(c *Config) any // returns the value under test
 		want  any
 	}{
-		{"embedded", with(nil), func(c *Config) any { return c.Kafka }, Kafka{Embedded: true, EmbeddedListen: "127.0.0.1:19092", ClientID: "windowd"}},
+		{"embedded", with(nil), func(c *Config) any { return c.Kafka }, Kafka{Embedded: true, EmbeddedListen: "127.0.0.1:19092", ClientID: "windowd", SessionTimeout: DefaultSessionTimeout}},
 		{"state", "state: {dir: /var/lib/windowd, cache_bytes: 256MiB}\n" + with(nil),
 			func(c *Config) any { return c.State }, State{Dir: "/var/lib/windowd", CacheBytes: 256 << 20}},
 		{"cache bytes integer", "state: {cache_bytes: 2097152}\n" + with(nil), func(c *Config) any { return c.State.CacheBytes }, int64(2 << 20)},

@@ -25,6 +25,7 @@ const (
 	DefaultPartitions     = 4
 	DefaultCommitInterval = 1000  // ms
 	DefaultShutdownGrace  = 30000 // ms
+	DefaultSessionTimeout = 45000 // ms, Kafka's default
 )
 
 // Load reads and validates the configuration file at path. A file that is not
@@ -55,7 +56,7 @@ func Parse(file string, data []byte) (*Config, error) {
 var (
 	topKeys       = []string{"kafka", "state", "http", "shutdown_grace", "generator", "pipelines"}
 	generatorKeys = []string{"topic", "rate", "keys", "disorder", "late_every", "late_by", "malformed_every"}
-	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id"}
+	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout"}
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
 	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval"}
@@ -174,12 +175,13 @@ func (d *decoder) generator(m *mapping) *Generator {
 }
 
 func (d *decoder) kafka(m *mapping) Kafka {
-	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID}
+	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID, SessionTimeout: DefaultSessionTimeout}
 	if b, ok := req(m, "brokers", d.brokers); ok {
 		k.Brokers, k.Embedded = b.addrs, b.embedded
 	}
 	k.EmbeddedListen, _ = opt(m, "embedded_listen", k.EmbeddedListen, d.address(false))
 	k.ClientID, _ = opt(m, "client_id", k.ClientID, d.str)
+	k.SessionTimeout, _ = opt(m, "session_timeout", DefaultSessionTimeout, d.duration(positive))
 	return k
 }
 

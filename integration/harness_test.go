@@ -139,6 +139,7 @@ func lines(s string) []string {
 // pipelineYAML is the test pipeline; placeholders are filled per test.
 const pipelineYAML = `kafka:
   brokers: [%s]
+  session_timeout: 6s
 state:
   dir: %s
 http:
@@ -181,11 +182,7 @@ func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {
 	e := &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
 		group: uniqueName(t, "g"), stateDir: filepath.Join(t.TempDir(), "state"), partitions: partitions}
 	createTopic(t, e.in, partitions)
-	quoted := make([]string, len(brokers))
-	for i, b := range brokers {
-		quoted[i] = strconv.Quote(b)
-	}
-	yaml := fmt.Sprintf(pipelineYAML, strings.Join(quoted, ", "), e.stateDir, e.in, e.group, watermarkExtra, e.out, e.late, e.dlq)
+	yaml := fmt.Sprintf(pipelineYAML, strings.Join(quoteAll(brokers), ", "), e.stateDir, e.in, e.group, watermarkExtra, e.out, e.late, e.dlq)
 	e.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
 	if err := os.WriteFile(e.cfgPath, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -204,6 +201,24 @@ type instance struct {
 	stop     func() error // graceful stop; returns the run's error
 	cmd      *exec.Cmd
 	stderr   *syncBuffer
+	exited   chan struct{} // child process: closed when it has exited
+	exitErr  error         // child process: cmd.Wait's result, once exited
+}
+
+// signal sends sig to the child and waits (up to 40 s) for it to exit.
+func (inst *instance) signal(t *testing.T, sig os.Signal) error {
+	t.Helper()
+	if err := inst.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst.exited:
+		return inst.exitErr
+	case <-time.After(40 * time.Second):
+		_ = inst.cmd.Process.Kill()
+		<-inst.exited
+		return fmt.Errorf("windowd did not exit within 40s of %v", sig)
+	}
 }
 
 // startInProcess runs the service in this process until stop.
@@ -281,28 +296,16 @@ var httpAddrRE = regexp.MustCompile(`"http listening".*"addr":"([^"]+)"`)
 func (e *env) startProcess() *instance {
 	e.t.Helper()
 	cmd := exec.Command(windowdBinary(e.t), "run", "--config", e.cfgPath)
-	inst := &instance{cmd: cmd, stderr: &syncBuffer{}}
+	inst := &instance{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = inst.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	inst.stop = func() error {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(40 * time.Second):
-			_ = cmd.Process.Kill()
-			return fmt.Errorf("windowd did not stop within 40s")
-		}
-	}
+	go func() { inst.exitErr = cmd.Wait(); close(inst.exited) }()
+	inst.stop = func() error { return inst.signal(e.t, os.Interrupt) }
 	e.t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		_ = cmd.Process.Kill()
+		<-inst.exited
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -431,4 +434,37 @@ func sorted(s []string) []string {
 	return c
 }
 
-var _ = io.Discard
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -132,12 +132,19 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)
 	}
+	// Partitions of the last checkpoint hold the frontier until the group
+	// hands them back (or two session timeouts pass: they moved elsewhere).
+	if held := p.eng.Watermarks().HoldRestored(p.nowMS(), 2*c.Kafka.SessionTimeout); len(held) > 0 {
+		p.log.Info("holding the frontier for partitions of the last checkpoint until they are assigned",
+			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
+	}
 	p.dec = source.NewDecoder(cfg)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(c.Kafka.ClientID),
 		kgo.WithLogger(kgoLogger{p.log.Named("kgo")}),
 		kgo.ConsumerGroup(cfg.Input.Group),
+		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout) * time.Millisecond),
 		kgo.ConsumeTopics(cfg.Input.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -10,6 +10,9 @@
 //     timeout of processing time and is caught up; idle partitions are left
 //     out of the minimum, and when every assigned partition is idle the
 //     frontier moves to the largest partition watermark.
+//   - After a restore, partitions not yet assigned again can be held in the
+//     minimum for a while (HoldRestored), so a partial first assignment does
+//     not let the frontier run ahead of them.
 //
 // The package is pure: processing time is passed in as Unix milliseconds.
 package watermark
@@ -75,6 +78,8 @@ func subSat(a, b int64) int64 {
 // partition is the frontier's view of one input partition.
 type partition struct {
 	gen        Generator
+	held       bool  // restored from state, not yet assigned: still holds the frontier
+	holdUntil  int64 // processing time at which a held partition stops holding
 	assigned   bool
 	caughtUp   bool
 	idle       bool
@@ -87,6 +92,7 @@ type PartitionStatus struct {
 	Watermark int64
 	Idle      bool
 	Assigned  bool
+	Held      bool // restored, not yet assigned, still holding the frontier
 }
 
 // Frontier is the event-time frontier of one pipeline on one instance.
@@ -124,9 +130,30 @@ func (f *Frontier) part(p int32) *partition {
 func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 	st := f.part(p)
 	st.assigned = true
+	st.held = false
 	st.idle = false
 	st.caughtUp = caughtUp
 	st.lastActive = now
+}
+
+// HoldRestored makes every partition restored from persisted state but not
+// (yet) assigned keep holding the frontier at its persisted watermark until
+// it is assigned or processing time reaches now+hold, and returns them.
+//
+// After a restart the group may first hand this instance only some of its
+// old partitions (a crashed member is still registered until its session
+// times out); without the hold the frontier would run ahead on those, and
+// the others' records, replayed from the checkpoint, would arrive late.
+func (f *Frontier) HoldRestored(now, hold int64) []int32 {
+	var held []int32
+	for _, id := range f.ids {
+		st := f.parts[id]
+		if !st.assigned && st.gen.Watermark != MinTime {
+			st.held, st.holdUntil = true, now+hold
+			held = append(held, id)
+		}
+	}
+	return held
 }
 
 // Revoke removes p from the minimum; its generator state is kept so that a
@@ -134,6 +161,7 @@ func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 func (f *Frontier) Revoke(p int32) {
 	if st, ok := f.parts[p]; ok {
 		st.assigned = false
+		st.held = false
 		st.idle = false
 	}
 }
@@ -158,13 +186,16 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 	st.gen.Observe(&f.spec, ts)
 }
 
-// Tick re-evaluates idleness at processing time now.
+// Tick re-evaluates idleness and holds at processing time now.
 func (f *Frontier) Tick(now int64) {
-	if f.spec.IdleTimeout <= 0 {
-		return
-	}
 	for _, id := range f.ids {
 		st := f.parts[id]
+		if st.held && now >= st.holdUntil {
+			st.held = false
+		}
+		if f.spec.IdleTimeout <= 0 {
+			continue
+		}
 		if st.assigned && !st.idle && st.caughtUp && now-st.lastActive >= f.spec.IdleTimeout {
 			st.idle = true
 		}
@@ -177,6 +208,14 @@ func (f *Frontier) Advance() bool {
 	active, assigned := 0, 0
 	for _, id := range f.ids {
 		st := f.parts[id]
+		if st.held {
+			// Held partitions always count (they are neither assigned nor idle).
+			active++
+			if st.gen.Watermark < min {
+				min = st.gen.Watermark
+			}
+			continue
+		}
 		if !st.assigned {
 			continue
 		}
@@ -193,7 +232,7 @@ func (f *Frontier) Advance() bool {
 			min = wm
 		}
 	}
-	if assigned == 0 {
+	if assigned == 0 && active == 0 {
 		return false
 	}
 	candidate := min
@@ -221,7 +260,7 @@ func (f *Frontier) Status() []PartitionStatus {
 	out := make([]PartitionStatus, 0, len(f.ids))
 	for _, id := range f.ids {
 		st := f.parts[id]
-		out = append(out, PartitionStatus{Partition: id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned})
+		out = append(out, PartitionStatus{Partition: id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held})
 	}
 	return out
 }

@@ -181,3 +181,55 @@ func TestFrontierPersistence(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldRestored(t *testing.T) {
+	f := NewFrontier(Spec{Every: 1})
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 10000, 0)
+	f.Observe(1, 5000, 0)
+	f.Advance()
+	b, _ := f.MarshalBinary()
+
+	// Restart: only p0 comes back at first.
+	g := NewFrontier(Spec{Every: 1})
+	if err := g.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if held := g.HoldRestored(1000, 60000); len(held) != 2 {
+		t.Fatalf("held %v, want both restored partitions", held)
+	}
+	g.Assign(0, 1000, true)
+	g.Observe(0, 30000, 2000)
+	g.Advance()
+	if g.Value() != 5000 {
+		t.Fatalf("F = %d: held p1 (wm 5000) must hold it", g.Value())
+	}
+	if st := g.Status(); !st[1].Held || st[0].Held {
+		t.Fatalf("status %+v", st)
+	}
+	// p1 assigned again: normal minimum.
+	g.Assign(1, 3000, true)
+	g.Observe(1, 20000, 3000)
+	g.Advance()
+	if g.Value() != 20000 {
+		t.Fatalf("F = %d after p1 returned, want 20000", g.Value())
+	}
+
+	// A held partition that never returns stops holding at the deadline.
+	h := NewFrontier(Spec{Every: 1})
+	_ = h.UnmarshalBinary(b)
+	h.HoldRestored(0, 60000)
+	h.Assign(0, 0, true)
+	h.Observe(0, 30000, 0)
+	h.Tick(59999)
+	h.Advance()
+	if h.Value() != 5000 {
+		t.Fatalf("F = %d before the hold ends, want 5000", h.Value())
+	}
+	h.Tick(60000)
+	h.Advance()
+	if h.Value() != 30000 {
+		t.Fatalf("F = %d after the hold ended, want 30000", h.Value())
+	}
+}
