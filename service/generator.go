@@ -19,8 +19,7 @@ import (
 // not JSON.
 func runGenerator(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger, now func() time.Time) error {
 	g := cfg.Generator
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(cfg.Kafka.ClientID+"-generator"),
-		kgo.DefaultProduceTopic(g.Topic), kgo.WithLogger(kgoLogger{log}))
+	cl, err := kgo.NewClient(append(clientOpts(cfg, brokers, log), kgo.DefaultProduceTopic(g.Topic))...)
 	if err != nil {
 		return err
 	}

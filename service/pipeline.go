@@ -139,12 +139,9 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
 	p.dec = source.NewDecoder(cfg)
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ClientID(c.Kafka.ClientID),
-		kgo.WithLogger(kgoLogger{p.log.Named("kgo")}),
+	opts := append(clientOpts(c, brokers, p.log),
 		kgo.ConsumerGroup(cfg.Input.Group),
-		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout) * time.Millisecond),
+		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout)*time.Millisecond),
 		kgo.ConsumeTopics(cfg.Input.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -155,8 +152,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
-		kgo.ProducerLinger(5 * time.Millisecond),
-	}
+		kgo.ProducerLinger(5*time.Millisecond),
+	)
 	p.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		db.Close()

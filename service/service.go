@@ -177,7 +177,7 @@ func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
 // ensureTopics waits for every input topic and creates missing output,
 // dead-letter and late topics with the input's partition count.
 func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(cfg.Kafka.ClientID), kgo.WithLogger(kgoLogger{log.Named("kgo")}))
+	cl, err := kgo.NewClient(clientOpts(cfg, brokers, log)...)
 	if err != nil {
 		return err
 	}
