@@ -116,9 +116,13 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 	}
 	p.prodCtx, p.prodCancel = context.WithCancel(context.Background())
 	dir := filepath.Join(c.State.Dir, cfg.Name)
-	db, err := state.Open(dir, state.Options{Logf: func(format string, args ...any) {
-		p.log.Error("pebble: " + fmt.Sprintf(format, args...))
-	}})
+	db, err := state.Open(dir, state.Options{
+		Logf: func(format string, args ...any) { p.log.Error("pebble: " + fmt.Sprintf(format, args...)) },
+		Fatal: func(msg string) {
+			p.m.ready.WithLabelValues(cfg.Name).Set(0)
+			deps.fatal(fmt.Sprintf("pipeline %s: %s", cfg.Name, msg))
+		},
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +42,14 @@ type Options struct {
 	Now    func() time.Time // processing-time clock; nil: time.Now
 	// Ready, when set, is called once the HTTP listener is bound, with its address.
 	Ready func(httpAddr string)
+	// Fatal is called when local state cannot be written (disk full, I/O
+	// error) and must not return. Default: log the error and exit(1), which
+	// is safe because offsets are committed only after state is synced.
+	Fatal func(msg string)
 }
 
 type deps struct {
+	fatal   func(msg string)
 	log     *zap.Logger
 	metrics *metrics
 	now     func() time.Time
@@ -68,7 +74,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}}
+	if opts.Fatal == nil {
+		opts.Fatal = func(msg string) {
+			log.Error("pipeline stopped: local state cannot be written; exiting without committing offsets", zap.String("error", msg))
+			_ = log.Sync()
+			os.Exit(1)
+		}
+	}
+	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal}
 
 	brokers := cfg.Kafka.Brokers
 	if cfg.Kafka.Embedded {

@@ -40,6 +40,10 @@ type Options struct {
 	BlockCacheBytes int64
 	// Logf receives Pebble's error messages; nil discards them.
 	Logf func(format string, args ...any)
+	// Fatal is called when Pebble cannot go on (a failed WAL write: disk
+	// full, I/O error). It must not return; nil panics. Nothing written
+	// after the last successful Commit is durable.
+	Fatal func(msg string)
 }
 
 // DB is a Pebble-backed windowing.Store.
@@ -55,7 +59,10 @@ type DB struct {
 
 var _ windowing.Store = (*DB)(nil)
 
-type logger struct{ logf func(string, ...any) }
+type logger struct {
+	logf  func(string, ...any)
+	fatal func(string)
+}
 
 func (l logger) Infof(string, ...any) {}
 func (l logger) Errorf(format string, args ...any) {
@@ -64,8 +71,12 @@ func (l logger) Errorf(format string, args ...any) {
 	}
 }
 func (l logger) Fatalf(format string, args ...any) {
-	// Pebble calls Fatalf only on unrecoverable corruption; it must not return.
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	// Pebble calls Fatalf when it cannot continue safely; it must not return.
+	msg := fmt.Sprintf(format, args...)
+	if l.fatal != nil {
+		l.fatal(msg)
+	}
+	panic("pebble: " + msg)
 }
 
 // Open opens (creating if needed) the Pebble database in dir.
@@ -78,7 +89,7 @@ func Open(dir string, o Options) (*DB, error) {
 		FS:                 o.FS,
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             logger{o.Logf},
+		Logger:             logger{logf: o.Logf, fatal: o.Fatal},
 		MemTableSize:       16 << 20,
 	}
 	for i := range opts.Levels {

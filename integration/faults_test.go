@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// committedOffsets returns the group's committed offset per input partition.
+func (e *env) committedOffsets(t *testing.T) map[int32]int64 {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.FetchOffsets(ctx, e.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == e.in {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// TestDiskFull: when the state directory's disk fills up, windowd stops
+// committing offsets and exits non-zero with a clear log line; after the
+// fault is gone a restart loses nothing.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the state directory")
+	}
+	e := newEnv(t, 2, "")
+	mnt := filepath.Join(t.TempDir(), "disk")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	cfg := readFile(t, e.cfgPath)
+	writeFile(t, e.cfgPath, strings.Replace(cfg, "dir: "+e.stateDir, "dir: "+filepath.Join(mnt, "state"), 1))
+
+	s := newStream(5, 2, 400)
+	s.phases[1] = nil // records within the bound only: the re-run is deterministic
+	want, _, _ := expectedPanes(t, e, s)
+
+	a := e.startProcess()
+	produce(t, e.in, s.phases[0])
+	a.waitRecordsIn(t, len(s.phases[0]))
+	e.waitCommitted(t, 30*time.Second)
+	before := e.committedOffsets(t)
+
+	// Fill the disk, then feed more records.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the tmpfs: %v", err)
+			}
+			break
+		}
+	}
+	for {
+		if _, err := f.Write(chunk[:512]); err != nil {
+			break
+		}
+	}
+	f.Close()
+	produce(t, e.in, s.phases[2])
+	select {
+	case <-a.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("windowd kept running on a full disk:\n%s", a.stderr.String())
+	}
+	if a.exitErr == nil {
+		t.Fatalf("windowd exited 0 on a full disk:\n%s", a.stderr.String())
+	}
+	logs := a.stderr.String()
+	if !strings.Contains(logs, "no space left on device") || !strings.Contains(logs, `"msg":"pipeline stopped`) || strings.Contains(logs, "panic") {
+		t.Fatalf("no clear log line about the disk:\n%s", logs)
+	}
+	after := e.committedOffsets(t)
+	for p, off := range after {
+		if off != before[p] {
+			t.Fatalf("partition %d: offsets committed after the disk filled (%d -> %d)", p, before[p], off)
+		}
+	}
+
+	// The fault goes away: a restart loses nothing.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	b := e.startProcess()
+	e.waitCommitted(t, 60*time.Second)
+	checkAgainstReplay(t, e, want)
+	if err := b.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestMalformedAmongGood: 1% malformed records mixed into good ones (1M
+// against a real broker, 100k in-process): every malformed one is in the
+// dead-letter topic with a reason, every good one is counted, memory stays
+// flat.
+func TestMalformedAmongGood(t *testing.T) {
+	total := 100_000
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") != "" {
+		total = 1_000_000
+	}
+	bad := total / 100
+	e := newEnv(t, 4, "")
+	inst := e.startInProcess()
+
+	cl := newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(e.in),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(200_000))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	perPart := make([]int64, 4)
+	for i := 0; i < total; i++ {
+		p := int32(i % 4)
+		var v string
+		if i%100 == 50 {
+			v = fmt.Sprintf(`{"user":"u%d","ts":`, p) // malformed
+		} else {
+			// one key per partition; event time 1 ms a record per partition: in order
+			v = fmt.Sprintf(`{"user":"u%d","ts":%d,"x":1}`, p, base+perPart[p])
+			perPart[p]++
+		}
+		cl.Produce(ctx, &kgo.Record{Partition: p, Key: []byte(fmt.Sprintf("u%d", p)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	// A flush record per partition closes every window.
+	for p := int32(0); p < 4; p++ {
+		cl.Produce(ctx, &kgo.Record{Partition: p, Key: []byte("flush"), Value: []byte(fmt.Sprintf(`{"user":"flush","ts":%d,"x":0}`, base+3600_000))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var peakHeap uint64
+	waitFor(t, "every record consumed", 4*time.Minute, func() bool {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapInuse)
+		v, _ := inst.metric(t, "windowd_records_in_total")
+		return int(v) >= total+4
+	})
+	if v, _ := inst.metric(t, "windowd_dead_letters_total"); int(v) != bad {
+		t.Fatalf("windowd_dead_letters_total = %v, want %d", v, bad)
+	}
+	dlq := e.reader(e.dlq)
+	dlq.readUntil(t, "every dead letter", 2*time.Minute, func(got []outRecord) bool { return len(got) >= bad })
+	for _, r := range dlq.got {
+		if r.headers["error"] != "value is not valid JSON" {
+			t.Fatalf("dead letter reason %q", r.headers["error"])
+		}
+	}
+	// Every good record is counted in exactly one final pane.
+	out := e.reader(e.out)
+	counted := 0
+	out.readUntil(t, "final panes counting every good record", 2*time.Minute, func(got []outRecord) bool {
+		counted = 0
+		for _, r := range got {
+			if r.headers["final"] == "true" && !strings.HasPrefix(r.key, "flush") {
+				var n int
+				if _, err := fmt.Sscanf(r.value[strings.Index(r.value, `"n":`)+4:], "%d", &n); err == nil {
+					counted += n
+				}
+			}
+		}
+		return counted >= total-bad
+	})
+	if counted != total-bad {
+		t.Fatalf("final panes count %d records, want %d", counted, total-bad)
+	}
+	t.Logf("%d records (%d malformed): peak Go heap in use %d MiB during processing", total, bad, peakHeap>>20)
+	if peakHeap > 512<<20 {
+		t.Fatalf("heap grew to %d MiB", peakHeap>>20)
+	}
+	if err := inst.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
