@@ -494,36 +494,34 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 }
 
 func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	parts := revoked[p.cfg.Input.Topic]
-	if len(parts) == 0 {
-		return
-	}
-	if !p.closing {
-		if err := p.commit(ctx, true); err != nil {
-			p.log.Warn("commit before revocation failed", zap.Error(err))
-		}
-	}
-	p.release(parts)
-	p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	p.handOver(ctx, revoked[p.cfg.Input.Topic], true)
 }
 
+// onLost: the group no longer accepts our commits; local state is still
+// checkpointed so that it stays consistent with its offsets.
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	p.handOver(ctx, lost[p.cfg.Input.Topic], false)
+}
+
+// handOver runs a commit cycle (to the group too when it still accepts
+// commits) and releases the partitions.
+func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	parts := lost[p.cfg.Input.Topic]
 	if len(parts) == 0 {
 		return
 	}
-	// The group no longer accepts our commits; keep local state consistent.
 	if !p.closing {
-		if err := p.commit(ctx, false); err != nil {
-			p.log.Warn("checkpoint of lost partitions failed", zap.Error(err))
+		if err := p.commit(ctx, toGroup); err != nil {
+			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
 		}
 	}
 	p.release(parts)
-	p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	if toGroup {
+		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	} else {
+		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
 }
 
 func (p *pipeline) release(parts []int32) {
