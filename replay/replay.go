@@ -257,7 +257,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 			if err := r.handle(eng, dec, line, &now, offsets, &rec, &ev); err != nil {
 				return err
 			}
-			if sinceCheckpoint++; sinceCheckpoint >= checkpointRecords {
+			if sinceCheckpoint++; sinceCheckpoint >= checkpointRecords || eng.NeedsCheckpoint() {
 				sinceCheckpoint = 0
 				if err := eng.Checkpoint(false); err != nil {
 					return err

@@ -320,6 +320,16 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			if err = p.handle(r, now.UnixMilli()); err != nil {
 				return
 			}
+			if p.eng.NeedsCheckpoint() {
+				// Bound memory: uncommitted state writes must not pile up until the next interval.
+				if err = p.commit(ctx, true); err != nil && !isFatal(err) {
+					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
+					err = nil
+				}
+				if err != nil {
+					return
+				}
+			}
 		}
 	})
 	if err != nil {

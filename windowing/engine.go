@@ -23,6 +23,9 @@ type Options struct {
 	ShardByPartition bool
 	// CacheBytes bounds the in-memory window cache (approximately); 0 means 64 MiB.
 	CacheBytes int
+	// MaxPendingBytes is the size of uncommitted store writes beyond which
+	// NeedsCheckpoint reports true; 0 means 64 MiB.
+	MaxPendingBytes int
 }
 
 // Stats are running counters of one engine.
@@ -33,7 +36,10 @@ type Stats struct {
 	Retractions int64
 }
 
-const defaultCacheBytes = 64 << 20
+const (
+	defaultCacheBytes      = 64 << 20
+	defaultMaxPendingBytes = 64 << 20
+)
 
 type cacheKey struct {
 	shard uint32
@@ -86,6 +92,9 @@ const (
 func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Options) (*Engine, error) {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = defaultCacheBytes
+	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = defaultMaxPendingBytes
 	}
 	e := &Engine{
 		spec:  spec,
@@ -667,6 +676,14 @@ func (e *Engine) maybeEvict() error {
 	clear(e.cache)
 	e.cacheBytes = 0
 	return nil
+}
+
+// NeedsCheckpoint reports that the store holds so many uncommitted writes
+// (cache evictions, timers) that the caller should run its commit cycle now
+// rather than at its next interval: memory stays bounded by the cache
+// budget plus MaxPendingBytes, not by the records between checkpoints.
+func (e *Engine) NeedsCheckpoint() bool {
+	return e.store.PendingBytes() >= e.opts.MaxPendingBytes
 }
 
 // Checkpoint flushes the cache and the frontier state to the store and
