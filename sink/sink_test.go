@@ -1,0 +1,51 @@
+package sink
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+func TestPaneRecord(t *testing.T) {
+	specs := []windowing.AggSpec{{Name: "n", Op: windowing.Count}}
+	p := &windowing.Pane{Key: "u1", Start: 1000, End: 2000, Timing: windowing.Late, Index: 2, Final: true, Mode: windowing.Retracting,
+		Retraction: true, Values: []windowing.Value{{Kind: windowing.IntValue, Int: 3}}}
+	r := PaneRecord("out", p, specs)
+	if r.Topic != "out" || string(r.Key) != "u1" || r.Timestamp.UnixMilli() != 1999 {
+		t.Fatalf("topic %q key %q timestamp %d", r.Topic, r.Key, r.Timestamp.UnixMilli())
+	}
+	want := `{"key":"u1","window":{"start":1000,"end":2000},"pane":{"timing":"LATE","index":2,"final":true,"mode":"retracting"},"retraction":true,"aggregates":{"n":3}}`
+	if string(r.Value) != want {
+		t.Fatalf("value %s", r.Value)
+	}
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	for k, v := range map[string]string{"window_start": "1000", "window_end": "2000", "timing": "LATE", "index": "2", "final": "true",
+		"mode": "retracting", "retraction": "true", "pane_id": "u1/1000/2000/2"} {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestDivertedRecord(t *testing.T) {
+	src := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("{bad"),
+		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}}
+	r := DivertedRecord("dlq", "value is not valid JSON", src)
+	if r.Topic != "dlq" || string(r.Key) != "k" || string(r.Value) != "{bad" {
+		t.Fatalf("record %+v", r)
+	}
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	for k, v := range map[string]string{"trace": "abc", "error": "value is not valid JSON", "source_topic": "in", "source_partition": "3", "source_offset": "42"} {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q", k, got[k], v)
+		}
+	}
+}
