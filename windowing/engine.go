@@ -273,6 +273,11 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 				return err
 			}
 		}
+		// One step may fire every open window (end of input): keep the
+		// cache within its budget between chunks.
+		if err := e.maybeEvict(); err != nil {
+			return err
+		}
 		if len(e.timers) < chunk {
 			break
 		}
