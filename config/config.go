@@ -35,6 +35,19 @@
 // B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024). Anchors,
 // aliases and merge keys (`<<: *defaults`) are resolved; a problem in an
 // aliased value points at the anchored text.
+//
+// # Secrets and files
+//
+// kafka.sasl.username and kafka.sasl.password may reference environment
+// variables as ${NAME} (a letter or '_', then letters, digits and '_'), as
+// the whole value or inside it ("${USER_PREFIX}-windowd"); every "${" starts
+// such a reference, and nothing else is expanded. An unset variable is a
+// problem that names the variable. kafka.sasl.password_file is read
+// instead of password, without expansion, and one or more trailing newlines
+// are trimmed. The files of kafka.tls and password_file are read at load
+// (relative paths from the working directory); an unreadable or unusable
+// file is reported at its field. No problem message ever contains the
+// password, and SASL.Password is a Secret.
 package config
 
 import (
@@ -76,6 +89,65 @@ type Kafka struct {
 	EmbeddedListen string   // default 127.0.0.1:19092
 	ClientID       string   // default windowd
 	SessionTimeout int64    // consumer-group session timeout (ms): how soon a dead member's partitions move; default 45s
+	TLS            *TLS     // nil: plaintext
+	SASL           *SASL    // nil: no SASL authentication
+}
+
+// TLS is `kafka.tls`: connect to the brokers over TLS. The loader checked
+// that the files were readable and held PEM certificates (and a key that
+// matches CertFile); the service reads them again when it connects.
+type TLS struct {
+	CAFile             string // PEM CA bundle; empty: the system roots
+	CertFile           string // PEM client certificate for mTLS; set iff KeyFile is
+	KeyFile            string // PEM private key of CertFile
+	ServerName         string // name to verify in the broker certificate; empty: the broker host
+	InsecureSkipVerify bool   // do not verify the broker certificate (tests only)
+}
+
+// SASL mechanisms.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL is `kafka.sasl`: authenticate to the brokers with a user name and
+// password. Username and Password hold their final values: ${NAME}
+// references expanded, password_file read.
+type SASL struct {
+	Mechanism string // SASLPlain, SASLScramSHA256 or SASLScramSHA512
+	Username  string
+	Password  Secret
+}
+
+// Secret is a value that must not be printed or logged: its String,
+// GoString and MarshalText give "[redacted]", so %v, %+v, %#v, JSON and zap
+// fields of a configuration never show it. The value sits behind a pointer,
+// so that even fmt's reflection (`%s` of a whole Config, which prints a
+// nested *SASL without calling methods) shows an address, not the value.
+// Reveal returns the value.
+type Secret struct{ value *string }
+
+// NewSecret returns a Secret holding s.
+func NewSecret(s string) Secret { return Secret{&s} }
+
+const redacted = "[redacted]"
+
+// String returns "[redacted]".
+func (Secret) String() string { return redacted }
+
+// GoString returns "[redacted]".
+func (Secret) GoString() string { return redacted }
+
+// MarshalText returns "[redacted]".
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// Reveal returns the secret value, for the one place that needs it.
+func (s Secret) Reveal() string {
+	if s.value == nil {
+		return ""
+	}
+	return *s.value
 }
 
 // State configures local state.

@@ -1,13 +1,27 @@
 package config
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
@@ -622,6 +636,93 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &x {<<: *x}\nkafka: *x\npipelines: [*x, &y [*y]]\n"))
 	f.Add([]byte(`{"kafka": {"brokers": "embedded"}, "pipelines": [{"name": 1, "window": []}]}`))
 	f.Add([]byte("kafka:\n  brokers: embedded\n   client_id: x\n"))
+	// The shipped example configurations and every golden pipeline of replay.
+	for _, pattern := range []string{"../configs/*.yaml", "../cmd/windowd/testdata/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	goldens, _ := filepath.Glob("../replay/testdata/*.txt")
+	for _, file := range goldens {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		_, sec, ok := strings.Cut(string(b), "\n-- pipeline --\n")
+		if !ok {
+			continue
+		}
+		sec, _, _ = strings.Cut(sec, "\n-- ")
+		var cfg strings.Builder
+		cfg.WriteString(head + "  - name: golden\n    input: {topic: in}\n    output: {topic: out}\n")
+		for _, l := range strings.Split(strings.TrimRight(sec, "\n"), "\n") {
+			cfg.WriteString("    " + l + "\n")
+		}
+		f.Add([]byte(cfg.String()))
+	}
+	// Edges of the schema, the value converters and YAML itself.
+	for _, s := range []string{
+		with(map[string]string{"window": "    window: {type: hopping, size: 10s, hop: 3s, offset: -1s}"},
+			"    watermark: {strategy: monotonic, max_delay: 0s, every: 9223372036854775807, idle_timeout: 2562047h47m16.854775807s}",
+			"    allowed_lateness: 9223372036854775807ms",
+			"    trigger: {early: {count: 0, every: 1ns}, on_time: false, late: {every: 0s}, closing: if_changed}",
+			"    accumulation: retracting",
+			"    late_topic: in",
+			"    dead_letter_topic: out",
+			"    delivery: exactly_once",
+			"    commit_interval: 1.5ms"),
+		with(map[string]string{"window": "    window: {type: session, gap: 5s, size: 1s, hop: 1s, offset: 1s}",
+			"timestamp":  "    timestamp: {source: record, field: ts, format: rfc3339}",
+			"aggregates": "    aggregates: [{name: d, op: distinct_approx, field: a.b, precision: 3}, {name: d, op: distinct_approx, field: x, precision: 19}, {name: s, op: sum}, {name: c, op: count, field: x}]"}),
+		with(map[string]string{"aggregates": "    aggregates: []", "input": "    input: {topic: in, group: '', partitions: 2147483648}"},
+			"    key: {field: ..}", "    timestamp: {field: 'a.', format: unix_ns}"),
+		with(map[string]string{"window": "    window: {type: tumbling, size: -10s}"}, "    allowed_lateness: 1e3s", "    watermark: {max_delay: 10 s, every: 0x10, idle_timeout: ٣s}"),
+		with(map[string]string{"window": "    window: {type: tumbling, size: 1us}"}, "    watermark: {every: 1_000, max_delay: 1h1m1s1ms1us}", "    trigger: {early: {count: .inf}, on_time: yes}"),
+		with(map[string]string{"input": "    input: {topic: \"a/b\", partitions: 0o17}", "name": "  - name: \"p q\""}),
+		with(nil) + strings.Join(pipe, "\n") + "\n", // duplicate pipeline name
+		head + "  - " + strings.Repeat("{a: ", 200) + strings.Repeat("}", 200) + "\n",
+		head + "  - " + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + "\n",
+		strings.Repeat("- ", 500) + "x\n",
+		"kafka: {brokers: [\"a:1\", \"[::1]:9092\", \"host:99999\", \":1\", \"h:\", embedded]}\npipelines: []\n",
+		"kafka: {brokers: embedded, embedded_listen: \"localhost:0\", client_id: \"\", session_timeout: 0s}\nstate: {dir: \"\", cache_bytes: 1MiB}\nhttp: {listen: \":0\"}\nshutdown_grace: 1ns\n" + strings.Join(pipe, "\n") + "\n",
+		"kafka: {brokers: embedded}\nstate: {cache_bytes: 18446744073709551616}\n",
+		"kafka: {brokers: embedded}\nstate: {cache_bytes: 8EiB}\n",
+		"kafka: {brokers: embedded}\nstate: {cache_bytes: \"1.5 GB\"}\n",
+		"kafka: {brokers: embedded}\nstate: {cache_bytes: 1048575}\n",
+		"kafka: {brokers: embedded}\ngenerator: {topic: t, rate: 0, keys: 10000001, disorder: -1s, late_every: -1, late_by: 0s, malformed_every: 1}\n" + strings.Join(pipe, "\n") + "\n",
+		"kafka: {brokers: [\"k:9092\"]}\ngenerator: {topic: t}\n" + strings.Join(pipe, "\n") + "\n",
+		"kafka:\n  brokers: [\"k:9092\"]\n  tls: {ca_file: /nonexistent/ca.pem, cert_file: c.pem, server_name: \"\", insecure_skip_verify: 1}\n  sasl: {mechanism: scram-sha-256, username: \"${}\", password: \"${1A}${HOME\", password_file: /nonexistent/pw}\n" + strings.Join(pipe, "\n") + "\n",
+		"kafka:\n  brokers: [\"k:9092\"]\n  sasl: {mechanism: SCRAM-SHA-512, username: \"$${WINDOWD_FUZZ_UNSET}-x\", password: \"${WINDOWD_FUZZ_UNSET_PASSWORD}\"}\n" + strings.Join(pipe, "\n") + "\n",
+		"kafka:\n  brokers: embedded\n  tls: {}\n  sasl: {mechanism: PLAIN}\n" + strings.Join(pipe, "\n") + "\n",
+		// Anchors, aliases, merge keys, tags, block scalars, documents.
+		"defs: &d {topic: in}\nkafka: {brokers: embedded}\npipelines:\n  - name: p\n    input: *d\n    output: {<<: *d, topic: out}\n    timestamp: {field: ts}\n    window: {type: tumbling, size: 10s}\n    aggregates: [{name: n, op: count}]\n",
+		"kafka: {brokers: embedded}\npipelines:\n  - &p\n    <<: [*p, *q]\n    name: !!str 1\n    input: {topic: !!binary aW4=}\n    window: !!map {type: tumbling, size: !!timestamp 2001-12-14}\n",
+		"a0: &a0 x\n" + func() string {
+			var b strings.Builder
+			for i := 1; i <= 20; i++ {
+				fmt.Fprintf(&b, "a%d: &a%d *a%d\n", i, i, i-1)
+			}
+			return b.String()
+		}() + "kafka: {brokers: *a20}\npipelines: *a20\n",
+		"a: &a [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nkafka: *c\npipelines: *c\n",
+		"kafka: {brokers: embedded}\n---\npipelines: []\n...\n",
+		"# only a comment\n",
+		"",
+		"~\n",
+		"[]\n",
+		"!custom {kafka: {brokers: embedded}}\n",
+		"? [kafka]\n: {brokers: embedded}\n? {a: 1}\n: 2\npipelines: x\n",
+		"kafka: {brokers: embedded}\nkafka: {brokers: embedded}\npipelines:\n  - name: |\n      multi\n      line\n    input: >-\n      folded\n",
+		"\ufeffkafka: {brokers: embedded}\r\npipelines:\r\n\t- name: p\r\n",
+		"kafka: {brokers: \"\xff\xfe\"}\npipelines: [{name: \"\x00\"}]\n",
+		`{"kafka": {"brokers": ["embedded"]}, "pipelines": [{"name": "p", "input": {"topic": "in", "partitions": 1e2}, "timestamp": {"field": "ts"}, "window": {"type": "session", "gap": "5s"}, "aggregates": [{"name": "n", "op": "count"}], "output": {"topic": "out"},}]}`,
+		`{"kafka": {"brokers": "embedded"}, "kafka": null, "pipelines": [null, 1, "x", [], {}]}`,
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("f.yaml", data)
 		if err == nil {
@@ -669,5 +770,274 @@ pipelines:
 	_, err = Parse("s.yaml", []byte(strings.Replace(base, "brokers: embedded", `brokers: ["k:9092"]`, 1)))
 	if err == nil || err.Error() != `s.yaml:3:1: generator: only valid with kafka.brokers: embedded` {
 		t.Fatalf("generator with a real cluster: %v", err)
+	}
+}
+
+// writePKI writes, into the working directory, a CA (ca.pem), a client
+// certificate and its key signed by it (client.pem, client.key), a key that
+// matches nothing (other.key) and a file that is not PEM (garbage.pem).
+func writePKI(t *testing.T) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	writePEM := func(name, typ string, der []byte) {
+		if err := os.WriteFile(name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKey := func(name string, k *ecdsa.PrivateKey) {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(name, "PRIVATE KEY", der)
+	}
+	caKey, clientKey := newKey(), newKey()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "windowd"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	clientDER, err := x509.CreateCertificate(rand.Reader, client, ca, &clientKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM("ca.pem", "CERTIFICATE", caDER)
+	writePEM("client.pem", "CERTIFICATE", clientDER)
+	writeKey("client.key", clientKey)
+	writeKey("other.key", newKey())
+	if err := os.WriteFile("garbage.pem", []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secured is a valid config for a real cluster whose kafka mapping has the
+// given lines after `brokers` (from line 3 on).
+func secured(kafka ...string) string {
+	var b strings.Builder
+	b.WriteString("kafka:\n  brokers: [\"k:9092\"]\n")
+	for _, l := range kafka {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("pipelines:\n" + strings.Join(pipe, "\n") + "\n")
+	return b.String()
+}
+
+// securityDir makes a temporary working directory holding writePKI's files
+// and password files, and sets the environment variables of the tests.
+func securityDir(t *testing.T) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	writePKI(t)
+	for name, data := range map[string]string{"pw": "s3cr3t-from-file\n", "pw-crlf": "s3cr3t\r\n\r\n", "pw-empty": "\n"} {
+		if err := os.WriteFile(name, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir("dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WINDOWD_TEST_PASSWORD", "s3cr3t-from-env")
+	t.Setenv("WINDOWD_TEST_TEAM", "analytics")
+	t.Setenv("WINDOWD_TEST_EMPTY", "")
+	os.Unsetenv("WINDOWD_TEST_UNSET")
+}
+
+func TestSecurityValid(t *testing.T) {
+	securityDir(t)
+	tests := []struct {
+		name string
+		src  string
+		tls  *TLS
+		sasl *SASL
+	}{
+		{"tls and scram from the environment", secured(
+			"  tls:",
+			"    ca_file: ca.pem",
+			"    cert_file: client.pem",
+			"    key_file: client.key",
+			"    server_name: kafka.internal",
+			"  sasl:",
+			"    mechanism: SCRAM-SHA-512",
+			"    username: ${WINDOWD_TEST_TEAM}-windowd",
+			"    password: ${WINDOWD_TEST_PASSWORD}"),
+			&TLS{CAFile: "ca.pem", CertFile: "client.pem", KeyFile: "client.key", ServerName: "kafka.internal"},
+			&SASL{Mechanism: SASLScramSHA512, Username: "analytics-windowd", Password: NewSecret("s3cr3t-from-env")}},
+		{"empty tls: system roots", secured("  tls: {}"), &TLS{}, nil},
+		{"insecure tls", secured("  tls: {insecure_skip_verify: true}"), &TLS{InsecureSkipVerify: true}, nil},
+		{"password file", secured("  sasl: {mechanism: SCRAM-SHA-256, username: windowd, password_file: pw}"),
+			nil, &SASL{Mechanism: SASLScramSHA256, Username: "windowd", Password: NewSecret("s3cr3t-from-file")}},
+		{"password file with CRLF", secured("  sasl: {mechanism: PLAIN, username: u, password_file: pw-crlf}"),
+			nil, &SASL{Mechanism: SASLPlain, Username: "u", Password: NewSecret("s3cr3t")}},
+		{"literal password with $ and braces", secured(`  sasl: {mechanism: PLAIN, username: u, password: "pa$s{w}$"}`),
+			nil, &SASL{Mechanism: SASLPlain, Username: "u", Password: NewSecret("pa$s{w}$")}},
+		{"embedded references", secured(`  sasl: {mechanism: PLAIN, username: u, password: "x${WINDOWD_TEST_TEAM}y${WINDOWD_TEST_EMPTY}z"}`),
+			nil, &SASL{Mechanism: SASLPlain, Username: "u", Password: NewSecret("xanalyticsyz")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tt.src))
+			if err != nil {
+				t.Fatalf("Parse:\n%s\nerror:\n%v", tt.src, err)
+			}
+			if !reflect.DeepEqual(c.Kafka.TLS, tt.tls) {
+				t.Errorf("TLS = %+v, want %+v", c.Kafka.TLS, tt.tls)
+			}
+			if !reflect.DeepEqual(c.Kafka.SASL, tt.sasl) {
+				t.Errorf("SASL = %+v, want %+v", c.Kafka.SASL, tt.sasl)
+			}
+		})
+	}
+}
+
+func TestSecurityErrors(t *testing.T) {
+	securityDir(t)
+	tests := []struct {
+		name string
+		src  string
+		want string
+	}{
+		{"cert without key",
+			secured("  tls: {ca_file: ca.pem, cert_file: client.pem}"),
+			`c.yaml:3:26: kafka.tls.cert_file: needs key_file`},
+		{"key without cert",
+			secured("  tls:", "    key_file: client.key"),
+			`c.yaml:4:5: kafka.tls.key_file: needs cert_file`},
+		{"unreadable files",
+			secured("  tls:", "    ca_file: missing.pem", "    cert_file: dir", "    key_file: /nonexistent/client.key"),
+			`c.yaml:4:14: kafka.tls.ca_file: cannot read "missing.pem": no such file or directory
+c.yaml:5:16: kafka.tls.cert_file: cannot read "dir": is a directory
+c.yaml:6:15: kafka.tls.key_file: cannot read "/nonexistent/client.key": no such file or directory`},
+		{"not a regular file",
+			secured("  sasl: {mechanism: PLAIN, username: u, password_file: /dev/null}"),
+			`c.yaml:3:56: kafka.sasl.password_file: cannot read "/dev/null": not a regular file`},
+		{"not PEM",
+			secured("  tls: {ca_file: garbage.pem}"),
+			`c.yaml:3:18: kafka.tls.ca_file: no PEM certificate in "garbage.pem"`},
+		{"key of another certificate",
+			secured("  tls: {cert_file: client.pem, key_file: other.key}"),
+			`c.yaml:3:20: kafka.tls.cert_file: cannot be used with key_file: tls: private key does not match public key`},
+		{"tls fields",
+			secured("  tls: {ca: ca.pem, server_name: \"\", insecure_skip_verify: \"no\"}"),
+			`c.yaml:3:9: kafka.tls.ca: unknown field "ca"
+c.yaml:3:34: kafka.tls.server_name: must not be empty
+c.yaml:3:60: kafka.tls.insecure_skip_verify: expected true or false, got "no"`},
+		{"tls is not a mapping",
+			secured("  tls: true"),
+			`c.yaml:3:8: kafka.tls: expected a mapping, got true`},
+		{"unknown mechanism",
+			secured("  sasl: {mechanism: SCRAM-SHA-1, username: u, password: p}"),
+			`c.yaml:3:21: kafka.sasl.mechanism: invalid value "SCRAM-SHA-1" (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)`},
+		{"missing mechanism and username",
+			secured("  sasl:", "    password: p"),
+			`c.yaml:3:3: kafka.sasl.mechanism: required
+c.yaml:3:3: kafka.sasl.username: required`},
+		{"password and password_file",
+			secured("  sasl:", "    mechanism: PLAIN", "    username: u", "    password: p", "    password_file: pw"),
+			`c.yaml:7:5: kafka.sasl.password_file: cannot be combined with password`},
+		{"no password",
+			secured("  sasl:", "    mechanism: PLAIN", "    username: u"),
+			`c.yaml:3:3: kafka.sasl: needs password or password_file`},
+		{"unset variables",
+			secured("  sasl:", "    mechanism: PLAIN", "    username: ${WINDOWD_TEST_UNSET}", "    password: a${WINDOWD_TEST_UNSET}b${WINDOWD_TEST_NOPE}"),
+			`c.yaml:5:15: kafka.sasl.username: environment variable WINDOWD_TEST_UNSET is not set
+c.yaml:6:15: kafka.sasl.password: environment variable WINDOWD_TEST_UNSET is not set
+c.yaml:6:15: kafka.sasl.password: environment variable WINDOWD_TEST_NOPE is not set`},
+		{"bad reference",
+			secured(`  sasl: {mechanism: PLAIN, username: u, password: "ab${ WINDOWD_TEST_PASSWORD }"}`),
+			`c.yaml:3:51: kafka.sasl.password: "${" must start a reference ${NAME} (NAME: a letter or '_', then letters, digits and '_')`},
+		{"unterminated reference",
+			secured(`  sasl: {mechanism: PLAIN, username: u, password: "ab${WINDOWD_TEST_PASSWORD"}`),
+			`c.yaml:3:51: kafka.sasl.password: "${" must start a reference ${NAME} (NAME: a letter or '_', then letters, digits and '_')`},
+		{"expands to nothing",
+			secured(`  sasl: {mechanism: PLAIN, username: u, password: "${WINDOWD_TEST_EMPTY}"}`),
+			`c.yaml:3:51: kafka.sasl.password: "${WINDOWD_TEST_EMPTY}" expands to an empty string`},
+		{"password is a number",
+			secured("  sasl: {mechanism: PLAIN, username: u, password: 123456789}"),
+			`c.yaml:3:51: kafka.sasl.password: expected a string, got a number (quote the value)`},
+		{"empty password and user",
+			secured(`  sasl: {mechanism: PLAIN, username: "", password: ""}`),
+			`c.yaml:3:38: kafka.sasl.username: must not be empty
+c.yaml:3:52: kafka.sasl.password: must not be empty`},
+		{"password files",
+			secured("  sasl: {mechanism: PLAIN, username: u, password_file: pw-empty}"),
+			`c.yaml:3:56: kafka.sasl.password_file: "pw-empty" is empty`},
+		{"missing password file",
+			secured("  sasl: {mechanism: PLAIN, username: u, password_file: /run/secrets/none}"),
+			`c.yaml:3:56: kafka.sasl.password_file: cannot read "/run/secrets/none": no such file or directory`},
+		{"embedded broker",
+			"kafka:\n  brokers: embedded\n  tls: {}\n  sasl: {mechanism: PLAIN, username: u, password: p}\npipelines:\n" + strings.Join(pipe, "\n") + "\n",
+			`c.yaml:3:3: kafka.tls: not valid with kafka.brokers: embedded
+c.yaml:4:3: kafka.sasl: not valid with kafka.brokers: embedded`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("Parse:\n%s\nno error, want\n%s", tt.src, tt.want)
+			}
+			if c != nil {
+				t.Errorf("Parse returned a config with an error")
+			}
+			if err.Error() != tt.want {
+				t.Errorf("Parse:\n%s\nerror:\n%v\nwant:\n%s", tt.src, err, tt.want)
+			}
+			for _, secret := range []string{"s3cr3t", "123456789", "ab"} {
+				if strings.Contains(err.Error(), secret) && !strings.Contains(tt.want, secret) {
+					t.Errorf("error shows %q", secret)
+				}
+			}
+		})
+	}
+}
+
+// TestSecretRedacted: no way of printing a loaded configuration shows the password.
+func TestSecretRedacted(t *testing.T) {
+	securityDir(t)
+	c, err := Parse("c.yaml", []byte(secured("  sasl: {mechanism: SCRAM-SHA-512, username: windowd, password: \"${WINDOWD_TEST_PASSWORD}\"}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pw = "s3cr3t-from-env"
+	if got := c.Kafka.SASL.Password.Reveal(); got != pw {
+		t.Fatalf("Reveal = %q, want %q", got, pw)
+	}
+	var outs []string
+	for _, v := range []any{c, *c, c.Kafka, c.Kafka.SASL, *c.Kafka.SASL, c.Kafka.SASL.Password} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d", "%t"} {
+			outs = append(outs, fmt.Sprintf(verb, v))
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, string(j))
+	}
+	var buf bytes.Buffer
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel))
+	log.Info("config", zap.Any("config", c), zap.Any("kafka", c.Kafka), zap.Stringer("password", c.Kafka.SASL.Password),
+		zap.Any("sasl", *c.Kafka.SASL), zap.Reflect("reflect", c.Kafka.SASL))
+	outs = append(outs, buf.String())
+	hexPW := fmt.Sprintf("%x", pw)
+	for _, out := range outs {
+		if strings.Contains(out, pw) || strings.Contains(out, hexPW) {
+			t.Errorf("output shows the password: %s", out)
+		}
+	}
+	if !strings.Contains(buf.String(), `"Password":"[redacted]"`) {
+		t.Errorf("zap output = %s, want the password as [redacted]", buf.String())
+	}
+	if got := fmt.Sprintf("%+v", *c.Kafka.SASL); got != "{Mechanism:SCRAM-SHA-512 Username:windowd Password:[redacted]}" {
+		t.Errorf("%%+v = %s", got)
 	}
 }

@@ -3,8 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -708,4 +711,120 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// maxFileBytes bounds the files the configuration names (CA bundles, keys,
+// password files).
+const maxFileBytes = 4 << 20
+
+// readFile reads file, named by the value of key, and reports at that value
+// why it cannot.
+func (d *decoder) readFile(m *mapping, key, file string) ([]byte, bool) {
+	b, err := readLimited(file)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		d.errorf(m.valueAt(key), m.child(key), "cannot read %q: %v", file, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// readLimited reads a regular file of at most maxFileBytes (a device or a
+// pipe could block or never end).
+func readLimited(file string) ([]byte, error) {
+	fi, err := os.Stat(file)
+	switch {
+	case err != nil:
+		return nil, err
+	case fi.IsDir():
+		return nil, errors.New("is a directory")
+	case !fi.Mode().IsRegular():
+		return nil, errors.New("not a regular file")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err == nil && len(b) > maxFileBytes {
+		err = fmt.Errorf("larger than %d MiB", maxFileBytes>>20)
+	}
+	return b, err
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// expanded accepts a non-empty string in which every ${NAME} is replaced by
+// the value of the environment variable NAME. When secret, no message shows
+// any part of the value: only the names of variables.
+func (d *decoder) expanded(secret bool) conv[string] {
+	return func(n ast.Node, path string) (string, bool) {
+		at := posOf(n)
+		raw, ok := text(n)
+		switch {
+		case !ok && secret:
+			d.errorf(at, path, "expected a string, got %s", describeSecret(n))
+			return "", false
+		case !ok:
+			d.expected(n, path, "a string")
+			return "", false
+		case raw == "":
+			d.errorf(at, path, "must not be empty")
+			return "", false
+		}
+		s, ok := d.expandEnv(raw, at, path)
+		if ok && s == "" {
+			// raw holds only references here, no literal text.
+			d.errorf(at, path, "%s expands to an empty string", quote(raw))
+			return "", false
+		}
+		return s, ok
+	}
+}
+
+// expandEnv replaces every ${NAME} of s by the environment variable NAME,
+// reporting each unset variable and a "${" that starts no valid reference.
+func (d *decoder) expandEnv(s string, at pos, path string) (string, bool) {
+	var b strings.Builder
+	ok := true
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), ok
+		}
+		b.WriteString(s[:i])
+		s = s[i+2:]
+		j := strings.IndexByte(s, '}')
+		if j < 0 || !envNameRE.MatchString(s[:j]) {
+			d.errorf(at, path, `"${" must start a reference ${NAME} (NAME: a letter or '_', then letters, digits and '_')`)
+			return "", false
+		}
+		name := s[:j]
+		v, set := os.LookupEnv(name)
+		if !set {
+			d.errorf(at, path, "environment variable %s is not set", name)
+			ok = false
+		}
+		b.WriteString(v)
+		s = s[j+1:]
+	}
+}
+
+// describeSecret names the kind of a value that is not a string, without
+// showing the value.
+func describeSecret(n ast.Node) string {
+	switch n.(type) {
+	case nil, *ast.MappingNode, *ast.SequenceNode, *ast.NullNode:
+		return describe(n)
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		return "a number (quote the value)"
+	case *ast.BoolNode:
+		return "a boolean (quote the value)"
+	}
+	return "a value that is not a string"
 }

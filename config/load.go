@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"math"
 	"os"
 	"regexp"
@@ -56,7 +58,9 @@ func Parse(file string, data []byte) (*Config, error) {
 var (
 	topKeys       = []string{"kafka", "state", "http", "shutdown_grace", "generator", "pipelines"}
 	generatorKeys = []string{"topic", "rate", "keys", "disorder", "late_every", "late_by", "malformed_every"}
-	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout"}
+	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout", "tls", "sasl"}
+	tlsKeys       = []string{"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
+	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
 	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval"}
@@ -79,6 +83,7 @@ var (
 	modes       = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
 	aggOps      = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
 	deliveries  = []choice[Delivery]{{"at_least_once", AtLeastOnce}, {"exactly_once", ExactlyOnce}}
+	mechanisms  = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}
 
 	// windowFields says which window kinds take which length.
 	windowFields = []struct {
@@ -182,7 +187,91 @@ func (d *decoder) kafka(m *mapping) Kafka {
 	k.EmbeddedListen, _ = opt(m, "embedded_listen", k.EmbeddedListen, d.address(false))
 	k.ClientID, _ = opt(m, "client_id", k.ClientID, d.str)
 	k.SessionTimeout, _ = opt(m, "session_timeout", DefaultSessionTimeout, d.duration(positive))
+	if m.has("tls") {
+		k.TLS = d.kafkaTLS(m.sub("tls", tlsKeys...))
+	}
+	if m.has("sasl") {
+		k.SASL = d.kafkaSASL(m.sub("sasl", saslKeys...))
+	}
+	if k.Embedded {
+		for _, key := range []string{"tls", "sasl"} {
+			if m.has(key) {
+				d.errorf(m.keyAt(key), m.child(key), "not valid with kafka.brokers: embedded")
+			}
+		}
+	}
 	return k
+}
+
+// kafkaTLS reads kafka.tls; its files must be readable and hold PEM certificates
+// (and a private key matching cert_file).
+func (d *decoder) kafkaTLS(m *mapping) *TLS {
+	t := &TLS{}
+	var ca, cert, key []byte
+	var caOK, certOK, keyOK bool
+	t.CAFile, caOK = opt(m, "ca_file", "", d.str)
+	t.CertFile, certOK = opt(m, "cert_file", "", d.str)
+	t.KeyFile, keyOK = opt(m, "key_file", "", d.str)
+	t.ServerName, _ = opt(m, "server_name", "", d.str)
+	t.InsecureSkipVerify, _ = opt(m, "insecure_skip_verify", false, d.boolean)
+	if m.has("ca_file") && caOK {
+		if ca, caOK = d.readFile(m, "ca_file", t.CAFile); caOK && !x509.NewCertPool().AppendCertsFromPEM(ca) {
+			d.errorf(m.valueAt("ca_file"), m.child("ca_file"), "no PEM certificate in %q", t.CAFile)
+		}
+	}
+	if m.has("cert_file") && certOK {
+		cert, certOK = d.readFile(m, "cert_file", t.CertFile)
+	}
+	if m.has("key_file") && keyOK {
+		key, keyOK = d.readFile(m, "key_file", t.KeyFile)
+	}
+	switch {
+	case m.has("cert_file") && !m.has("key_file"):
+		d.errorf(m.keyAt("cert_file"), m.child("cert_file"), "needs key_file")
+	case m.has("key_file") && !m.has("cert_file"):
+		d.errorf(m.keyAt("key_file"), m.child("key_file"), "needs cert_file")
+	case m.has("cert_file") && certOK && keyOK:
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			d.errorf(m.valueAt("cert_file"), m.child("cert_file"), "cannot be used with key_file: %v", err)
+		}
+	}
+	return t
+}
+
+// kafkaSASL reads kafka.sasl: a mechanism, a user name and exactly one of
+// password and password_file.
+func (d *decoder) kafkaSASL(m *mapping) *SASL {
+	s := &SASL{}
+	s.Mechanism, _ = req(m, "mechanism", oneOf(d, mechanisms))
+	s.Username, _ = req(m, "username", d.expanded(false))
+	switch {
+	case m.has("password") && m.has("password_file"):
+		d.errorf(m.keyAt("password_file"), m.child("password_file"), "cannot be combined with password")
+	case m.has("password"):
+		pw, _ := opt(m, "password", "", d.expanded(true))
+		s.Password = NewSecret(pw)
+	case m.has("password_file"):
+		if file, ok := opt(m, "password_file", "", d.str); ok {
+			s.Password = NewSecret(d.passwordFile(m, file))
+		}
+	case !m.broken:
+		d.errorf(m.at, m.path, "needs password or password_file")
+	}
+	return s
+}
+
+// passwordFile reads the password in the file of key password_file, less
+// its trailing newlines.
+func (d *decoder) passwordFile(m *mapping, file string) string {
+	b, ok := d.readFile(m, "password_file", file)
+	if !ok {
+		return ""
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		d.errorf(m.valueAt("password_file"), m.child("password_file"), "%q is empty", file)
+	}
+	return pw
 }
 
 type brokerList struct {

@@ -16,6 +16,7 @@
 # Environment (all optional):
 #   WINDOWD_KAFKA_CACHE            jar cache           (default $HOME/.cache/windowd/kafka)
 #   WINDOWD_KAFKA_DIR              data dir, wiped on every start (default /tmp/windowd-kafka)
+#   WINDOWD_KAFKA_KEEP_DATA        set to 1: start on the existing data dir instead (restart after stop)
 #   WINDOWD_KAFKA_PORT             PLAINTEXT port on 127.0.0.1 (default 9092)
 #   WINDOWD_KAFKA_CONTROLLER_PORT  KRaft controller port on 127.0.0.1 (default 9093)
 #   WINDOWD_KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
@@ -23,7 +24,21 @@
 #   WINDOWD_KAFKA_HEAP_OPTS        broker heap flags   (default "-Xms256m -Xmx768m")
 #   WINDOWD_KAFKA_M2_REPO          Maven local repository (default $HOME/.m2/repository)
 #   WINDOWD_KAFKA_CLUSTER_ID       KRaft cluster id    (default: a fixed id)
-#   JAVA_HOME                      used for java when set
+#   JAVA_HOME                      used for java (and keytool) when set
+#
+# Security listeners (opt-in; without WINDOWD_KAFKA_SECURITY=1 nothing below applies):
+#   WINDOWD_KAFKA_SECURITY=1       start also adds, next to the PLAINTEXT listener (unchanged):
+#                                    SASL_SSL on 127.0.0.1:$WINDOWD_KAFKA_SASL_SSL_PORT (SCRAM-SHA-256
+#                                    and SCRAM-SHA-512), and SSL with required client certificates
+#                                    (mTLS) on 127.0.0.1:$WINDOWD_KAFKA_MTLS_PORT;
+#                                  inter-broker and controller traffic stay PLAINTEXT. A CA, the
+#                                  broker's PKCS12 keystore/truststore and a client certificate are
+#                                  generated once (openssl, keytool) into <data dir>/security/, which
+#                                  start keeps; clients use its ca.pem, client.pem and client.key.
+#   WINDOWD_KAFKA_SASL_SSL_PORT    SASL_SSL port (default 9094)
+#   WINDOWD_KAFKA_MTLS_PORT        SSL + client certificate port (default 9095)
+#   WINDOWD_KAFKA_SCRAM_USER       SCRAM user created at format time (default windowd)
+#   WINDOWD_KAFKA_SCRAM_PASSWORD   its password, for both mechanisms (default windowd-secret)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,11 +50,17 @@ PORT="${WINDOWD_KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${WINDOWD_KAFKA_CONTROLLER_PORT:-9093}"
 CACHE_DIR="${WINDOWD_KAFKA_CACHE:-$HOME_DIR/.cache/windowd/kafka}"
 DATA_DIR="${WINDOWD_KAFKA_DIR:-/tmp/windowd-kafka}"
+KEEP_DATA="${WINDOWD_KAFKA_KEEP_DATA:-}"
 START_TIMEOUT="${WINDOWD_KAFKA_START_TIMEOUT:-90}"
 KAFKA_VERSION="${WINDOWD_KAFKA_VERSION:-}"
 HEAP_OPTS="${WINDOWD_KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}"
 M2_REPO="${WINDOWD_KAFKA_M2_REPO:-$HOME_DIR/.m2/repository}"
 CLUSTER_ID="${WINDOWD_KAFKA_CLUSTER_ID:-d2luZG93ZC1rYWZrYQAAAQ}"
+SECURITY="${WINDOWD_KAFKA_SECURITY:-}"
+SASL_SSL_PORT="${WINDOWD_KAFKA_SASL_SSL_PORT:-9094}"
+MTLS_PORT="${WINDOWD_KAFKA_MTLS_PORT:-9095}"
+SCRAM_USER="${WINDOWD_KAFKA_SCRAM_USER:-windowd}"
+SCRAM_PASSWORD="${WINDOWD_KAFKA_SCRAM_PASSWORD:-windowd-secret}"
 
 DATA_DIR="${DATA_DIR%/}"
 LIB_DIR="$CACHE_DIR/lib"
@@ -51,7 +72,9 @@ LOG_FILE="$DATA_DIR/kafka.log"
 CONFIG_FILE="$DATA_DIR/server.properties"
 MARKER_FILE="$DATA_DIR/.windowd-kafka"
 LOCK_FILE="$DATA_DIR.lock"
+SECURITY_DIR="$DATA_DIR/security"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+KEYTOOL="${JAVA_HOME:+$JAVA_HOME/bin/}keytool"
 
 die() {
 	echo "$*" >&2
@@ -69,6 +92,11 @@ check_settings() {
 		[[ ${!v} =~ ^[0-9]+$ ]] || die "kafka: $v must be a number, got '${!v}'"
 	done
 	[[ $PORT != "$CONTROLLER_PORT" ]] || die "kafka: WINDOWD_KAFKA_PORT and WINDOWD_KAFKA_CONTROLLER_PORT must differ"
+	case "$SECURITY" in
+	"" | 0) SECURITY="" ;;
+	1) ;;
+	*) die "kafka: WINDOWD_KAFKA_SECURITY must be 1 (or unset), got '$SECURITY'" ;;
+	esac
 	case "$DATA_DIR" in
 	/?*) ;;
 	*) die "kafka: WINDOWD_KAFKA_DIR must be an absolute path other than /, got '$DATA_DIR'" ;;
@@ -78,6 +106,20 @@ check_settings() {
 	if [[ -d $DATA_DIR && ! -f $MARKER_FILE ]] && [[ -n "$(ls -A "$DATA_DIR")" ]]; then
 		die "kafka: refusing to use $DATA_DIR (not created by kafka-local.sh); remove it or set WINDOWD_KAFKA_DIR"
 	fi
+}
+
+check_security_settings() {
+	local v
+	for v in SASL_SSL_PORT MTLS_PORT; do
+		[[ ${!v} =~ ^[0-9]+$ ]] || die "kafka: $v must be a number, got '${!v}'"
+	done
+	[[ $(printf '%s\n' "$PORT" "$CONTROLLER_PORT" "$SASL_SSL_PORT" "$MTLS_PORT" | sort -u | wc -l) == 4 ]] ||
+		die "kafka: the PLAINTEXT, controller, SASL_SSL and mTLS ports must differ ($PORT, $CONTROLLER_PORT, $SASL_SSL_PORT, $MTLS_PORT)"
+	[[ $SCRAM_USER =~ ^[A-Za-z0-9._-]+$ ]] || die "kafka: WINDOWD_KAFKA_SCRAM_USER may only hold letters, digits, '.', '_' and '-'"
+	# The password goes into --add-scram 'MECHANISM=[name=...,password="..."]'.
+	# Kafka's parser splits it at every ',', even inside the quotes.
+	[[ -n $SCRAM_PASSWORD && $SCRAM_PASSWORD != *[,\"\\[:cntrl:]]* ]] ||
+		die "kafka: WINDOWD_KAFKA_SCRAM_PASSWORD must be non-empty, without ',', '\"', '\\' or control characters"
 }
 
 # Serialise start/stop between concurrent callers (e.g. parallel CI steps).
@@ -222,7 +264,12 @@ kill_pid() {
 
 fresh_data_dir() {
 	check_settings
-	rm -rf "$DATA_DIR"
+	if [[ -n $SECURITY && -d $SECURITY_DIR ]]; then
+		# Keep the generated certificates: clients may hold copies of ca.pem.
+		find "$DATA_DIR" -mindepth 1 -maxdepth 1 ! -name security -exec rm -rf {} +
+	else
+		rm -rf "$DATA_DIR"
+	fi
 	mkdir -p "$DATA_DIR/logs"
 	: >"$MARKER_FILE"
 }
@@ -234,10 +281,150 @@ render_config() {
 	tpl="${tpl//@CONTROLLER_PORT@/"$CONTROLLER_PORT"}"
 	tpl="${tpl//@DATA_DIR@/"$DATA_DIR"}"
 	printf '%s\n' "$tpl" >"$CONFIG_FILE"
+	[[ -n $SECURITY ]] || return 0
+
+	local secure="SASL_SSL://$HOST:$SASL_SSL_PORT,SSL://$HOST:$MTLS_PORT" store_pass
+	sed -i -e "s|^listeners=.*|&,$secure|" -e "s|^advertised\.listeners=.*|&,$secure|" \
+		-e 's|^listener\.security\.protocol\.map=.*|&,SASL_SSL:SASL_SSL,SSL:SSL|' "$CONFIG_FILE"
+	if ! grep -q "^listeners=.*,$secure\$" "$CONFIG_FILE" || ! grep -q "^advertised\.listeners=.*,$secure\$" "$CONFIG_FILE" ||
+		! grep -q "^listener\.security\.protocol\.map=.*,SASL_SSL:SASL_SSL,SSL:SSL\$" "$CONFIG_FILE"; then
+		die "kafka: could not add the security listeners to $CONFIG_FILE"
+	fi
+	store_pass="$(<"$SECURITY_DIR/store.password")"
+	tpl="$(<"$KAFKA_FILES/security.properties.template")"
+	tpl="${tpl//@SASL_SSL_PORT@/"$SASL_SSL_PORT"}"
+	tpl="${tpl//@MTLS_PORT@/"$MTLS_PORT"}"
+	tpl="${tpl//@SECURITY_DIR@/"$SECURITY_DIR"}"
+	tpl="${tpl//@STORE_PASSWORD@/"$store_pass"}"
+	printf '\n%s\n' "$tpl" >>"$CONFIG_FILE"
+}
+
+# The security files are complete and valid for at least another day.
+have_security_files() {
+	local f
+	for f in ca.pem ca.key broker.p12 truststore.p12 client.pem client.key client.p12 store.password; do
+		[[ -s $SECURITY_DIR/$f ]] || return 1
+	done
+	for f in ca.pem broker.pem client.pem; do
+		openssl x509 -checkend 86400 -noout -in "$SECURITY_DIR/$f" >/dev/null 2>&1 || return 1
+	done
+	# The client certificate is for the SCRAM user.
+	[[ "$(openssl x509 -noout -subject -nameopt RFC2253 -in "$SECURITY_DIR/client.pem" 2>/dev/null)" == "subject=CN=$SCRAM_USER" ]]
+}
+
+# Generate, once, a CA, the broker's keystore and truststore (PKCS12) and a
+# client certificate into $SECURITY_DIR.
+ensure_security_files() {
+	have_security_files && return 0
+	command -v openssl >/dev/null 2>&1 || die "kafka: openssl not found (needed for WINDOWD_KAFKA_SECURITY=1)"
+	command -v "$KEYTOOL" >/dev/null 2>&1 || die "kafka: keytool not found (from the JDK; set JAVA_HOME or PATH)"
+	local tmp="$DATA_DIR/security.tmp.$$" log="$DATA_DIR/security.log"
+	rm -rf "$tmp" "$SECURITY_DIR"
+	mkdir -p "$tmp"
+	echo "kafka: generating a CA, broker and client certificates into $SECURITY_DIR" >&2
+	# In the background, so that set -e holds in the subshell (it does not
+	# in a condition).
+	(
+		set -e
+		umask 077
+		cd "$tmp"
+		openssl rand -hex 16 >store.password
+		pass="$(<store.password)"
+		openssl req -x509 -newkey rsa:2048 -noenc -sha256 -days 3650 -subj "/CN=windowd-kafka-local CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout ca.key -out ca.pem
+		# sign NAME SUBJECT EXTENSIONS...: NAME.key and NAME.pem, signed by the CA.
+		sign() {
+			local name="$1" subject="$2"
+			shift 2
+			openssl req -newkey rsa:2048 -noenc -sha256 -subj "$subject" -keyout "$name.key" -out "$name.csr"
+			printf '%s\n' "$@" >"$name.ext"
+			openssl x509 -req -sha256 -days 825 -in "$name.csr" -CA ca.pem -CAkey ca.key \
+				-set_serial "0x$(openssl rand -hex 12)" -extfile "$name.ext" -out "$name.pem"
+			rm -f "$name.csr" "$name.ext"
+		}
+		sign broker "/CN=localhost" "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+			"extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost"
+		sign client "/CN=$SCRAM_USER" "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+			"extendedKeyUsage=clientAuth"
+		openssl pkcs12 -export -name broker -in broker.pem -inkey broker.key -certfile ca.pem \
+			-passout "pass:$pass" -out broker.p12
+		# client.p12: the client certificate for Java tools (keystore of client-mtls.properties).
+		openssl pkcs12 -export -name client -in client.pem -inkey client.key -certfile ca.pem \
+			-passout "pass:$pass" -out client.p12
+		"$KEYTOOL" -importcert -noprompt -alias windowd-kafka-local-ca -file ca.pem \
+			-keystore truststore.p12 -storetype PKCS12 -storepass "$pass"
+		chmod 644 ca.pem client.pem broker.pem
+	) >"$log" 2>&1 &
+	if ! wait "$!"; then
+		rm -rf "$tmp"
+		die "kafka: generating the security files failed, see $log"
+	fi
+	mv "$tmp" "$SECURITY_DIR"
+	have_security_files || die "kafka: the generated security files in $SECURITY_DIR are incomplete, see $log"
+	rm -f "$log"
+}
+
+# Java client settings for the security listeners, for Kafka's CLI tools.
+write_client_props() {
+	local pass
+	pass="$(<"$SECURITY_DIR/store.password")"
+	printf '%s\n' "# kafka-local.sh: Java client settings for SASL_SSL on $HOST:$SASL_SSL_PORT" \
+		"# (add sasl.jaas.config with the password, see below)" \
+		security.protocol=SASL_SSL sasl.mechanism=SCRAM-SHA-512 \
+		ssl.truststore.type=PKCS12 "ssl.truststore.location=$SECURITY_DIR/truststore.p12" "ssl.truststore.password=$pass" \
+		"# sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$SCRAM_USER\" password=\"...\";" \
+		>"$SECURITY_DIR/client-sasl-ssl.properties"
+	printf '%s\n' "# kafka-local.sh: Java client settings for mTLS on $HOST:$MTLS_PORT" \
+		security.protocol=SSL \
+		ssl.truststore.type=PKCS12 "ssl.truststore.location=$SECURITY_DIR/truststore.p12" "ssl.truststore.password=$pass" \
+		ssl.keystore.type=PKCS12 "ssl.keystore.location=$SECURITY_DIR/client.p12" "ssl.keystore.password=$pass" \
+		>"$SECURITY_DIR/client-mtls.properties"
+}
+
+# The security listeners answer a metadata request: SCRAM-SHA-512 over TLS
+# with the configured password, and TLS with the client certificate. Retried
+# until the start timeout (a loaded machine), except when the broker refuses
+# the credentials or the certificate.
+security_answering() {
+	local sasl_props="$SECURITY_DIR/.check-sasl-ssl.properties" mtls_props="$SECURITY_DIR/.check-mtls.properties"
+	local log="$DATA_DIR/security-check.log" deadline=$((SECONDS + START_TIMEOUT)) ok
+	(
+		umask 077
+		grep -v '^#' "$SECURITY_DIR/client-sasl-ssl.properties" >"$sasl_props"
+		printf '%s\n' "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$SCRAM_USER\" password=\"$SCRAM_PASSWORD\";" >>"$sasl_props"
+		grep -v '^#' "$SECURITY_DIR/client-mtls.properties" >"$mtls_props"
+		printf '%s\n' request.timeout.ms=10000 default.api.timeout.ms=20000 | tee -a "$sasl_props" >>"$mtls_props"
+	)
+	while :; do
+		ok=0
+		timeout 60 "${TOOL_CMD[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$HOST:$SASL_SSL_PORT" \
+			--command-config "$sasl_props" --list >/dev/null 2>"$log" || ok=1
+		if ((ok == 0)); then
+			timeout 60 "${TOOL_CMD[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$HOST:$MTLS_PORT" \
+				--command-config "$mtls_props" --list >/dev/null 2>>"$log" || ok=1
+		fi
+		((ok == 0)) && break
+		grep -q 'AuthenticationException\|SSLHandshakeException' "$log" && break
+		((SECONDS < deadline)) || break
+		sleep 1
+	done
+	rm -f "$sasl_props" "$mtls_props"
+	return "$ok"
+}
+
+print_security() {
+	local pw="from WINDOWD_KAFKA_SCRAM_PASSWORD"
+	[[ -n ${WINDOWD_KAFKA_SCRAM_PASSWORD:-} ]] || pw="windowd-secret (the default; set WINDOWD_KAFKA_SCRAM_PASSWORD)"
+	echo "kafka: SASL_SSL on $HOST:$SASL_SSL_PORT (SCRAM-SHA-256, SCRAM-SHA-512), user $SCRAM_USER, password $pw"
+	echo "kafka: SSL with required client certificates (mTLS) on $HOST:$MTLS_PORT"
+	echo "kafka: PEM files in $SECURITY_DIR: ca.pem (CA of the broker certificate), client.pem and client.key (client certificate CN=$SCRAM_USER)"
+	echo "kafka: Java tool settings: $SECURITY_DIR/client-sasl-ssl.properties, $SECURITY_DIR/client-mtls.properties"
 }
 
 cmd_start() {
 	check_settings
+	[[ -z $SECURITY ]] || check_security_settings
 	take_lock
 	check_java
 	local pid
@@ -246,21 +433,40 @@ cmd_start() {
 			show_log_tail
 			die "kafka: broker (pid $pid) is running but not answering on $HOST:$PORT"
 		}
+		if [[ -n $SECURITY ]] && ! grep -q "^listeners=.*SASL_SSL://$HOST:$SASL_SSL_PORT,SSL://$HOST:$MTLS_PORT" "$CONFIG_FILE" 2>/dev/null; then
+			die "kafka: the running broker (pid $pid) has no security listeners on $SASL_SSL_PORT/$MTLS_PORT; run '$0 stop' first"
+		fi
 		echo "kafka: ready on $HOST:$PORT"
+		[[ -z $SECURITY ]] || print_security
 		return 0
 	fi
 	local p
-	for p in "$PORT" "$CONTROLLER_PORT"; do
+	local -a ports=("$PORT" "$CONTROLLER_PORT")
+	[[ -z $SECURITY ]] || ports+=("$SASL_SSL_PORT" "$MTLS_PORT")
+	for p in "${ports[@]}"; do
 		port_open "$p" && die "kafka: $HOST:$p is already in use by another process"
 	done
 	ensure_lib
 	write_admin_props
-	fresh_data_dir
-	render_config
+	if [[ -n $KEEP_DATA && -f $MARKER_FILE && -f $CONFIG_FILE ]]; then
+		# Restart on the existing log and metadata (outage tests).
+		echo "kafka: restarting on the existing data in $DATA_DIR"
+	else
+		fresh_data_dir
+		local -a format_args=()
+		if [[ -n $SECURITY ]]; then
+			ensure_security_files
+			write_client_props
+			for p in SCRAM-SHA-256 SCRAM-SHA-512; do
+				format_args+=(--add-scram "$p=[name=$SCRAM_USER,password=\"$SCRAM_PASSWORD\"]")
+			done
+		fi
+		render_config
 
-	if ! kafka_tool kafka.tools.StorageTool format --standalone -t "$CLUSTER_ID" -c "$CONFIG_FILE" \
-		>"$DATA_DIR/format.log" 2>&1; then
-		die "kafka: storage format failed, see $DATA_DIR/format.log"
+		if ! kafka_tool kafka.tools.StorageTool format --standalone -t "$CLUSTER_ID" -c "$CONFIG_FILE" "${format_args[@]}" \
+			>"$DATA_DIR/format.log" 2>&1; then
+			die "kafka: storage format failed, see $DATA_DIR/format.log"
+		fi
 	fi
 
 	local -a heap
@@ -282,6 +488,16 @@ cmd_start() {
 		die "kafka: broker failed to start on $HOST:$PORT, see $LOG_FILE"
 	fi
 	echo "kafka: ready on $HOST:$PORT"
+	if [[ -n $SECURITY ]]; then
+		if ! security_answering; then
+			tail -n 20 "$DATA_DIR/security-check.log" >&2 || true
+			show_log_tail
+			kill_pid "$pid"
+			rm -f "$PID_FILE"
+			die "kafka: the security listeners on $HOST:$SASL_SSL_PORT/$MTLS_PORT do not answer, see $DATA_DIR/security-check.log"
+		fi
+		print_security
+	fi
 }
 
 cmd_stop() {

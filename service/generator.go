@@ -19,7 +19,11 @@ import (
 // not JSON.
 func runGenerator(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger, now func() time.Time) error {
 	g := cfg.Generator
-	cl, err := kgo.NewClient(append(clientOpts(cfg, brokers, log), kgo.DefaultProduceTopic(g.Topic))...)
+	opts, err := clientOpts(cfg, brokers, log)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(g.Topic))...)
 	if err != nil {
 		return err
 	}

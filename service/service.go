@@ -188,9 +188,22 @@ func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
 }
 
 // ensureTopics waits for every input topic and creates missing output,
-// dead-letter and late topics with the input's partition count.
+// dead-letter and late topics with the input's partition count. It is the
+// first connection to the cluster: a broker that cannot be reached or a
+// missing input topic is retried, but credentials, a certificate or
+// permissions that the cluster refuses stop it at once (securityError).
 func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) error {
-	cl, err := kgo.NewClient(clientOpts(cfg, brokers, log)...)
+	opts, err := clientOpts(cfg, brokers, log)
+	if err != nil {
+		return err
+	}
+	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
+		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")
+	}
+	if s := cfg.Kafka.SASL; s != nil && s.Mechanism == config.SASLPlain && cfg.Kafka.TLS == nil {
+		log.Warn("kafka.sasl: PLAIN without kafka.tls sends the password in clear text")
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -203,11 +216,18 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			details, err := adm.ListTopics(tctx, p.Input.Topic)
 			cancel()
 			if err == nil {
-				if d, ok := details[p.Input.Topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+				d, ok := details[p.Input.Topic]
+				if ok && d.Err == nil && len(d.Partitions) > 0 {
 					partitions = int32(len(d.Partitions))
 					break
 				}
 				err = fmt.Errorf("topic %s does not exist", p.Input.Topic)
+				if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+					err = d.Err
+				}
+			}
+			if serr := securityError(&cfg.Kafka, err, "input topic "+p.Input.Topic); serr != nil {
+				return serr
 			}
 			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
 			select {
@@ -223,14 +243,18 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			resp, err := adm.CreateTopic(tctx, partitions, -1, nil, topic)
 			cancel()
+			if err == nil {
+				err = resp.Err
+			}
 			switch {
-			case err == nil && resp.Err == nil:
+			case err == nil:
 				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", partitions))
-			case errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists):
-			case err != nil:
-				return fmt.Errorf("create topic %s: %w", topic, err)
+			case errors.Is(err, kerr.TopicAlreadyExists):
 			default:
-				return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+				if serr := securityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
+					return serr
+				}
+				return fmt.Errorf("create topic %s: %w", topic, err)
 			}
 		}
 	}
