@@ -671,6 +671,44 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("k"), []byte(`{"k":null,"ts":"1700000000.123","a*b":1,"#":"-0"}`), int64(math.MaxInt64))
 	f.Add([]byte("k"), []byte(`[1,{"k":1}]`), int64(math.MinInt64))
 	f.Add([]byte("k"), []byte(`{"ts":1`), int64(0))
+	// Timestamps at the edges of each format and of int64 milliseconds.
+	for _, ts := range []string{
+		`9223372036854775807`, `-9223372036854775808`, `9223372036854775808`, `-9223372036854775809`,
+		`9223372036854775.807`, `9223372036854775.808`, `-9223372036854775.808`, `-9223372036854775.809`,
+		`9223372036854775807999`, `-9223372036854775808999999`, `"9223372036854775807"`, `"-9223372036854775808"`,
+		`1e3`, `1E+3`, `-1e-3`, `1e-400`, `1e400`, `-0`, `-0.0`, `0.0000001`, `0.99999999999999999999`,
+		`123456789012345678901234567890`, `1.7976931348623157e308`, `5e-324`, `"1e3"`, `" 1"`, `"1 "`,
+		`"01"`, `"+1"`, `".5"`, `"1."`, `"0x10"`, `"NaN"`, `"Infinity"`, `""`, `true`, `[1]`, `{"ts":1}`,
+		`"2023-11-14T23:13:20.123456789+01:00"`, `"0000-01-01T00:00:00Z"`, `"9999-12-31T23:59:59.999999999Z"`,
+		`"2023-02-30T00:00:00Z"`, `"2023-11-14T23:13:20+24:00"`, `"2023-11-14t23:13:20z"`, `"2016-12-31T23:59:60Z"`,
+		`"2023-11-14T23:13:20.1234567891Z"`, `"2023-11-14 23:13:20Z"`, `"-0001-01-01T00:00:00Z"`,
+		`"` + strings.Repeat("2023-11-14T", 20) + `"`, "\"2023-11-14T23:13:20\xffZ\"", `"\u0032023-11-14T23:13:20Z"`,
+	} {
+		f.Add([]byte("k"), []byte(`{"k":"u","ts":`+ts+`,"v":1,"a":{"b":2},"x":{"ts":`+ts+`},"#":`+ts+`,"a.":`+ts+`}`), int64(0))
+	}
+	// Aggregate inputs: huge, tiny, negative zero, not numbers, gjson path syntax as member names.
+	for _, v := range []string{`1e308`, `-1e308`, `1e309`, `-1e400`, `5e-324`, `-0`, `"1"`, `null`, `[]`, `{}`, `NaN`, `Infinity`, `01`, `1.`, `.5`, `+1`} {
+		f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"v":`+v+`,"a":{"b":`+v+`},"x":{"ts":1},"#":1,"a*b":"k","@this":`+v+`}`), int64(0))
+	}
+	f.Add([]byte("k"), []byte(`{"a*b":1,"ab":2,"#":3,"@this":4,"..":5,"a.":6,"":7,"a":{"":8,"b":{"c":"x"}},"x":{"ts":9}}`), int64(0))
+	f.Add([]byte("k"), []byte(`{"a":{"b":{"c":{"d":1}}},"x":{"ts":[1]},"a.b.c":"flat","x.ts":2}`), int64(0))
+	f.Add([]byte("k"), []byte(`{"k":"first","k":"second","ts":1,"ts":"x","v":1,"v":"y","a":{"b":1},"a":{"b":"z"}}`), int64(0))
+	// Whitespace, byte order marks, invalid UTF-8, escapes, control characters.
+	f.Add([]byte("\xff\xfe"), []byte(" \t\r\n{\"k\":\"\xff\",\"ts\":1,\"v\":1,\"a\":{\"b\":1}} \n"), int64(0))
+	f.Add([]byte{}, []byte("\ufeff{\"k\":\"u\",\"ts\":1}"), int64(0))
+	f.Add([]byte("k"), []byte(`{"k":"\ud800\udc00\ud800\u0000\"\\","ts":"\u0031","v":1,"a":{"b":1}}`), int64(0))
+	f.Add([]byte("k"), []byte("{\"k\":\"a\x00b\",\"ts\":1}"), int64(0))
+	f.Add([]byte("k"), []byte(""), int64(0))
+	f.Add([]byte("k"), []byte("   "), int64(0))
+	f.Add([]byte("k"), []byte(`"{\"k\":\"u\",\"ts\":1}"`), int64(0))
+	f.Add([]byte("k"), []byte(`null`), int64(0))
+	// Nesting: deep but valid below the size at which tooDeep is checked,
+	// too deep above it, and brackets inside strings (which do not nest).
+	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"deep":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`}`), int64(0))
+	f.Add([]byte("k"), []byte(strings.Repeat("[", deepCheckLen+1)), int64(0))
+	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"a":`+strings.Repeat(`{"b":`, maxDepth+1)+`1`+strings.Repeat("}", maxDepth+1)+`}`), int64(0))
+	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"s":"`+strings.Repeat(`[\"`, deepCheckLen/3+1)+`"}`), int64(0))
+	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"s":"\\\"`+strings.Repeat(`{`, deepCheckLen+1)+`"}`), int64(0))
 	ds := fuzzDecoders()
 	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
 		var ev windowing.Event
