@@ -53,6 +53,7 @@ type Summary struct {
 	Clocks      int64
 	DeadLetters int64
 	LateDropped int64
+	OutOfRange  int64 // records dead-lettered because their windows fall outside the int64 range
 	Panes       int64
 	Retractions int64
 }
@@ -119,6 +120,7 @@ type runner struct {
 	sum     Summary
 	line    int64
 	lateTop bool
+	cur     []byte // the input line being processed
 }
 
 // Pane implements windowing.Emitter.
@@ -129,13 +131,19 @@ func (r *runner) Pane(p *windowing.Pane) error {
 	return err
 }
 
-// Dropped implements windowing.Emitter: with a late_topic the record is
-// reported on the error stream (in run it is written to the topic).
-func (r *runner) Dropped(ev *windowing.Event) error {
+// Dropped implements windowing.Emitter: a record with no representable
+// window is a dead letter; a late one is reported on the error stream when
+// the pipeline has a late_topic (in run it is written to the topic).
+func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
+	if reason == windowing.DropOutOfRange {
+		return r.deadLetter(reason.String(), ev.Partition, ev.Offset, r.cur)
+	}
 	if !r.lateTop {
 		return nil
 	}
-	b := append(r.buf[:0], `{"late_dropped":{"reason":"every window of the record has expired","line":`...)
+	b := append(r.buf[:0], `{"late_dropped":{"reason":`...)
+	b = windowing.AppendJSONString(b, reason.String())
+	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, r.line, 10)
 	b = append(b, `,"partition":`...)
 	b = strconv.AppendInt(b, int64(ev.Partition), 10)
@@ -218,6 +226,7 @@ func Run(opts Options) (Summary, error) {
 	}
 	st := eng.Stats()
 	r.sum.LateDropped = st.LateDropped
+	r.sum.OutOfRange = st.OutOfRange
 	r.sum.Panes = st.Panes[0] + st.Panes[1] + st.Panes[2]
 	r.sum.Retractions = st.Retractions
 	return r.sum, err
@@ -276,8 +285,8 @@ func (r *runner) run(eng *windowing.Engine) error {
 
 // handle processes one non-blank input line.
 func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
-	if !gjson.ValidBytes(line) {
-		return r.deadLetter("line is not valid JSON", -1, 0, line)
+	if why := source.CheckJSON(line); why != "" {
+		return r.deadLetter("line is "+why, -1, 0, line)
 	}
 	root := gjson.ParseBytes(line)
 	if !root.IsObject() {
@@ -334,6 +343,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return err
 	}
 	r.sum.Records++
+	r.cur = line
 	return eng.Record(ev, *now)
 }
 

@@ -33,7 +33,6 @@ const (
 	pollMaxRecords  = 10000
 	endsInterval    = time.Second // how often high watermarks are listed for idleness
 	metaOffsets     = "offsets"
-	lateReason      = "every window of the record has expired"
 	errLogInterval  = 10 * time.Second
 	readyStaleAfter = 10 * time.Second
 )
@@ -87,6 +86,7 @@ type pipeline struct {
 	stored map[int32]int64 // next offset per partition, as committed in Pebble
 
 	assignedOnce atomic.Bool
+	inGroup      atomic.Bool  // joined: assigned and not lost since
 	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
 }
 
@@ -143,7 +143,12 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
 	p.dec = source.NewDecoder(cfg)
-	opts := append(clientOpts(c, brokers, p.log),
+	base, err := clientOpts(c, brokers, p.log)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
+	}
+	opts := append(base,
 		kgo.ConsumerGroup(cfg.Input.Group),
 		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout)*time.Millisecond),
 		kgo.ConsumeTopics(cfg.Input.Topic),
@@ -219,13 +224,24 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 	return nil
 }
 
-// Dropped implements windowing.Emitter.
-func (p *pipeline) Dropped(ev *windowing.Event) error {
-	if part := p.parts[ev.Partition]; part != nil {
+// Dropped implements windowing.Emitter: late records are counted and go to
+// the late topic; a record with no representable window is a dead letter.
+func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
+	part := p.parts[ev.Partition]
+	if reason == windowing.DropOutOfRange {
+		if part != nil {
+			part.dead.Inc()
+		}
+		if p.cur != nil {
+			p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.cur))
+		}
+		return nil
+	}
+	if part != nil {
 		part.late.Inc()
 	}
 	if p.cfg.LateTopic != "" && p.cur != nil {
-		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.LateTopic, lateReason, p.cur,
+		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.cur,
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil
@@ -486,6 +502,7 @@ func (p *pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 		p.eng.Assign(part, now, false)
 	}
 	p.assignedOnce.Store(true)
+	p.inGroup.Store(true)
 	p.log.Info("partitions assigned", zap.Int32s("partitions", assigned[p.cfg.Input.Topic]))
 }
 
@@ -527,6 +544,9 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		}
 	}
 	p.release(parts)
+	if !toGroup {
+		p.inGroup.Store(false)
+	}
 	if toGroup {
 		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
 	} else {
@@ -577,6 +597,9 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 func (p *pipeline) ready() (bool, string) {
 	if !p.assignedOnce.Load() {
 		return false, "waiting for partition assignment"
+	}
+	if !p.inGroup.Load() {
+		return false, "partitions lost (group session expired?); rejoining"
 	}
 	stale := max(readyStaleAfter, 5*time.Duration(p.cfg.CommitInterval)*time.Millisecond)
 	last := p.lastCommitOK.Load()

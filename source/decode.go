@@ -207,6 +207,18 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 
 func fail(reason string) error { return &DecodeError{Reason: reason} }
 
+// CheckJSON reports why b is not JSON that is safe to read with gjson
+// ("nested too deeply" or "not valid JSON"), or "" when it is.
+func CheckJSON(b []byte) string {
+	if len(b) > deepCheckLen && tooDeep(b) {
+		return "nested too deeply"
+	}
+	if !gjson.ValidBytes(b) {
+		return "not valid JSON"
+	}
+	return ""
+}
+
 // Decode fills ev from rec. ev.Inputs is reused (resliced to the number of
 // aggregates). On a bad record it returns a *DecodeError and leaves ev
 // partly filled. ev keeps no reference to rec's buffers.
@@ -214,11 +226,8 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 	ev.Partition = rec.Partition
 	ev.Offset = rec.Offset
 
-	if len(rec.Value) > deepCheckLen && tooDeep(rec.Value) {
-		return fail("value is nested too deeply")
-	}
-	if !gjson.ValidBytes(rec.Value) {
-		return fail("value is not valid JSON")
+	if why := CheckJSON(rec.Value); why != "" {
+		return fail("value is " + why)
 	}
 	// The value is only read during this call, and nothing derived from it
 	// that points into it is kept (the key is cloned), so a no-copy string

@@ -3,6 +3,7 @@ package windowing
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -11,8 +12,28 @@ import (
 type Emitter interface {
 	// Pane receives a pane or a retraction. It must not keep p.
 	Pane(p *Pane) error
-	// Dropped receives a record that every window it belongs to had already expired.
-	Dropped(ev *Event) error
+	// Dropped receives a record that no window took, and why: DropExpired
+	// (every window it belongs to had already expired: late data) or
+	// DropOutOfRange (its windows cannot be represented in int64
+	// milliseconds: bad input).
+	Dropped(ev *Event, reason DropReason) error
+}
+
+// DropReason says why a record was dropped by every window.
+type DropReason uint8
+
+// Drop reasons.
+const (
+	DropExpired    DropReason = iota + 1 // late beyond allowed_lateness
+	DropOutOfRange                       // windows outside the int64 time range
+)
+
+// String describes the reason for dead-letter and late-record headers.
+func (r DropReason) String() string {
+	if r == DropOutOfRange {
+		return "event time too close to the int64 limit: its windows cannot be represented"
+	}
+	return "every window of the record has expired"
 }
 
 // Options are the engine's settings beyond the pipeline Spec.
@@ -32,6 +53,7 @@ type Options struct {
 type Stats struct {
 	Records     int64
 	LateDropped int64
+	OutOfRange  int64
 	Panes       [3]int64 // by Timing
 	Retractions int64
 }
@@ -71,14 +93,15 @@ type Engine struct {
 	doneEvent int64 // every event-time timer with a deadline <= doneEvent has fired
 	doneProc  int64 // every processing-time timer with a deadline <= doneProc has fired
 
-	stats   Stats
-	open    int64 // open windows (persisted with each checkpoint)
-	starts  []int64
-	touched []*window
-	timers  []Timer
-	pane    Pane
-	retract Pane
-	encBuf  []byte
+	stats      Stats
+	outOfRange bool  // the current record has no representable window
+	open       int64 // open windows (persisted with each checkpoint)
+	starts     []int64
+	touched    []*window
+	timers     []Timer
+	pane       Pane
+	retract    Pane
+	encBuf     []byte
 }
 
 // Metadata names the engine keeps in the store.
@@ -190,6 +213,7 @@ func (e *Engine) Record(ev *Event, now int64) error {
 	}
 	// (1) assign and update
 	e.touched = e.touched[:0]
+	e.outOfRange = false
 	if e.spec.Window.Kind == Session {
 		err = e.assignSession(ks, ev, now)
 	} else {
@@ -199,8 +223,14 @@ func (e *Engine) Record(ev *Event, now int64) error {
 		return err
 	}
 	if len(e.touched) == 0 {
-		e.stats.LateDropped++
-		if err := e.emit.Dropped(ev); err != nil {
+		reason := DropExpired
+		if e.outOfRange {
+			reason = DropOutOfRange
+			e.stats.OutOfRange++
+		} else {
+			e.stats.LateDropped++
+		}
+		if err := e.emit.Dropped(ev, reason); err != nil {
 			return err
 		}
 	}
@@ -428,6 +458,7 @@ func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
 
 func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
+	e.outOfRange = len(e.starts) == 0
 	size := e.assigner.Size()
 	for _, s := range e.starts {
 		end := s + size
@@ -451,7 +482,11 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 // assignSession opens [t, t+gap) and merges it with every overlapping
 // session of the key; touching sessions do not merge.
 func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
-	start, end := ev.Time, addSat(ev.Time, e.spec.Window.Gap)
+	if ev.Time > math.MaxInt64-e.spec.Window.Gap {
+		e.outOfRange = true // [t, t+gap) would end past the int64 range
+		return nil
+	}
+	start, end := ev.Time, ev.Time+e.spec.Window.Gap
 	var first, last = -1, -1
 	for i, w := range ks.windows {
 		if w.start < end && start < w.end {

@@ -29,7 +29,7 @@ func (c *collector) Pane(p *windowing.Pane) error {
 	return nil
 }
 
-func (c *collector) Dropped(*windowing.Event) error { c.dropped++; return nil }
+func (c *collector) Dropped(*windowing.Event, windowing.DropReason) error { c.dropped++; return nil }
 
 type winID struct {
 	key        string
