@@ -87,10 +87,27 @@ func TestDiskFull(t *testing.T) {
 	}
 	f.Close()
 	produce(t, e.in, s.phases[2])
-	select {
-	case <-a.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("windowd kept running on a full disk:\n%s", a.stderr.String())
+	// Pebble preallocates its WAL: keep writing (records the restart will
+	// re-read) until the WAL needs space the disk no longer has.
+	extra := 0
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		select {
+		case <-a.exited:
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("windowd kept running on a full disk:\n%s", a.stderr.String())
+			}
+			var batch []input
+			for p := int32(0); p < 2; p++ {
+				for i := 0; i < 200; i++ {
+					batch = append(batch, input{partition: p, key: "flush-extra", value: fmt.Sprintf(`{"user":"flush-extra-%d","ts":%d,"x":1}`, extra, base+3600_000)})
+					extra++
+				}
+			}
+			produce(t, e.in, batch)
+			continue
+		}
+		break
 	}
 	if a.exitErr == nil {
 		t.Fatalf("windowd exited 0 on a full disk:\n%s", a.stderr.String())
@@ -202,5 +219,68 @@ func TestMalformedAmongGood(t *testing.T) {
 	}
 	if err := inst.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBrokerOutage: the real broker stops for 30 s mid-stream and starts
+// again (same data). windowd keeps running, reports not ready, resumes, and
+// the output is complete and correct. Needs WINDOWD_KAFKA_CTL, the path of
+// scripts/kafka-local.sh that started the broker (CI sets it).
+func TestBrokerOutage(t *testing.T) {
+	ctl := os.Getenv("WINDOWD_KAFKA_CTL")
+	if ctl == "" || os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker and WINDOWD_KAFKA_CTL to stop and start it")
+	}
+	kafka := func(args ...string) {
+		cmd := exec.Command("bash", append([]string{ctl}, args...)...)
+		cmd.Env = append(os.Environ(), "WINDOWD_KAFKA_KEEP_DATA=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kafka-local.sh %v: %v\n%s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { kafka("start") }) // never leave CI without its broker
+
+	e := newEnv(t, 2, "")
+	s := newStream(6, 2, 400)
+	s.phases[1] = nil
+	want, _, _ := expectedPanes(t, e, s)
+	half := len(s.phases[2]) / 2
+	first, rest := s.phases[2][:half], s.phases[2][half:]
+
+	inst := e.startProcess()
+	produce(t, e.in, s.phases[0])
+	produce(t, e.in, first)
+	inst.waitRecordsIn(t, len(s.phases[0])+len(first))
+
+	kafka("stop")
+	down := time.Now()
+	deadline := time.Now().Add(25 * time.Second)
+	for {
+		code, body := httpGet(t, "http://"+inst.httpAddr+"/readyz")
+		if code == 503 {
+			t.Logf("during the outage /readyz says: %q", body)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %q 25 s into the outage\n%s", code, body, inst.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Until(down.Add(30 * time.Second)))
+	select {
+	case <-inst.exited:
+		t.Fatalf("windowd exited during the outage: %v\n%s", inst.exitErr, inst.stderr.String())
+	default:
+	}
+	kafka("start")
+	waitFor(t, "/readyz ready after the outage", 90*time.Second, func() bool {
+		code, _ := httpGet(t, "http://"+inst.httpAddr+"/readyz")
+		return code == 200
+	})
+	produce(t, e.in, rest)
+	e.waitCommitted(t, 90*time.Second)
+	checkAgainstReplay(t, e, want)
+	if err := inst.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
 	}
 }
