@@ -145,6 +145,9 @@ func TestKillAndRestart(t *testing.T) {
 		v, ok := b.metric(t, "windowd_frontier_ms")
 		return ok && int64(v) >= base+3600_000-2000
 	})
+	// Kill B only once its panes are in the output topic (they are produced
+	// asynchronously), so that C's recomputation shows up as duplicates.
+	e.reader(e.out).readUntil(t, "B's panes in the output topic", 60*time.Second, func(got []outRecord) bool { return len(got) >= len(want) })
 	_ = b.signal(t, syscall.SIGKILL)
 
 	e.setCommitInterval(t, "200ms")
