@@ -153,10 +153,11 @@ func TestKillAndRestart(t *testing.T) {
 	e.setCommitInterval(t, "200ms")
 	c := e.startProcess()
 	e.waitCommitted(t, 60*time.Second)
-	got := checkAgainstReplay(t, e, want)
-	if len(got) <= len(want) {
-		t.Fatalf("%d pane records for %d distinct panes: the crash of B should have caused duplicates", len(got), len(want))
-	}
+	// Duplicates are expected here (B never checkpointed), but whether B's
+	// last panes left its producer before the kill is timing: the contract
+	// checked is that every duplicate repeats its pane id with identical
+	// content and that every final pane is present and correct.
+	checkAgainstReplay(t, e, want)
 	if err := c.stop(); err != nil {
 		t.Fatalf("stop after restart: %v\n%s", err, c.stderr.String())
 	}
