@@ -292,10 +292,16 @@ func (s *syncBuffer) String() string {
 
 var httpAddrRE = regexp.MustCompile(`"http listening".*"addr":"([^"]+)"`)
 
-// startProcess runs windowd as a child process with the env's config.
-func (e *env) startProcess() *instance {
+// spawn runs windowd as a child process with extra arguments and
+// environment variables; it returns at once, without waiting for the HTTP
+// listener (a process that fails to connect may exit before the test looks).
+func (e *env) spawn(env map[string]string, args ...string) *instance {
 	e.t.Helper()
-	cmd := exec.Command(windowdBinary(e.t), "run", "--config", e.cfgPath)
+	cmd := exec.Command(windowdBinary(e.t), append([]string{"run", "--config", e.cfgPath}, args...)...)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	inst := &instance{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = inst.stderr
 	if err := cmd.Start(); err != nil {
@@ -307,16 +313,33 @@ func (e *env) startProcess() *instance {
 		_ = cmd.Process.Kill()
 		<-inst.exited
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	return inst
+}
+
+// waitListening waits for the child's HTTP address.
+func (inst *instance) waitListening(t *testing.T) {
+	t.Helper()
+	waitFor(t, "windowd's http listener", 30*time.Second, func() bool {
+		select {
+		case <-inst.exited:
+			t.Fatalf("windowd exited: %v\n%s", inst.exitErr, inst.stderr.String())
+		default:
+		}
 		if m := httpAddrRE.FindStringSubmatch(inst.stderr.String()); m != nil {
 			inst.httpAddr = m[1]
-			return inst
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.t.Fatalf("windowd did not start:\n%s", inst.stderr.String())
-	return nil
+		return false
+	})
+}
+
+// startProcess runs windowd as a child process with the env's config and
+// waits for its HTTP listener.
+func (e *env) startProcess() *instance {
+	e.t.Helper()
+	inst := e.spawn(nil)
+	inst.waitListening(e.t)
+	return inst
 }
 
 // metric returns the sum of the samples of a metric whose labels contain every given label pair.

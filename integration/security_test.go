@@ -92,48 +92,6 @@ func (e *env) secConfig(kafkaYAML string, env map[string]string) {
 	e.cfg = cfg
 }
 
-// secStart runs windowd as a child process with extra arguments and
-// environment variables; unlike startProcess it returns at once, without
-// waiting for the HTTP listener (a process that fails to connect may exit
-// before the test looks).
-func (e *env) secStart(env map[string]string, args ...string) *instance {
-	e.t.Helper()
-	cmd := exec.Command(windowdBinary(e.t), append([]string{"run", "--config", e.cfgPath}, args...)...)
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	inst := &instance{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = inst.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { inst.exitErr = cmd.Wait(); close(inst.exited) }()
-	inst.stop = func() error { return inst.signal(e.t, os.Interrupt) }
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-inst.exited
-	})
-	return inst
-}
-
-// waitListening waits for the child's HTTP address.
-func (inst *instance) waitListening(t *testing.T) {
-	t.Helper()
-	waitFor(t, "windowd's http listener", 30*time.Second, func() bool {
-		select {
-		case <-inst.exited:
-			t.Fatalf("windowd exited: %v\n%s", inst.exitErr, inst.stderr.String())
-		default:
-		}
-		if m := httpAddrRE.FindStringSubmatch(inst.stderr.String()); m != nil {
-			inst.httpAddr = m[1]
-			return true
-		}
-		return false
-	})
-}
-
 // scrape returns the whole /metrics page.
 func (inst *instance) scrape(t *testing.T) string {
 	t.Helper()
@@ -165,7 +123,7 @@ var secRecords = []input{
 func secPipeline(t *testing.T, e *env, childEnv map[string]string) *instance {
 	t.Helper()
 	produce(t, e.in, secRecords)
-	inst := e.secStart(childEnv, "--log-level", "debug")
+	inst := e.spawn(childEnv, "--log-level", "debug")
 	inst.waitListening(t)
 	inst.waitRecordsIn(t, len(secRecords))
 	out := e.reader(e.out)
@@ -276,7 +234,7 @@ func TestSecurityFailsFast(t *testing.T) {
 			env := map[string]string{"WINDOWD_TEST_KAFKA_PASSWORD": wrong}
 			e.secConfig(tt.kafka, env)
 			start := time.Now()
-			inst := e.secStart(env)
+			inst := e.spawn(env)
 			select {
 			case <-inst.exited:
 			case <-time.After(15 * time.Second):
