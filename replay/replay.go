@@ -213,7 +213,7 @@ func Run(opts Options) (Summary, error) {
 		lateTop: p.LateTopic != "",
 	}
 	cacheBytes := opts.CacheBytes
-	eng, err := windowing.New(p.Spec, p.Watermark, db, r, windowing.Options{CacheBytes: cacheBytes})
+	eng, err := windowing.New(p.Spec, p.Watermark, db, r, windowing.Options{CacheBytes: cacheBytes, CommitWhenPending: true})
 	if err != nil {
 		return Summary{}, err
 	}

@@ -47,6 +47,11 @@ type Options struct {
 	// MaxPendingBytes is the size of uncommitted store writes beyond which
 	// NeedsCheckpoint reports true; 0 means 64 MiB.
 	MaxPendingBytes int
+	// CommitWhenPending lets the engine commit the store's pending writes
+	// itself, even in the middle of a step, once they pass MaxPendingBytes.
+	// Only for runs that never restart from their state (replay): such a
+	// commit is not a checkpoint (no frontier, no offsets with it).
+	CommitWhenPending bool
 }
 
 // Stats are running counters of one engine.
@@ -715,6 +720,9 @@ func (e *Engine) maybeEvict() error {
 	}
 	clear(e.cache)
 	e.cacheBytes = 0
+	if e.opts.CommitWhenPending && e.NeedsCheckpoint() {
+		return e.store.Commit(false)
+	}
 	return nil
 }
 
