@@ -109,6 +109,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return fail("%v", err)
 	}
+	setMemoryLimit(cfg.State.CacheBytes)
 	p, err := pickPipeline(cfg, *name)
 	if err != nil {
 		return fail("%v", err)

@@ -44,6 +44,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	if limit := setMemoryLimit(cfg.State.CacheBytes); limit > 0 {
+		log.Info("soft memory limit for the Go heap (set GOMEMLIMIT to override)", zap.Int64("bytes", limit))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting", zap.String("version", version()), zap.String("config", *path), zap.Int("pipelines", len(cfg.Pipelines)))
