@@ -545,19 +545,27 @@ c.yaml:1:1: pipelines: required`},
 		`c.yaml:10:1: multiple YAML documents are not supported`},
 }
 
+// checkParseError asserts that src is refused with exactly the error text
+// want, and returns the error.
+func checkParseError(t *testing.T, src, want string) error {
+	t.Helper()
+	c, err := Parse("c.yaml", []byte(src))
+	if err == nil {
+		t.Fatalf("Parse:\n%s\nno error, want\n%s", src, want)
+	}
+	if c != nil {
+		t.Errorf("Parse returned a config with an error")
+	}
+	if err.Error() != want {
+		t.Errorf("Parse:\n%s\nerror:\n%v\nwant:\n%s", src, err, want)
+	}
+	return err
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tt := range errorCases {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("c.yaml", []byte(tt.src))
-			if err == nil {
-				t.Fatalf("Parse:\n%s\nno error, want\n%s", tt.src, tt.want)
-			}
-			if c != nil {
-				t.Errorf("Parse returned a config with an error")
-			}
-			if err.Error() != tt.want {
-				t.Errorf("Parse:\n%s\nerror:\n%v\nwant:\n%s", tt.src, err, tt.want)
-			}
+			err := checkParseError(t, tt.src, tt.want)
 			var errs *Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("error is %T, want *Errors", err)
@@ -982,16 +990,7 @@ c.yaml:4:3: kafka.sasl: not valid with kafka.brokers: embedded`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("c.yaml", []byte(tt.src))
-			if err == nil {
-				t.Fatalf("Parse:\n%s\nno error, want\n%s", tt.src, tt.want)
-			}
-			if c != nil {
-				t.Errorf("Parse returned a config with an error")
-			}
-			if err.Error() != tt.want {
-				t.Errorf("Parse:\n%s\nerror:\n%v\nwant:\n%s", tt.src, err, tt.want)
-			}
+			err := checkParseError(t, tt.src, tt.want)
 			for _, secret := range []string{"s3cr3t", "123456789", "ab"} {
 				if strings.Contains(err.Error(), secret) && !strings.Contains(tt.want, secret) {
 					t.Errorf("error shows %q", secret)

@@ -366,6 +366,14 @@ func parseErrorDetail(err error) string {
 	return ""
 }
 
+// skipDigits returns the index of the first non-digit of s at or after i.
+func skipDigits(s string, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
 // isJSONNumber reports whether s is a number in JSON syntax.
 func isJSONNumber(s string) bool {
 	i := 0
@@ -376,34 +384,27 @@ func isJSONNumber(s string) bool {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i = skipDigits(s, i)
 	default:
 		return false
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
+		j := skipDigits(s, i+1)
+		if j == i+1 {
 			return false
 		}
+		i = j
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
+		j := skipDigits(s, i)
+		if j == i {
 			return false
 		}
+		i = j
 	}
 	return i == len(s)
 }
