@@ -64,6 +64,23 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// loadConfig loads the configuration for command cmd; on failure it prints
+// every configuration problem as is, or a one-line reason prefixed with the
+// command, and reports false.
+func loadConfig(cmd, path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		var cerr *config.Errors
+		if errors.As(err, &cerr) {
+			fmt.Fprintln(stderr, err)
+		} else {
+			fmt.Fprintf(stderr, "windowd %s: %v\n", cmd, err)
+		}
+		return nil, false
+	}
+	return cfg, true
+}
+
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", stderr)
 	path := fs.String("config", "", "configuration file")
@@ -100,14 +117,9 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "windowd replay: --config is required")
 		return 2
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		var cerr *config.Errors
-		if errors.As(err, &cerr) {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		return fail("%v", err)
+	cfg, ok := loadConfig("replay", *path, stderr)
+	if !ok {
+		return 1
 	}
 	setMemoryLimit(cfg.State.CacheBytes)
 	p, err := pickPipeline(cfg, *name)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/service"
 )
 
@@ -34,14 +32,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	cfg, err := config.Load(*path)
-	if err != nil {
-		var cerr *config.Errors
-		if errors.As(err, &cerr) {
-			fmt.Fprintln(stderr, err)
-		} else {
-			fmt.Fprintln(stderr, "windowd run:", err)
-		}
+	cfg, ok := loadConfig("run", *path, stderr)
+	if !ok {
 		return 1
 	}
 	if limit := setMemoryLimit(cfg.State.CacheBytes); limit > 0 {
