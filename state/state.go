@@ -289,3 +289,52 @@ func (d *DB) Commit(sync bool) error {
 func (d *DB) DiskBytes() uint64 {
 	return d.db.Metrics().DiskSpaceUsage()
 }
+
+// ScanShard implements windowing.Store.
+func (d *DB) ScanShard(shard uint32, fn func(key string, value []byte) error) error {
+	lo := binary.BigEndian.AppendUint32([]byte{prefixKey}, shard)
+	var hi []byte
+	if shard == math.MaxUint32 {
+		hi = []byte{prefixKey + 1}
+	} else {
+		hi = binary.BigEndian.AppendUint32([]byte{prefixKey}, shard+1)
+	}
+	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(string(it.Key()[len(lo):]), v)
+		}
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// Shards implements windowing.Store.
+func (d *DB) Shards() ([]uint32, error) {
+	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixKey}, UpperBound: []byte{prefixKey + 1}})
+	if err != nil {
+		return nil, err
+	}
+	var shards []uint32
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) < 5 {
+			_ = it.Close()
+			return nil, errors.New("state: corrupt window key")
+		}
+		s := binary.BigEndian.Uint32(k[1:5])
+		shards = append(shards, s)
+		if s == math.MaxUint32 {
+			break
+		}
+		ok = it.SeekGE(binary.BigEndian.AppendUint32([]byte{prefixKey}, s+1))
+	}
+	return shards, it.Close()
+}

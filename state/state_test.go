@@ -118,3 +118,35 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestScanShardAndShards(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	defer db.Close()
+	must(t, db.PutKey(1, "b", []byte("1b")))
+	must(t, db.PutKey(1, "a", []byte("1a")))
+	must(t, db.PutKey(7, "a", []byte("7a")))
+	must(t, db.PutKey(math.MaxUint32, "z", []byte("max")))
+	must(t, db.Commit(false))
+	must(t, db.PutKey(3, "c", []byte("3c"))) // uncommitted: visible
+	must(t, db.DeleteKey(7, "a"))
+	shards, err := db.Shards()
+	if err != nil || !reflect.DeepEqual(shards, []uint32{1, 3, math.MaxUint32}) {
+		t.Fatalf("shards %v, %v", shards, err)
+	}
+	var got []string
+	must(t, db.ScanShard(1, func(k string, v []byte) error {
+		got = append(got, k+"="+string(v))
+		return nil
+	}))
+	if !reflect.DeepEqual(got, []string{"a=1a", "b=1b"}) {
+		t.Fatalf("shard 1: %v", got)
+	}
+	got = nil
+	must(t, db.ScanShard(math.MaxUint32, func(k string, v []byte) error {
+		got = append(got, k+"="+string(v))
+		return nil
+	}))
+	if !reflect.DeepEqual(got, []string{"z=max"}) {
+		t.Fatalf("last shard: %v", got)
+	}
+}

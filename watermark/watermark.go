@@ -335,3 +335,30 @@ func (f *Frontier) UnmarshalBinary(b []byte) error {
 	}
 	return nil
 }
+
+// Generator returns p's generator state; ok is false when p is unknown.
+func (f *Frontier) Generator(p int32) (g Generator, ok bool) {
+	st, ok := f.parts[p]
+	if !ok {
+		return NewGenerator(), false
+	}
+	return st.gen, true
+}
+
+// RestoreGenerator sets p's generator to g, the state a previous owner of
+// p persisted. The frontier itself never moves back: a partition restored
+// with a lower watermark holds it from advancing, and its records below
+// the frontier are late.
+func (f *Frontier) RestoreGenerator(p int32, g Generator) {
+	f.part(p).gen = g
+}
+
+// Forget removes p entirely (its state moved to another instance).
+func (f *Frontier) Forget(p int32) {
+	if _, ok := f.parts[p]; !ok {
+		return
+	}
+	delete(f.parts, p)
+	i := sort.Search(len(f.ids), func(i int) bool { return f.ids[i] >= p })
+	f.ids = append(f.ids[:i], f.ids[i+1:]...)
+}

@@ -233,3 +233,45 @@ func TestHoldRestored(t *testing.T) {
 		t.Fatalf("F = %d after the hold ended, want 30000", h.Value())
 	}
 }
+
+func TestRestoreGeneratorAndForget(t *testing.T) {
+	spec := Spec{Strategy: BoundedOutOfOrderness, MaxDelay: 10}
+	f := NewFrontier(spec)
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 100, 0)
+	f.Observe(1, 200, 0)
+	f.Advance()
+	if f.Value() != 90 {
+		t.Fatalf("frontier %d, want 90", f.Value())
+	}
+	// Partition 2 arrives from another instance with a lower watermark: it
+	// holds the frontier but never moves it back.
+	f.Assign(2, 0, true)
+	f.RestoreGenerator(2, Generator{MaxTS: 60, Seen: 7, Watermark: 50})
+	if f.Advance() || f.Value() != 90 {
+		t.Fatalf("frontier %d after a lower restored partition, want 90", f.Value())
+	}
+	g, ok := f.Generator(2)
+	if !ok || g != (Generator{MaxTS: 60, Seen: 7, Watermark: 50}) {
+		t.Fatalf("generator %+v %v", g, ok)
+	}
+	f.Observe(0, 300, 0)
+	f.Observe(1, 300, 0)
+	if f.Advance() {
+		t.Fatalf("frontier moved to %d while partition 2 holds it at 50", f.Value())
+	}
+	f.Observe(2, 400, 0)
+	if !f.Advance() || f.Value() != 290 {
+		t.Fatalf("frontier %d, want 290", f.Value())
+	}
+	f.Forget(2)
+	if _, ok := f.Generator(2); ok || len(f.Status()) != 2 {
+		t.Fatalf("partition 2 not forgotten: %+v", f.Status())
+	}
+	b, _ := f.MarshalBinary()
+	g2 := NewFrontier(spec)
+	if err := g2.UnmarshalBinary(b); err != nil || len(g2.Status()) != 2 {
+		t.Fatalf("round trip after Forget: %v %+v", err, g2.Status())
+	}
+}

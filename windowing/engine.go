@@ -93,6 +93,11 @@ type Engine struct {
 	cache      map[cacheKey]*keyState
 	cacheBytes int
 
+	// owned holds the shards whose timers may fire (ShardByPartition only):
+	// the partitions assigned to this instance. State of other shards
+	// (restored from the last checkpoint, not yet handed back) waits.
+	owned map[uint32]bool
+
 	nextEvent int64 // lower bound of the earliest event-time timer
 	nextProc  int64 // lower bound of the earliest processing-time timer
 	doneEvent int64 // every event-time timer with a deadline <= doneEvent has fired
@@ -131,6 +136,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		emit:  emit,
 		wm:    watermark.NewFrontier(wmSpec),
 		cache: map[cacheKey]*keyState{},
+		owned: map[uint32]bool{},
 	}
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
@@ -196,11 +202,27 @@ func (e *Engine) OpenWindows() int64 { return e.open }
 // Stats returns the running counters.
 func (e *Engine) Stats() Stats { return e.stats }
 
-// Assign adds partition p to the frontier at processing time now.
-func (e *Engine) Assign(p int32, now int64, caughtUp bool) { e.wm.Assign(p, now, caughtUp) }
+// Assign adds partition p to the frontier at processing time now; the
+// timers of its shard may fire from now on.
+func (e *Engine) Assign(p int32, now int64, caughtUp bool) {
+	e.wm.Assign(p, now, caughtUp)
+	e.owned[e.shard(p)] = true
+}
 
-// Revoke removes partition p from the frontier.
-func (e *Engine) Revoke(p int32) { e.wm.Revoke(p) }
+// Revoke removes partition p from the frontier; the timers of its shard
+// stop firing (DropShard removes its state).
+func (e *Engine) Revoke(p int32) {
+	e.wm.Revoke(p)
+	if e.opts.ShardByPartition {
+		delete(e.owned, e.shard(p))
+	}
+}
+
+// mayFire reports whether timers of shard may fire: always in replay, only
+// for assigned partitions when state is sharded by partition.
+func (e *Engine) mayFire(shard uint32) bool {
+	return !e.opts.ShardByPartition || e.owned[shard]
+}
 
 func (e *Engine) shard(p int32) uint32 {
 	if e.opts.ShardByPartition {
@@ -297,6 +319,7 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 	}
 	const chunk = 1024
 	var cursor *Timer
+	waiting := watermark.MaxTime // earliest deadline of a timer whose shard is not owned
 	for {
 		var err error
 		e.timers, err = e.store.DueTimers(kind, after(*done), upTo, cursor, chunk, e.timers[:0])
@@ -304,6 +327,10 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 			return err
 		}
 		for _, t := range e.timers {
+			if !e.mayFire(t.Shard) {
+				waiting = min(waiting, t.Deadline)
+				continue
+			}
 			if err := fire(t); err != nil {
 				return err
 			}
@@ -320,8 +347,16 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 		cursor = &last
 	}
 	*done = upTo
+	if waiting <= upTo {
+		// Not everything due has fired: scan again from the first timer
+		// left waiting for its shard's assignment.
+		*done = watermark.MinTime
+		if waiting > watermark.MinTime {
+			*done = waiting - 1
+		}
+	}
 	var err error
-	*next, err = e.nextDeadline(kind, upTo)
+	*next, err = e.nextDeadline(kind, *done)
 	return err
 }
 

@@ -51,4 +51,9 @@ type Store interface {
 	Commit(sync bool) error
 	// PendingBytes is the size of the writes buffered since the last Commit.
 	PendingBytes() int
+	// ScanShard calls fn for every (key, value) of shard, in key order. The
+	// value is valid only during the call; fn must not write to the store.
+	ScanShard(shard uint32, fn func(key string, value []byte) error) error
+	// Shards returns every shard that holds at least one key, in order.
+	Shards() ([]uint32, error)
 }

@@ -1,0 +1,161 @@
+package windowing
+
+import "fmt"
+
+// This file holds what the Kafka service needs to move a partition's state
+// between instances (DESIGN.md §9: state follows partitions): dropping a
+// shard, restoring keys from a changelog, and skipping records whose effect
+// a restored key already holds. Replay never calls it.
+
+// Flush writes every changed key of the cache to the store (uncommitted),
+// so that the store holds the current value of every key.
+func (e *Engine) Flush() error { return e.flush() }
+
+// KeyState returns the encoded windows of (partition p, key) as the store
+// would hold them after Flush, or nil when the key has no window.
+func (e *Engine) KeyState(p int32, key string) ([]byte, error) {
+	b, err := e.store.GetKey(e.shard(p), key)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// DropShard removes every key and timer of partition p's shard and p's
+// generator: the partition's state now lives elsewhere (or will be
+// restored from its changelog). The cache is flushed first.
+func (e *Engine) DropShard(p int32) error {
+	shard := e.shard(p)
+	if err := e.flush(); err != nil {
+		return err
+	}
+	for ck, ks := range e.cache {
+		if ck.shard == shard {
+			e.cacheBytes -= ks.size
+			delete(e.cache, ck)
+		}
+	}
+	var keys []string
+	var timers []Timer
+	ks := &keyState{shard: shard}
+	err := e.store.ScanShard(shard, func(key string, value []byte) error {
+		ks.key, ks.windows = key, ks.windows[:0]
+		if err := decodeKeyState(value, ks, e.spec.Aggregates); err != nil {
+			return fmt.Errorf("key %q: %w", key, err)
+		}
+		keys = append(keys, key)
+		timers = appendTimers(timers, ks)
+		e.open -= int64(len(ks.windows))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range timers {
+		if err := e.store.DeleteTimer(t); err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		if err := e.store.DeleteKey(shard, k); err != nil {
+			return err
+		}
+	}
+	e.wm.Forget(p)
+	if e.opts.ShardByPartition {
+		delete(e.owned, shard)
+	}
+	return nil
+}
+
+// appendTimers appends the timers of every window of ks.
+func appendTimers(dst []Timer, ks *keyState) []Timer {
+	for _, w := range ks.windows {
+		dst = append(dst, Timer{Kind: EventTimer, Deadline: w.timer, Shard: ks.shard, Key: ks.key, Start: w.start})
+		if w.hasProc {
+			dst = append(dst, Timer{Kind: ProcTimer, Deadline: w.proc, Shard: ks.shard, Key: ks.key, Start: w.start})
+		}
+	}
+	return dst
+}
+
+// RestoreKey replaces the windows of (partition p, key) with value, as
+// KeyState returned it on the instance that wrote it (nil: no window),
+// timers included. A restored timer that is already due fires at the next
+// step or FireDue.
+func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
+	shard := e.shard(p)
+	nks := &keyState{shard: shard, key: key}
+	if value != nil {
+		if err := decodeKeyState(value, nks, e.spec.Aggregates); err != nil {
+			return fmt.Errorf("restore key %q: %w", key, err)
+		}
+	}
+	old, err := e.keyState(shard, key)
+	if err != nil {
+		return err
+	}
+	for _, t := range appendTimers(e.timers[:0], old) {
+		if err := e.store.DeleteTimer(t); err != nil {
+			return err
+		}
+	}
+	e.open += int64(len(nks.windows) - len(old.windows))
+	e.cacheBytes -= old.size
+	delete(e.cache, cacheKey{shard, key})
+	e.timers = appendTimers(e.timers[:0], nks)
+	for _, t := range e.timers {
+		if err := e.store.AddTimer(t); err != nil {
+			return err
+		}
+		if t.Kind == EventTimer {
+			e.rewind(&e.doneEvent, &e.nextEvent, t.Deadline)
+		} else {
+			e.rewind(&e.doneProc, &e.nextProc, t.Deadline)
+		}
+	}
+	if value == nil {
+		return e.store.DeleteKey(shard, key)
+	}
+	return e.store.PutKey(shard, key, value)
+}
+
+// rewind makes a timer at deadline visible to the next scan even when the
+// scans already passed it.
+func (e *Engine) rewind(done, next *int64, deadline int64) {
+	if deadline <= *done {
+		*done = deadline - 1
+		if deadline == minDeadline {
+			*done = deadline
+		}
+	}
+	if deadline < *next {
+		*next = deadline
+	}
+}
+
+const minDeadline = -1 << 63
+
+// FireDue fires every event-time timer due at the current frontier (after
+// RestoreKey brought in windows the frontier has already passed).
+func (e *Engine) FireDue() error {
+	if e.f == minDeadline {
+		return nil
+	}
+	if err := e.fireEvent(e.f); err != nil {
+		return err
+	}
+	return e.maybeEvict()
+}
+
+// Skip runs the watermark steps of a record whose effect on its windows a
+// restored key already holds (its changelog value covered the record's
+// offset): the generator sees it, no window changes.
+func (e *Engine) Skip(ev *Event, now int64) error {
+	e.stats.Records++
+	e.wm.Observe(ev.Partition, ev.Time, now)
+	if err := e.advance(); err != nil {
+		return err
+	}
+	return e.maybeEvict()
+}
