@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -41,6 +42,8 @@ const (
 type partition struct {
 	position int64 // next offset to process; -1 until known
 	end      int64 // last known high watermark; -1 until known
+	marked   int64 // position of the last changelog marker written
+	restored bool  // its state was restored: its changes and markers are logged
 	in       prometheus.Counter
 	dead     prometheus.Counter
 	late     prometheus.Counter
@@ -59,9 +62,13 @@ type pipeline struct {
 	adm    *kadm.Client
 	prod   *sink.Producer
 	db     *state.DB
+	store  *trackingStore // db, recording the keys each cycle changes
 	eng    *windowing.Engine
 	dec    *source.Decoder
 	stdout *lockedWriter
+
+	clTopic  string    // the changelog topic
+	baseOpts []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
@@ -79,6 +86,11 @@ type pipeline struct {
 	lastDeadLog  time.Time
 	deadSinceLog int
 	closing      bool
+	failed       error              // a rebalance callback could not restore or release state
+	clNext       map[int32]int64    // next changelog offset per partition that local state holds
+	skip         map[int32]*skipSet // restored keys ahead of their partition's position
+	loggedWrites int64              // store.writes already counted in the metric
+	faultAfter   int                // see faultEnv; 0: off
 
 	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
 	// (which runs on the group goroutine and must not wait for mu).
@@ -88,6 +100,9 @@ type pipeline struct {
 	assignedOnce atomic.Bool
 	inGroup      atomic.Bool  // joined: assigned and not lost since
 	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
+
+	restoring       atomic.Int64 // partition being restored, -1 when none
+	restoredRecords atomic.Int64 // changelog records applied by the current restore
 }
 
 // lockedWriter serialises pane lines of several pipelines on one stream.
@@ -104,12 +119,18 @@ func (l *lockedWriter) writeLine(b []byte) {
 
 func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps deps) (*pipeline, error) {
 	p := &pipeline{
-		cfg:    cfg,
-		log:    deps.log.With(zap.String("pipeline", cfg.Name)),
-		m:      deps.metrics,
-		now:    deps.now,
-		parts:  map[int32]*partition{},
-		stored: map[int32]int64{},
+		cfg:     cfg,
+		log:     deps.log.With(zap.String("pipeline", cfg.Name)),
+		m:       deps.metrics,
+		now:     deps.now,
+		parts:   map[int32]*partition{},
+		stored:  map[int32]int64{},
+		clNext:  map[int32]int64{},
+		clTopic: changelogTopic(cfg),
+	}
+	p.restoring.Store(-1)
+	if n, err := strconv.Atoi(os.Getenv(faultEnv)); err == nil && n > 0 {
+		p.faultAfter = n
 	}
 	if cfg.OutputStdout {
 		p.stdout = deps.stdout
@@ -127,11 +148,12 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		return nil, err
 	}
 	p.db = db
-	if err := p.loadOffsets(); err != nil {
+	p.store = &trackingStore{DB: db, dirty: map[int32]map[string]struct{}{}}
+	if err := p.loadMeta(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, db, p, windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)})
+	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, p.store, p, windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)
@@ -148,7 +170,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 	}
-	opts := append(base,
+	p.baseOpts = base
+	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(cfg.Input.Group),
 		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout)*time.Millisecond),
 		kgo.ConsumeTopics(cfg.Input.Topic),
@@ -162,6 +185,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(newChangelogPartitioner(p.clTopic)),
 	)
 	p.cl, err = kgo.NewClient(opts...)
 	if err != nil {
@@ -174,11 +198,32 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 	return p, nil
 }
 
-// loadOffsets reads the next offset per partition that the last checkpoint holds.
-func (p *pipeline) loadOffsets() error {
-	b, err := p.db.GetMeta(metaOffsets)
-	if err != nil || b == nil {
+// loadMeta reads what the last checkpoint holds beyond window state: the
+// next input offset and the next changelog offset per partition, and the
+// skip sets of restored keys.
+func (p *pipeline) loadMeta() error {
+	var err error
+	for name, dst := range map[string]map[int32]int64{metaOffsets: p.stored, metaChangelog: p.clNext} {
+		var b []byte
+		if b, err = p.db.GetMeta(name); err != nil {
+			return err
+		}
+		if err = decodeOffsets(b, dst); err != nil {
+			return err
+		}
+	}
+	b, err := p.db.GetMeta(metaSkip)
+	if err != nil {
 		return err
+	}
+	p.skip, err = decodeSkip(b)
+	return err
+}
+
+// decodeOffsets reads what encodeOffsets wrote into dst.
+func decodeOffsets(b []byte, dst map[int32]int64) error {
+	if b == nil {
+		return nil
 	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
@@ -195,7 +240,7 @@ func (p *pipeline) loadOffsets() error {
 			return errors.New("state: corrupt offsets")
 		}
 		b = b[k1+k2:]
-		p.stored[int32(part)] = off
+		dst[int32(part)] = off
 	}
 	return nil
 }
@@ -281,11 +326,19 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
 			p.lastDeadLog, p.deadSinceLog = t, 0
 		}
+	} else if s := p.skip[r.Partition]; s != nil && r.Offset < s.keys[p.ev.Key] {
+		// A restored value of the key already holds this record.
+		if err := p.eng.Skip(&p.ev, now); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
 	} else if err := p.eng.Record(&p.ev, now); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
 	p.cur = nil
 	part.position = r.Offset + 1
+	if s := p.skip[r.Partition]; s != nil && part.position >= s.max {
+		delete(p.skip, r.Partition)
+	}
 	return nil
 }
 
@@ -303,6 +356,11 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		}
 		err = p.step(ctx, fetches)
 		p.cl.AllowRebalance()
+		if err == nil {
+			p.mu.Lock()
+			err = p.failed
+			p.mu.Unlock()
+		}
 		if err != nil {
 			break
 		}
@@ -416,30 +474,31 @@ func (p *pipeline) refreshEnds(ctx context.Context) {
 	}
 }
 
-// commit runs the commit cycle (mu held): wait for every produced record
-// to be acknowledged, write state, offsets and the frontier to Pebble in one
-// synced batch, then commit the offsets to the group.
+// commit runs the commit cycle (mu held): write the changed keys and the
+// partition markers to the changelog, wait for every produced record (panes,
+// dead letters, changelog) to be acknowledged, write state, offsets and the
+// frontier to Pebble in one synced batch, then commit the offsets to the
+// group.
 func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	start := p.now()
 	p.lastCommit = start
+	// State changes go to the changelog before anything is committed.
+	if err := p.eng.Flush(); err != nil {
+		return fatalError{fmt.Errorf("state flush: %w", err)}
+	}
+	acks := p.writeChangelog()
 	if err := p.prod.Flush(ctx); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
 		return fatalError{fmt.Errorf("output not acknowledged: %w", err)}
 	}
-	offsets := map[int32]int64{}
-	p.offMu.Lock()
-	for part, off := range p.stored {
-		offsets[part] = off
+	if acks.err != nil {
+		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
 	}
-	p.offMu.Unlock()
-	for part, st := range p.parts {
-		if st.position >= 0 {
-			offsets[part] = st.position
-		}
-	}
-	if err := p.db.PutMeta(metaOffsets, encodeOffsets(offsets)); err != nil {
+	p.changelogWritten(acks)
+	offsets := p.offsetsToStore()
+	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
 	}
 	if err := p.eng.Checkpoint(true); err != nil {
@@ -457,6 +516,23 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	p.lastCommitOK.Store(p.now().UnixNano())
 	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
 	return nil
+}
+
+// offsetsToStore is the next input offset per partition that local state
+// holds after this cycle.
+func (p *pipeline) offsetsToStore() map[int32]int64 {
+	offsets := map[int32]int64{}
+	p.offMu.Lock()
+	for part, off := range p.stored {
+		offsets[part] = off
+	}
+	p.offMu.Unlock()
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			offsets[part] = st.position
+		}
+	}
+	return offsets
 }
 
 // commitGroup commits the positions of the assigned partitions to the group.
@@ -488,22 +564,71 @@ func (p *pipeline) commitGroup(ctx context.Context) error {
 	return cerr
 }
 
-func (p *pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+// onAssigned restores each new partition's state before any of its records
+// is processed (polls wait: BlockRebalanceOnPoll), then starts it at the
+// offset its state covers (adjustOffsets runs after this returns).
+func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.nowMS()
-	p.offMu.Lock()
-	defer p.offMu.Unlock()
-	for _, part := range assigned[p.cfg.Input.Topic] {
-		st := p.partitionState(part)
-		if off, ok := p.stored[part]; ok {
-			st.position = off
+	parts := assigned[p.cfg.Input.Topic]
+	if err := p.assign(ctx, parts); err != nil {
+		if ctx.Err() == nil {
+			p.failed = fmt.Errorf("restoring partitions %v: %w", parts, err)
 		}
-		p.eng.Assign(part, now, false)
+		return
 	}
 	p.assignedOnce.Store(true)
 	p.inGroup.Store(true)
-	p.log.Info("partitions assigned", zap.Int32s("partitions", assigned[p.cfg.Input.Topic]))
+	p.log.Info("partitions assigned", zap.Int32s("partitions", parts))
+}
+
+func (p *pipeline) assign(ctx context.Context, parts []int32) error {
+	if !p.assignedOnce.Load() {
+		if err := p.dropUnassigned(parts); err != nil {
+			return err
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	// Commit what is pending first: the restore then writes alone.
+	if err := p.commit(ctx, false); err != nil {
+		return err
+	}
+	for _, part := range parts {
+		rs, err := p.restore(ctx, part)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", part, err)
+		}
+		st := p.partitionState(part)
+		p.offMu.Lock()
+		if off, ok := p.stored[part]; ok {
+			st.position, st.marked = off, off
+		}
+		p.offMu.Unlock()
+		st.restored = true
+		p.eng.Assign(part, p.nowMS(), false)
+		label := strconv.Itoa(int(part))
+		p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(rs.records))
+		p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(rs.took.Seconds())
+		if rs.records > 0 || rs.cold {
+			p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
+				zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
+				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+		}
+	}
+	// Restored windows the frontier already passed fire now.
+	if err := p.eng.FireDue(); err != nil {
+		return err
+	}
+	return p.commit(ctx, false)
+}
+
+func (p *pipeline) skipLen(part int32) int {
+	if s := p.skip[part]; s != nil {
+		return len(s.keys)
+	}
+	return 0
 }
 
 // adjustOffsets starts each assigned partition at the offset the local
@@ -544,6 +669,21 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		}
 	}
 	p.release(parts)
+	if !p.closing {
+		// The partitions' state now lives in the changelog and with their
+		// next owner. (A clean shutdown keeps it: the local checkpoint
+		// lets a restart catch up from the changelog instead of restoring.)
+		err := p.dropPartitions(parts)
+		if err == nil {
+			err = p.putLocalMeta(p.offsetsToStore())
+		}
+		if err == nil {
+			err = p.eng.Checkpoint(true)
+		}
+		if err != nil {
+			p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
+		}
+	}
 	if !toGroup {
 		p.inGroup.Store(false)
 	}
@@ -593,8 +733,21 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	return err
 }
 
+// dropPartitions drops the local state of parts.
+func (p *pipeline) dropPartitions(parts []int32) error {
+	for _, part := range parts {
+		if err := p.dropPartition(part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ready reports whether the pipeline has its assignment and commits succeed.
 func (p *pipeline) ready() (bool, string) {
+	if part := p.restoring.Load(); part >= 0 {
+		return false, fmt.Sprintf("restoring partition %d from changelog %s (%d records so far)", part, p.clTopic, p.restoredRecords.Load())
+	}
 	if !p.assignedOnce.Load() {
 		return false, "waiting for partition assignment"
 	}

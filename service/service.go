@@ -236,12 +236,17 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			case <-time.After(backoff):
 			}
 		}
-		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic} {
+		changelog := changelogTopic(&p)
+		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog} {
 			if topic == "" {
 				continue
 			}
+			var configs map[string]*string
+			if topic == changelog {
+				configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+			}
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := adm.CreateTopic(tctx, partitions, -1, nil, topic)
+			resp, err := adm.CreateTopic(tctx, partitions, -1, configs, topic)
 			cancel()
 			if err == nil {
 				err = resp.Err
@@ -250,6 +255,11 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			case err == nil:
 				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", partitions))
 			case errors.Is(err, kerr.TopicAlreadyExists):
+				if topic == changelog {
+					if err := checkChangelog(ctx, adm, topic, partitions); err != nil {
+						return err
+					}
+				}
 			default:
 				if serr := securityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
 					return serr
@@ -257,6 +267,22 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 				return fmt.Errorf("create topic %s: %w", topic, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkChangelog refuses an existing changelog topic with fewer partitions
+// than the input: partition p's state must have changelog partition p.
+func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(tctx, topic)
+	if err != nil {
+		return fmt.Errorf("changelog topic %s: %w", topic, err)
+	}
+	if d, ok := details[topic]; ok && d.Err == nil && int32(len(d.Partitions)) < partitions {
+		return fmt.Errorf("changelog topic %s has %d partitions, the input has %d: state of partition p is logged to changelog partition p; delete the changelog topic or add partitions to it",
+			topic, len(d.Partitions), partitions)
 	}
 	return nil
 }
