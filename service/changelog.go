@@ -372,6 +372,10 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	rs.from, rs.to = lo, hi
 	if c, ok := p.clNext[part]; ok && c >= lo && c <= hi {
 		rs.from = c
+	} else if !ok && lo == hi {
+		// Nothing logged yet: local state, if any, is the only copy
+		// (written before the changelog existed).
+		rs.from = hi
 	} else {
 		rs.cold = true
 		if err := p.dropPartition(part); err != nil {
@@ -509,31 +513,20 @@ func (p *pipeline) dropPartition(part int32) error {
 	return nil
 }
 
-// dropUnassigned drops the local state of every partition the first
-// assignment after a start did not hand to this instance.
-func (p *pipeline) dropUnassigned(assigned []int32) error {
-	mine := map[int32]bool{}
-	for _, part := range assigned {
-		mine[part] = true
-	}
-	shards, err := p.db.Shards()
-	if err != nil {
-		return err
-	}
-	var drop []int32
-	for _, s := range shards {
-		drop = append(drop, int32(s))
-	}
+// dropExpiredHolds drops the local state of partitions of the last
+// checkpoint that were not assigned back before their restart hold ended
+// (mu held): they moved to another instance, which restores them from the
+// changelog. The drop commits with the next cycle.
+func (p *pipeline) dropExpiredHolds() error {
+	held := map[int32]bool{}
 	for _, s := range p.eng.Watermarks().Status() {
-		drop = append(drop, s.Partition)
+		if s.Held {
+			held[s.Partition] = true
+		}
 	}
-	for part := range p.clNext {
-		drop = append(drop, part)
-	}
-	sort.Slice(drop, func(i, j int) bool { return drop[i] < drop[j] })
 	var dropped []int32
-	for i, part := range drop {
-		if mine[part] || (i > 0 && drop[i-1] == part) {
+	for part := range p.clNext {
+		if _, assigned := p.parts[part]; assigned || held[part] {
 			continue
 		}
 		if err := p.dropPartition(part); err != nil {
@@ -542,7 +535,8 @@ func (p *pipeline) dropUnassigned(assigned []int32) error {
 		dropped = append(dropped, part)
 	}
 	if len(dropped) > 0 {
-		p.log.Info("dropped local state of partitions assigned elsewhere", zap.Int32s("partitions", dropped))
+		sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+		p.log.Info("dropped local state of partitions not assigned back within the restart hold", zap.Int32s("partitions", dropped))
 	}
 	return nil
 }

@@ -412,6 +412,9 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if now.Sub(p.lastEnds) >= endsInterval {
 		p.lastEnds = now
 		p.refreshEnds(ctx)
+		if err := p.dropExpiredHolds(); err != nil {
+			return fatalError{err}
+		}
 	}
 	if err := p.eng.Tick(p.nowMS()); err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -583,11 +586,6 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 }
 
 func (p *pipeline) assign(ctx context.Context, parts []int32) error {
-	if !p.assignedOnce.Load() {
-		if err := p.dropUnassigned(parts); err != nil {
-			return err
-		}
-	}
 	if len(parts) == 0 {
 		return nil
 	}
