@@ -365,6 +365,9 @@ type restoreStats struct {
 func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error) {
 	start := p.now()
 	var rs restoreStats
+	p.restoring.Store(int64(part))
+	defer p.restoring.Store(-1)
+	p.restoredRecords.Store(0)
 	lo, hi, err := p.changelogBounds(ctx, part)
 	if err != nil {
 		return rs, err
@@ -387,9 +390,6 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 			return rs, err
 		}
 	}
-	p.restoring.Store(int64(part))
-	defer p.restoring.Store(-1)
-	p.restoredRecords.Store(0)
 	var mk *marker
 	covers := map[string]int64{}
 	if rs.from < hi {

@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# bench/restore.sh [REPS] — changelog volume and cold-restore time of
+# `windowd run` against the local Kafka broker (see bench/README.md).
+#
+# Per repetition, on a fresh 4-partition input topic (unique name):
+#   1. produce RECORDS records of bench/gen over KEYS keys (partition =
+#      key mod 4, as gen says; Kafka key = gen's key = the group key) with kcat;
+#   2. instance A (`windowd run`, tumbling 1 h, count + sum, empty state dir)
+#      consumes them all; once every record is in and two more commit cycles
+#      have run, read its metrics (open windows, state writes, changelog
+#      records and bytes); stop it (SIGTERM);
+#   3. read the changelog topic back with kcat (key records, markers, bytes,
+#      latest value per key) and its .log segment sizes in the broker's dir;
+#   4. instance B, same group, EMPTY state dir: time from exec to /readyz 200,
+#      restore seconds and records per partition (metrics and log), open
+#      windows after the restore (must equal A's), records it re-consumed;
+#   5. delete the run's topics (KEEP_TOPICS=1 keeps them).
+# Then it prints the medians over the REPS repetitions (default 3).
+#
+# Needs: a broker from `bash scripts/kafka-local.sh start` (this script never
+# starts or stops one; its `topics` subcommand creates and deletes topics),
+# kcat, curl, jq, go.
+#
+# Environment:
+#   RECORDS=500000 KEYS=100000   input size (gen: 1000 records/s of event time,
+#                                so 500k records span 500 s: one open window per key)
+#   COMMIT_INTERVAL=1s           the pipeline's commit_interval
+#   CACHE_BYTES=64MiB            state.cache_bytes
+#   WINDOWD_KAFKA_PORT=9092      broker port on 127.0.0.1 (as scripts/kafka-local.sh)
+#   WINDOWD_KAFKA_DIR=/tmp/windowd-kafka  broker data dir, for segment sizes (optional)
+#   KEEP_TOPICS=1                do not delete the topics afterwards
+#
+# Raw measurements: bench/out/restore-raw.tsv (one line per repetition);
+# logs of the last repetition: bench/out/restore-{a,b}.log.
+set -euo pipefail
+
+reps=${1:-3}
+case $reps in '' | *[!0-9]* | 0) echo "usage: bench/restore.sh [REPS>=1]" >&2; exit 2 ;; esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=bench/out
+mkdir -p "$out"
+
+records=${RECORDS:-500000}
+keys=${KEYS:-100000}
+partitions=4
+commit_interval=${COMMIT_INTERVAL:-1s}
+cache_bytes=${CACHE_BYTES:-64MiB}
+port=${WINDOWD_KAFKA_PORT:-9092}
+broker=127.0.0.1:$port
+kafka_dir=${WINDOWD_KAFKA_DIR:-/tmp/windowd-kafka}
+wait_limit=300 # seconds A may take to consume, B to become ready
+
+die() { echo "restore.sh: $*" >&2; exit 1; }
+for t in kcat curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
+bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
+	die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"
+
+tmp=$(mktemp -d)
+pid=""
+topics=()
+cleanup() {
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	if [ -z "${KEEP_TOPICS:-}" ] && [ ${#topics[@]} -gt 0 ]; then
+		bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
+			echo "restore.sh: broker gone; delete these topics later: ${topics[*]}" >&2
+		bash scripts/kafka-local.sh status >/dev/null 2>&1 && for t in "${topics[@]}"; do
+			bash scripts/kafka-local.sh topics --delete --if-exists --topic "$t" >/dev/null 2>&1 || true
+		done
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+# sum of every series of metric $1 in the metrics file $2
+msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }
+# "p=value ..." of metric $1 per partition label in file $2, value printed with format $3
+mparts() {
+	awk -v n="$1" -v f="$3" 'index($1, n "{") == 1 && match($1, /partition="[0-9]+"/) {
+		p = substr($1, RSTART + 11, RLENGTH - 12); v[p] = $2 }
+		END { for (p = 0; p < 64; p++) if (p in v) printf "%s%d=" f, (s++ ? " " : ""), p, v[p]; print "" }' "$2"
+}
+# wait for the "http listening" line of log $1 and print the address
+http_addr() {
+	local log=$1 i addr
+	for ((i = 0; i < 300; i++)); do
+		addr=$(jq -R -r 'fromjson? | select(.msg == "http listening") | .addr' "$log" 2>/dev/null | head -1)
+		[ -n "$addr" ] && { echo "$addr"; return 0; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	return 1
+}
+fail_with_log() {
+	echo "restore.sh: $1; last lines of $2:" >&2
+	tail -20 "$2" >&2
+	exit 1
+}
+# stop the running instance with SIGTERM; sets stop_s to the seconds it took
+stop_instance() {
+	local t0 rc=0
+	t0=$(now)
+	kill -TERM "$pid"
+	wait "$pid" || rc=$?
+	pid=""
+	[ "$rc" = 0 ] || fail_with_log "instance exited with status $rc after SIGTERM" "$1"
+	stop_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.2f\n", b - a}')
+}
+write_config() { # file state_dir topic group
+	cat >"$1" <<EOF
+kafka: {brokers: ["$broker"]}
+state: {dir: "$2", cache_bytes: $cache_bytes}
+http: {listen: "127.0.0.1:0"}
+shutdown_grace: 60s
+pipelines:
+  - name: bench
+    input: {topic: $3, group: $4}
+    timestamp: {field: ts, format: unix_ms}
+    watermark: {strategy: bounded_out_of_orderness, max_delay: 2s}
+    window: {type: tumbling, size: 1h}
+    aggregates:
+      - {name: n, op: count}
+      - {name: total, op: sum, field: x}
+    output: {topic: $3-windows}
+    dead_letter_topic: $3-dlq
+    commit_interval: $commit_interval
+EOF
+}
+
+echo "# windowd restore benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs; $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
+echo "# $records records, $keys keys, $partitions partitions; tumbling 1h count+sum; commit_interval $commit_interval; cache_bytes $cache_bytes; broker $broker"
+bin=$tmp/windowd
+go build -o "$bin" ./cmd/windowd
+go build -o "$tmp/gen" ./bench/gen
+
+# Input: gen's JSON lines split into one "key<TAB>value" file per partition.
+"$tmp/gen" -records "$records" -keys "$keys" -partitions "$partitions" |
+	awk -v dir="$tmp" '{
+		p = substr($0, 14, index($0, ",") - 14)
+		rest = substr($0, index($0, ",\"key\":\"") + 8)
+		k = substr(rest, 1, index(rest, "\"") - 1)
+		v = substr(rest, index(rest, "\"value\":") + 8)
+		print k "\t" substr(v, 1, length(v) - 1) > (dir "/p" p ".tsv")
+	}'
+[ "$(cat "$tmp"/p*.tsv | wc -l)" = "$records" ] || die "splitting the generated input failed"
+
+raw=$out/restore-raw.tsv
+cols="rep windows input_records state_writes changelog_records changelog_key_records changelog_markers changelog_bytes_metric changelog_key_bytes latest_value_bytes segment_bytes commits consume_s stop_a_s ready_s restore_s_sum restore_records b_reconsumed b_windows load1 restore_s_parts restore_records_parts"
+tr ' ' '\t' <<<"$cols" >"$raw"
+
+for ((r = 1; r <= reps; r++)); do
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	topic=windowd-restore-$(date +%s)-$RANDOM
+	group=$topic-g
+	cl=$group-bench-changelog
+	topics+=("$topic" "$topic-windows" "$topic-dlq" "$cl")
+	echo "# rep $r/$reps: topic $topic, load $load" >&2
+	bash scripts/kafka-local.sh topics --create --topic "$topic" --partitions $partitions --replication-factor 1 >/dev/null
+	t0=$(now)
+	for ((p = 0; p < partitions; p++)); do
+		[ -s "$tmp/p$p.tsv" ] || continue
+		kcat -P -b "$broker" -t "$topic" -p "$p" -K $'\t' -X linger.ms=20 -X batch.num.messages=10000 \
+			-X queue.buffering.max.messages=1000000 <"$tmp/p$p.tsv"
+	done
+	produced=$(kcat -b "$broker" -Q $(for ((p = 0; p < partitions; p++)); do echo "-t $topic:$p:-1"; done) |
+		awk '{s += $NF} END {print s + 0}')
+	[ "$produced" = "$records" ] || die "produced $produced records, expected $records"
+	echo "#   produced $records records in $(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s" >&2
+
+	# --- instance A: consume everything ---------------------------------
+	mkdir -p "$tmp/state-a$r" "$tmp/state-b$r"
+	write_config "$tmp/a$r.yaml" "$tmp/state-a$r" "$topic" "$group"
+	write_config "$tmp/b$r.yaml" "$tmp/state-b$r" "$topic" "$group"
+	loga=$out/restore-a.log
+	t0=$(now)
+	"$bin" run --config "$tmp/a$r.yaml" >/dev/null 2>"$loga" &
+	pid=$!
+	addr=$(http_addr "$loga") || fail_with_log "instance A did not start its HTTP listener" "$loga"
+	m=$tmp/metrics
+	consumed=""
+	c0=0
+	while :; do
+		kill -0 "$pid" 2>/dev/null || fail_with_log "instance A exited" "$loga"
+		curl -sf "http://$addr/metrics" >"$m" || { sleep 0.2; continue; }
+		in=$(msum windowd_records_in_total "$m")
+		commits=$(msum windowd_commit_latency_seconds_count "$m")
+		if [ -z "$consumed" ] && [ "$in" -ge "$records" ]; then
+			consumed=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}')
+			c0=$commits
+		fi
+		# two full commit cycles after the last record: every change is logged
+		[ -n "$consumed" ] && [ "$commits" -ge $((c0 + 2)) ] && break
+		awk -v a="$t0" -v b="$(now)" -v l=$wait_limit 'BEGIN {exit !(b - a > l)}' &&
+			fail_with_log "instance A consumed $in of $records records in ${wait_limit}s" "$loga"
+		sleep 0.5
+	done
+	windows=$(msum windowd_open_windows "$m")
+	in=$(msum windowd_records_in_total "$m")
+	writes=$(msum windowd_state_writes_total "$m")
+	clrec=$(msum windowd_changelog_records_total "$m")
+	clbytes=$(msum windowd_changelog_bytes_total "$m")
+	stop_instance "$loga"
+	stopa=$stop_s
+	clrec_after=$(kcat -b "$broker" -Q $(for ((p = 0; p < partitions; p++)); do echo "-t $cl:$p:-1"; done) |
+		awk '{s += $NF} END {print s + 0}')
+	[ "$clrec_after" = "$clrec" ] ||
+		echo "#   note: changelog end offsets sum to $clrec_after after A stopped; A's metric said $clrec before SIGTERM" >&2
+
+	# --- the changelog as written --------------------------------------
+	read -r keyrecs markers keybytes latest < <(
+		kcat -C -b "$broker" -t "$cl" -o beginning -e -q -f '%K %S %k\n' |
+			awk '$1 == 1 && $3 == "m" {m++; next}
+				{n++; v = ($2 < 0 ? 0 : $2); b += $1 + v; last[$3] = $1 + v}
+				END {for (k in last) l += last[k]; printf "%d %d %d %d\n", n, m, b, l}')
+	segbytes=-
+	if [ -d "$kafka_dir/logs/$cl-0" ]; then
+		segbytes=$(cat "$kafka_dir"/logs/"$cl"-*/*.log | wc -c)
+	fi
+
+	# --- instance B: empty state dir, same group --------------------------
+	logb=$out/restore-b.log
+	t0=$(now)
+	"$bin" run --config "$tmp/b$r.yaml" >/dev/null 2>"$logb" &
+	pid=$!
+	addr=$(http_addr "$logb") || fail_with_log "instance B did not start its HTTP listener" "$logb"
+	while [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/readyz")" != 200 ]; do
+		kill -0 "$pid" 2>/dev/null || fail_with_log "instance B exited before /readyz answered 200" "$logb"
+		awk -v a="$t0" -v b="$(now)" -v l=$wait_limit 'BEGIN {exit !(b - a > l)}' &&
+			fail_with_log "instance B not ready after ${wait_limit}s: $(curl -s "http://$addr/readyz" | tr '\n' ' ')" "$logb"
+		sleep 0.05
+	done
+	ready=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.2f\n", b - a}')
+	# the open-windows gauge is refreshed by the poll loop: wait for it
+	for ((i = 0; i < 50; i++)); do
+		curl -sf "http://$addr/metrics" >"$m"
+		bwin=$(msum windowd_open_windows "$m")
+		[ "$bwin" = "$windows" ] && break
+		sleep 0.2
+	done
+	rsum=$(awk '/^windowd_restore_seconds\{/ {s += $2} END {printf "%.2f\n", s}' "$m")
+	rrec=$(msum windowd_restore_records_total "$m")
+	rparts=$(mparts windowd_restore_seconds "$m" '%.2f')
+	rrparts=$(mparts windowd_restore_records_total "$m" '%d')
+	bin_in=$(msum windowd_records_in_total "$m")
+	nlog=$(jq -R -c 'fromjson? | select(.msg == "partition state restored from the changelog")' "$logb" | wc -l)
+	stop_instance "$logb"
+	[ "$bwin" = "$windows" ] || echo "#   MISMATCH: B has $bwin open windows after the restore, A had $windows" >&2
+	[ "$nlog" = "$partitions" ] || echo "#   note: $nlog restore log lines, expected $partitions" >&2
+
+	printf '%s\n' "$r" "$windows" "$in" "$writes" "$clrec" "$keyrecs" "$markers" "$clbytes" "$keybytes" "$latest" \
+		"$segbytes" "$c0" "$consumed" "$stopa" "$ready" "$rsum" "$rrec" "$bin_in" "$bwin" "$load" "$rparts" "$rrparts" |
+		paste -sd '\t' >>"$raw"
+	echo "#   windows $windows; state writes $writes; changelog $clrec records ($keyrecs keys, $markers markers), $clbytes B; B ready in ${ready}s, restore ${rsum}s ($rparts), $rrec records" >&2
+	jq -R -r 'fromjson? | select(.msg == "partition state restored from the changelog") |
+		"#     log: partition \(.partition) from_scratch=\(.from_scratch) records=\(.records) bytes=\(.bytes) took=\(.took)s"' "$logb" >&2
+
+	if [ -z "${KEEP_TOPICS:-}" ]; then
+		for t in "$topic" "$topic-windows" "$topic-dlq" "$cl"; do
+			bash scripts/kafka-local.sh topics --delete --if-exists --topic "$t" >/dev/null 2>&1 || true
+		done
+		topics=()
+	fi
+	rm -rf "$tmp/state-a$r" "$tmp/state-b$r"
+done
+
+# median of column $1 of the raw file (numeric)
+med() {
+	awk -F'\t' -v c="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} {print $k}' "$raw" |
+		sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN {if (b + 0 == 0 || a == "-") print "-"; else printf f "\n", a / b}'; }
+windows=$(med windows)
+in=$(med input_records)
+writes=$(med state_writes)
+keyrecs=$(med changelog_key_records)
+clrec=$(med changelog_records)
+clbytes=$(med changelog_bytes_metric)
+latest=$(med latest_value_bytes)
+seg=$(med segment_bytes)
+rsum=$(med restore_s_sum)
+rrec=$(med restore_records)
+rate=$(awk -F'\t' 'NR > 1 && $16 > 0 {printf "%.0f\n", $17 / $16}' "$raw" | sort -g |
+	awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+parts=$(awk -F'\t' 'NR > 1 {n = split($21, a, " "); for (i = 1; i <= n; i++) {split(a[i], kv, "="); print kv[1], kv[2]}}' "$raw" |
+	sort -k1,1n -k2,2g | awk '{v[$1] = v[$1] " " $2; c[$1]++} END {for (p = 0; p < 64; p++) if (p in v) {n = split(v[p], x, " "); m = (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2; printf "%s%d=%s", (s++ ? " " : ""), p, m} print ""}')
+
+echo
+echo "# $reps repetition(s); medians (per-column, so derived figures are computed from the medians)"
+printf '%-44s %s\n' \
+	"open windows (A; B after restore)" "$windows; $(med b_windows)" \
+	"input records" "$in" \
+	"state writes (local store key writes)" "$writes" \
+	"changelog key records" "$keyrecs" \
+	"changelog markers" "$(med changelog_markers)" \
+	"changelog records (metric, keys + markers)" "$clrec" \
+	"changelog bytes (key+value of key records)" "$clbytes" \
+	"changelog bytes per window" "$(ratio "$clbytes" "$windows" %.1f)" \
+	"changelog key records per window" "$(ratio "$keyrecs" "$windows")" \
+	"latest value per key, bytes per window" "$(ratio "$latest" "$windows" %.1f)" \
+	"changelog .log segment bytes (on the broker)" "$seg" \
+	"segment bytes per window" "$(ratio "$seg" "$windows" %.1f)" \
+	"input : state writes : changelog key records" "$(ratio "$in" "$keyrecs") : $(ratio "$writes" "$keyrecs") : 1" \
+	"A: commit cycles (incl. 2 at assignment); s" "$(med commits); $(med consume_s)   (when the last record was in)" \
+	"B: exec to /readyz 200, s" "$(med ready_s)" \
+	"B: restore seconds, sum over partitions" "$rsum" \
+	"B: restore seconds per partition" "$parts" \
+	"B: restore records (all partitions)" "$rrec" \
+	"B: restore records/s (records / restore s)" "$rate" \
+	"B: input records consumed again" "$(med b_reconsumed)"
+echo "# load (1-min) at the start of each repetition: $(awk -F'\t' 'NR > 1 {printf "%s ", $20}' "$raw")"
+echo "# raw: $raw"
