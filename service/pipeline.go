@@ -91,6 +91,7 @@ type pipeline struct {
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	loggedWrites int64              // store.writes already counted in the metric
 	faultAfter   int                // see faultEnv; 0: off
+	gated        map[int32]int64    // partitions whose timers wait: the frontier when they joined
 
 	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
 	// (which runs on the group goroutine and must not wait for mu).
@@ -126,6 +127,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		parts:   map[int32]*partition{},
 		stored:  map[int32]int64{},
 		clNext:  map[int32]int64{},
+		gated:   map[int32]int64{},
 		clTopic: changelogTopic(cfg),
 	}
 	p.restoring.Store(-1)
@@ -419,6 +421,9 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if err := p.eng.Tick(p.nowMS()); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if err := p.releaseGated(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
 	if p.now().Sub(p.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
 		if err := p.commit(ctx, true); err != nil {
 			if isFatal(err) {
@@ -606,6 +611,14 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		p.offMu.Unlock()
 		st.restored = true
 		p.eng.Assign(part, p.nowMS(), false)
+		if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
+			if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
+				// It joins behind the frontier (it moved, or it
+				// was held): its windows wait for its records.
+				p.eng.HoldTimers(part)
+				p.gated[part] = f
+			}
+		}
 		label := strconv.Itoa(int(part))
 		p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(rs.records))
 		p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(rs.took.Seconds())
@@ -694,6 +707,7 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 
 func (p *pipeline) release(parts []int32) {
 	for _, part := range parts {
+		delete(p.gated, part)
 		p.eng.Revoke(part)
 		delete(p.parts, part)
 		label := strconv.Itoa(int(part))
@@ -729,6 +743,34 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	}
 	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
 	return err
+}
+
+// releaseGated lets the timers of a partition that joined behind the
+// frontier fire once its own watermark has reached the frontier it joined
+// at, or it has consumed what its partition held, or it is idle (mu held).
+// Until then its restored windows would fire before the records that the
+// previous owner had already seen for them.
+func (p *pipeline) releaseGated() error {
+	if len(p.gated) == 0 {
+		return nil
+	}
+	idle := map[int32]bool{}
+	for _, s := range p.eng.Watermarks().Status() {
+		idle[s.Partition] = s.Idle
+	}
+	for part, f := range p.gated {
+		st := p.parts[part]
+		g, _ := p.eng.Watermarks().Generator(part)
+		caughtUp := st != nil && st.end >= 0 && st.position >= st.end
+		if g.Watermark < f && !caughtUp && !idle[part] {
+			continue
+		}
+		delete(p.gated, part)
+		if err := p.eng.ReleaseTimers(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropPartitions drops the local state of parts.

@@ -221,3 +221,29 @@ func BenchmarkRestoreKey(b *testing.B) {
 		b.Fatalf("%d open windows, want %d", eng.OpenWindows(), b.N)
 	}
 }
+
+// TestHeldTimersWait: the windows of a partition whose timers are held do
+// not fire while the frontier passes them, and fire, complete, once released.
+func TestHeldTimersWait(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
+	}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0, IdleTimeout: 0}
+	r := newRestoreRun(t, spec, wm, 1<<20)
+	r.eng.Assign(0, 0, true)
+	r.eng.Assign(1, 0, true)
+	r.eng.HoldTimers(1)
+	r.feed([]rec{{part: 1, key: "b", t: 100}, {part: 1, key: "b", t: 200}, {part: 0, key: "a", t: 100}, {part: 0, key: "a", t: 5000}, {part: 1, key: "b", t: 5000}}, 0)
+	if got := paneLines(spec, r.col.panes); len(got) != 1 || got[0] != `{"key":"a","window":{"start":0,"end":1000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":1}}` {
+		t.Fatalf("panes while partition 1 is held: %q", got)
+	}
+	if err := r.eng.ReleaseTimers(1); err != nil {
+		t.Fatal(err)
+	}
+	got := paneLines(spec, r.col.panes)
+	if len(got) != 2 || got[1] != `{"key":"b","window":{"start":0,"end":1000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":2}}` {
+		t.Fatalf("panes after the release: %q", got)
+	}
+}

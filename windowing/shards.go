@@ -136,6 +136,23 @@ func (e *Engine) rewind(done, next *int64, deadline int64) {
 
 const minDeadline = -1 << 63
 
+// HoldTimers keeps the timers of partition p's shard from firing until
+// ReleaseTimers, while p stays in the frontier (ShardByPartition only). The
+// service holds a partition that joins with a watermark below the frontier
+// until its own records have caught up, so that its restored windows fire
+// with the records their previous owner had seen, not earlier.
+func (e *Engine) HoldTimers(p int32) {
+	if e.opts.ShardByPartition {
+		delete(e.owned, e.shard(p))
+	}
+}
+
+// ReleaseTimers lets partition p's timers fire again, firing those already due.
+func (e *Engine) ReleaseTimers(p int32) error {
+	e.owned[e.shard(p)] = true
+	return e.FireDue()
+}
+
 // FireDue fires every event-time timer due at the current frontier (after
 // RestoreKey brought in windows the frontier has already passed).
 func (e *Engine) FireDue() error {
