@@ -478,6 +478,14 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers
 			return fmt.Errorf("changelog %s[%d] offset %d: %w", p.clTopic, part, r.Offset, err)
 		}
 		*mk = &m
+		// Marker positions never decrease along the log (each owner
+		// resumes from the last one), so a key covered up to this
+		// marker's position cannot be ahead of the final one.
+		for k, c := range covers {
+			if c <= m.position {
+				delete(covers, k)
+			}
+		}
 		return nil
 	}
 	if len(r.Key) == 0 || r.Key[0] != 'k' {

@@ -628,7 +628,8 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
 		}
 	}
-	// Restored windows the frontier already passed fire now.
+	// Restored windows the frontier already passed fire now (those of
+	// partitions that joined behind it wait: releaseGated).
 	if err := p.eng.FireDue(); err != nil {
 		return err
 	}
