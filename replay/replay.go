@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
@@ -283,17 +284,53 @@ func (r *runner) run(eng *windowing.Engine) error {
 	return eng.Checkpoint(false)
 }
 
+// bytesView is a no-copy []byte of s, which must not be written to.
+func bytesView(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
 // handle processes one non-blank input line.
 func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
 	if why := source.CheckJSON(line); why != "" {
 		return r.deadLetter("line is "+why, -1, 0, line)
 	}
-	root := gjson.ParseBytes(line)
+	// The line is only read during this call and nothing that points into
+	// it outlives the call (the decoder clones the group key), so gjson
+	// reads a no-copy view of it, and the record's key and value point
+	// into it.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(line), len(line)))
 	if !root.IsObject() {
 		return r.deadLetter("line is not a JSON object", -1, 0, line)
 	}
-	if c := root.Get("clock"); c.Exists() {
-		v, ok := wholeNumber(c)
+	// One pass over the members; the first of duplicate names wins (as
+	// gjson.Get would).
+	var clock, pv, kv, tv, vv gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		var dst *gjson.Result
+		switch k.Str {
+		case "clock":
+			dst = &clock
+		case "partition":
+			dst = &pv
+		case "key":
+			dst = &kv
+		case "timestamp":
+			dst = &tv
+		case "value":
+			dst = &vv
+		default:
+			return true
+		}
+		if !dst.Exists() {
+			*dst = v
+		}
+		return true
+	})
+	if clock.Exists() {
+		v, ok := wholeNumber(clock)
 		if !ok {
 			return r.deadLetter("clock is not an integer of milliseconds", -1, 0, line)
 		}
@@ -305,7 +342,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return eng.Tick(v)
 	}
 	partition := int64(0)
-	if pv := root.Get("partition"); pv.Exists() {
+	if pv.Exists() {
 		v, ok := wholeNumber(pv)
 		if !ok || v < 0 || v >= int64(r.opts.Partitions) {
 			return r.deadLetter(fmt.Sprintf("partition must be an integer in [0, %d)", r.opts.Partitions), -1, 0, line)
@@ -314,25 +351,27 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	}
 	*rec = source.Record{Partition: int32(partition), Offset: offsets[partition]}
 	offsets[partition]++
-	if kv := root.Get("key"); kv.Exists() && kv.Type != gjson.Null {
+	if kv.Exists() && kv.Type != gjson.Null {
 		if kv.Type == gjson.String {
-			rec.Key = []byte(kv.Str)
+			rec.Key = bytesView(kv.Str)
 		} else {
-			rec.Key = []byte(kv.Raw)
+			rec.Key = bytesView(kv.Raw)
 		}
 	}
-	if tv := root.Get("timestamp"); tv.Exists() {
+	if tv.Exists() {
 		v, ok := wholeNumber(tv)
 		if !ok {
 			return r.deadLetter("timestamp is not an integer of milliseconds", rec.Partition, rec.Offset, line)
 		}
 		rec.Timestamp = v
 	}
-	if vv := root.Get("value"); vv.Exists() {
+	if vv.Exists() {
 		if vv.Type == gjson.String {
-			rec.Value = []byte(vv.Str)
+			rec.Value = bytesView(vv.Str)
 		} else {
-			rec.Value = []byte(vv.Raw)
+			// Part of the line, which is valid JSON: no second check.
+			rec.Value = bytesView(vv.Raw)
+			rec.ValidJSON = true
 		}
 	}
 	if err := dec.Decode(rec, ev); err != nil {
