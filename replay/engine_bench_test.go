@@ -1,0 +1,273 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/windowing"
+)
+
+// engineShapes are BenchmarkEngine's window shapes: bench/ configurations
+// (paths from this package's directory, where go test runs).
+var engineShapes = []struct{ name, config string }{
+	{"tumbling-10s-key", "../bench/tumbling.yaml"},
+	{"tumbling-10s-country", "../bench/tumbling-10s-country.yaml"},
+	{"hopping-60s-1s-country", "../bench/hopping-60s-1s-country.yaml"},
+	{"session-30s-country", "../bench/session-30s-country.yaml"},
+}
+
+// benchInput is the input of BenchmarkEngine, loaded once per process.
+type benchInput struct {
+	lines      []byte          // the first n lines of the file, newline-terminated
+	records    []source.Record // the same lines as records, as Kafka would deliver them
+	partitions int
+}
+
+var (
+	benchInputOnce sync.Once
+	benchInputData *benchInput
+	benchInputErr  error
+)
+
+// loadBenchInput reads up to n lines of path (n <= 0: all) and splits each
+// into a source.Record: partition, record key and value bytes, with offsets
+// counted per partition, as replay's line handling produces them.
+func loadBenchInput(path string, n int) (*benchInput, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	in := &benchInput{}
+	var offsets []int64
+	rest := data
+	for len(rest) > 0 && (n <= 0 || len(in.records) < n) {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !gjson.ValidBytes(line) {
+			return nil, fmt.Errorf("%s: line %d is not JSON", path, len(in.records)+1)
+		}
+		p := int(gjson.GetBytes(line, "partition").Int())
+		for len(offsets) <= p {
+			offsets = append(offsets, 0)
+		}
+		rec := source.Record{Partition: int32(p), Offset: offsets[p]}
+		offsets[p]++
+		if k := gjson.GetBytes(line, "key"); k.Type == gjson.String {
+			rec.Key = []byte(k.Str)
+		} else if k.Exists() && k.Type != gjson.Null {
+			rec.Key = []byte(k.Raw)
+		}
+		rec.Value = []byte(gjson.GetBytes(line, "value").Raw)
+		in.records = append(in.records, rec)
+		in.lines = append(append(in.lines, line...), '\n')
+	}
+	in.partitions = max(len(offsets), 1)
+	return in, nil
+}
+
+// paneSink is the benchmark's windowing.Emitter: it encodes each pane as
+// replay does and discards it.
+type paneSink struct {
+	specs   []windowing.AggSpec
+	buf     []byte
+	panes   int64
+	dropped int64
+}
+
+func (s *paneSink) Pane(p *windowing.Pane) error {
+	s.buf = windowing.AppendJSON(s.buf[:0], p, s.specs)
+	s.panes++
+	return nil
+}
+
+func (s *paneSink) Dropped(*windowing.Event, windowing.DropReason) error {
+	s.dropped++
+	return nil
+}
+
+// BenchmarkEngine measures the engine path of replay and of the service on
+// one goroutine, with the input already in memory (see bench/README.md and
+// docs/PERFORMANCE.md). It loads the first WINDOWD_BENCH_RECORDS lines
+// (default: all) of WINDOWD_BENCH_INPUT (an absolute path; a bench/gen
+// file), and is skipped without it.
+//
+// Sub-benchmarks, one per window shape of engineShapes:
+//
+//   - <shape>: the records are split from their lines beforehand (partition,
+//     key and value bytes, as a Kafka fetch delivers them); one op is one
+//     pass over all of them: source.Decoder.Decode (JSON check, field
+//     extraction: key, ts, x), windowing.Engine.Record, a checkpoint every
+//     65,536 records or 64 MiB of pending writes, Finish and the last
+//     checkpoint, panes encoded as JSON and discarded. Pebble is on
+//     vfs.NewMem(), or in a temporary directory with WINDOWD_BENCH_FS=disk.
+//     Opening and closing the store is not timed.
+//   - lines-<shape>: replay.Run over the lines in memory (a bytes.Reader),
+//     which adds replay's line handling (a JSON check and parse of the
+//     whole line, copying key and value out of it), with a temporary
+//     directory for Pebble as `windowd replay` uses.
+//
+// Besides ns/op (per pass) and, with -benchmem, B/op and allocs/op (per
+// pass), it reports records/s, ns/record, allocs/record and B/record.
+// Run it with -cpu 1 for one core (GOMAXPROCS=1).
+func BenchmarkEngine(b *testing.B) {
+	path := os.Getenv("WINDOWD_BENCH_INPUT")
+	if path == "" {
+		b.Skip("set WINDOWD_BENCH_INPUT (and optionally WINDOWD_BENCH_RECORDS, WINDOWD_BENCH_FS=disk)")
+	}
+	n := 0
+	if s := os.Getenv("WINDOWD_BENCH_RECORDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			b.Fatalf("WINDOWD_BENCH_RECORDS=%q: want a positive integer", s)
+		}
+		n = v
+	}
+	benchInputOnce.Do(func() { benchInputData, benchInputErr = loadBenchInput(path, n) })
+	if benchInputErr != nil {
+		b.Fatal(benchInputErr)
+	}
+	in := benchInputData
+	onDisk := os.Getenv("WINDOWD_BENCH_FS") == "disk"
+	for _, shape := range engineShapes {
+		cfg, err := config.Load(shape.config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := &cfg.Pipelines[0]
+		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk) })
+	}
+	for _, shape := range engineShapes {
+		cfg, err := config.Load(shape.config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := &cfg.Pipelines[0]
+		b.Run("lines-"+shape.name, func(b *testing.B) { benchEngineLines(b, p, in) })
+	}
+}
+
+// perRecord tracks the timed allocations of a benchmark to report them per
+// record.
+type perRecord struct {
+	ms             runtime.MemStats
+	mallocs, bytes uint64
+}
+
+func (c *perRecord) start() {
+	runtime.ReadMemStats(&c.ms)
+	c.mallocs -= c.ms.Mallocs
+	c.bytes -= c.ms.TotalAlloc
+}
+
+func (c *perRecord) stop() {
+	runtime.ReadMemStats(&c.ms)
+	c.mallocs += c.ms.Mallocs
+	c.bytes += c.ms.TotalAlloc
+}
+
+func (c *perRecord) report(b *testing.B, records int) {
+	total := float64(records) * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/record")
+	b.ReportMetric(float64(c.mallocs)/total, "allocs/record")
+	b.ReportMetric(float64(c.bytes)/total, "B/record")
+}
+
+func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk bool) {
+	var alloc perRecord
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		opts := state.Options{FS: vfs.NewMem()}
+		dir := "bench"
+		if onDisk {
+			opts.FS, dir = nil, b.TempDir()
+		}
+		db, err := state.Open(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink := &paneSink{specs: p.Spec.Aggregates}
+		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for part := 0; part < in.partitions; part++ {
+			eng.Assign(int32(part), 0, true)
+		}
+		dec := source.NewDecoder(p)
+		var ev windowing.Event
+		alloc.start()
+		b.StartTimer()
+
+		since := 0
+		for j := range in.records {
+			if err := dec.Decode(&in.records[j], &ev); err != nil {
+				b.Fatalf("record %d: %v", j, err)
+			}
+			if err := eng.Record(&ev, 0); err != nil {
+				b.Fatal(err)
+			}
+			if since++; since >= checkpointRecords || eng.NeedsCheckpoint() {
+				since = 0
+				if err := eng.Checkpoint(false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := eng.Finish(); err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Checkpoint(false); err != nil {
+			b.Fatal(err)
+		}
+
+		b.StopTimer()
+		alloc.stop()
+		if sink.panes == 0 || sink.dropped != 0 {
+			b.Fatalf("%d panes, %d records dropped", sink.panes, sink.dropped)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	alloc.report(b, len(in.records))
+}
+
+func benchEngineLines(b *testing.B, p *config.Pipeline, in *benchInput) {
+	var alloc perRecord
+	b.SetBytes(int64(len(in.lines)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		alloc.start()
+		sum, err := Run(Options{Pipeline: p, Input: bytes.NewReader(in.lines), Partitions: in.partitions, Out: io.Discard, Errs: io.Discard})
+		alloc.stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Records != int64(len(in.records)) {
+			b.Fatalf("replayed %d records, want %d", sum.Records, len(in.records))
+		}
+	}
+	alloc.report(b, len(in.records))
+}
