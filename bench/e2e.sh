@@ -61,6 +61,9 @@ case $reps in '' | *[!0-9]* | 0) echo "usage: bench/e2e.sh [REPS>=1]" >&2; exit 
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+script=e2e.sh
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 out=bench/out
 mkdir -p "$out"
 
@@ -85,7 +88,6 @@ user | country) keycfg="    key: {field: $key}" ;;
 *) echo "e2e.sh: KEY must be record, user or country" >&2; exit 2 ;;
 esac
 
-die() { echo "e2e.sh: $*" >&2; exit 1; }
 for t in kcat curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
 [ -x /usr/bin/time ] || die "needs GNU time at /usr/bin/time"
 status=$(bash scripts/kafka-local.sh status 2>&1) ||
@@ -121,10 +123,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f\n", b - a}'; }
-# sum of every series of metric $1 in the metrics file $2
-msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }
 # CPU seconds (user + sys) of process $1 so far
 cpu() { awk -v t="$tck" '{sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / t}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 bcpu() { if [ -n "$bpid" ]; then cpu "$bpid"; else echo 0; fi; }
@@ -134,22 +133,6 @@ ends() {
 	# shellcheck disable=SC2046 # one -t argument per partition
 	kcat -b "$broker" -Q $(for ((p = 0; p < partitions; p++)); do echo "-t $1:$p:-1"; done) 2>/dev/null |
 		awk '{s += $NF} END {print s + 0}'
-}
-# wait for the "http listening" line of log $1 and print the address
-http_addr() {
-	local log=$1 i addr
-	for ((i = 0; i < 300; i++)); do
-		addr=$(jq -R -r 'fromjson? | select(.msg == "http listening") | .addr' "$log" 2>/dev/null | head -1)
-		[ -n "$addr" ] && { echo "$addr"; return 0; }
-		kill -0 "$wpid" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
-}
-fail_with_log() {
-	echo "e2e.sh: $1; last lines of $2:" >&2
-	tail -20 "$2" >&2
-	exit 1
 }
 write_config() { # file state_dir topic group output [brokers]
 	local brokers=${6:-"[\"$broker\"]"}
@@ -263,7 +246,7 @@ run_windowd() { # rep; sets w_* variables
 		sleep 0.01
 	done
 	[ -n "$wpid" ] || die "no windowd process under /usr/bin/time (pid $tpid)"
-	addr=$(http_addr "$log") || fail_with_log "windowd did not start its HTTP listener" "$log"
+	addr=$(http_addr "$log" "$wpid") || fail_with_log "windowd did not start its HTTP listener" "$log"
 	while :; do
 		kill -0 "$wpid" 2>/dev/null || fail_with_log "windowd exited" "$log"
 		if curl -sf "http://$addr/metrics" >"$m"; then
@@ -370,41 +353,36 @@ for ((r = 1; r <= reps; r++)); do
 	echo "# rep $r/$reps ($order, load $load): consume ${c_wall}s ($c_rate_r rec/s, $((c_rss / 1024)) MiB, CPU ${c_cpu}s); windowd in ${w_in}s, out ${w_out}s, committed ${w_commit}s ($w_rate_r rec/s, $((w_rss / 1024)) MiB, CPU ${w_cpu_commit}s); ratio $ratio (to \"in\": $ratio_in); changelog $w_clrec records, $w_clbytes B$([ "$replay" = 0 ] || echo "; replay ${r_wall}s (CPU ${r_cpu}s)")" >&2
 done
 
-# median of column $1 of the raw file (numeric)
-med() {
-	awk -F'\t' -v c="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} $k != "-" {print $k}' "$raw" |
-		sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 col() { awk -F'\t' -v c="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} {printf "%s%s", (NR > 2 ? " " : ""), $k} END {print ""}' "$raw"; }
 mib() { awk -v k="$1" 'BEGIN {if (k == "-") print "-"; else printf "%.0f\n", k / 1024}'; }
 rate() { awk -v n="$records" -v t="$1" 'BEGIN {if (t + 0 == 0) print "-"; else printf "%.0f\n", n / t}'; }
-ratio=$(med ratio)
+ratio=$(med_col "$raw" ratio)
 verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN {print (r + 0 >= t + 0) ? "MET" : "MISSED"}')
 
 echo
 echo "# $reps repetition(s); medians per column (records/s from the median seconds)"
 printf '%-52s %s\n' \
-	"consume loop: exec to exit, s; records/s" "$(med c_wall_s); $(rate "$(med c_wall_s)")" \
-	"consume loop: first record after, s" "$(med c_first_s)" \
-	"consume loop: peak RSS MiB; CPU s (user+sys)" "$(mib "$(med c_rss_kib)"); $(med c_cpu_s)" \
-	"consume loop: broker CPU s during the run" "$(med c_broker_cpu_s)" \
-	"windowd: partitions assigned after, s" "$(med w_assigned_s)" \
-	"windowd: all records in after, s; records/s" "$(med w_in_s); $(rate "$(med w_in_s)")" \
-	"windowd: all panes on the output topic after, s" "$(med w_out_s)" \
-	"windowd: committed after, s; records/s" "$(med w_commit_s); $(rate "$(med w_commit_s)")" \
-	"windowd: peak RSS MiB" "$(mib "$(med w_rss_kib)")" \
-	"windowd: CPU s at the commit; whole process" "$(med w_cpu_commit_s); $(med w_cpu_total_s)" \
-	"windowd: broker CPU s until the commit" "$(med w_broker_cpu_s)" \
-	"windowd: panes (output records; expected)" "$(med w_output_records); $(med expected_panes)" \
-	"windowd: changelog records; bytes (key+value)" "$(med w_changelog_records); $(med w_changelog_bytes)" \
-	"windowd: state writes; commit cycles; open windows" "$(med w_state_writes); $(med w_commits); $(med w_open_windows)" \
-	"windowd: Go heap bytes allocated per input record" "$(awk -v a="$(med w_alloc_bytes)" -v n="$records" 'BEGIN {printf "%.0f\n", a / n}')" \
-	"windowd: Go heap objects per input record; GC cycles" "$(awk -v a="$(med w_mallocs)" -v n="$records" 'BEGIN {printf "%.1f\n", a / n}'); $(med w_gc_cycles)" \
-	"replay (no Kafka): exec to exit, s; records/s" "$(med r_wall_s); $(rate "$(med r_wall_s)")" \
-	"replay: peak RSS MiB; CPU s; panes (all windows)" "$(mib "$(med r_rss_kib)"); $(med r_cpu_s); $(med r_panes)" \
+	"consume loop: exec to exit, s; records/s" "$(med_col "$raw" c_wall_s); $(rate "$(med_col "$raw" c_wall_s)")" \
+	"consume loop: first record after, s" "$(med_col "$raw" c_first_s)" \
+	"consume loop: peak RSS MiB; CPU s (user+sys)" "$(mib "$(med_col "$raw" c_rss_kib)"); $(med_col "$raw" c_cpu_s)" \
+	"consume loop: broker CPU s during the run" "$(med_col "$raw" c_broker_cpu_s)" \
+	"windowd: partitions assigned after, s" "$(med_col "$raw" w_assigned_s)" \
+	"windowd: all records in after, s; records/s" "$(med_col "$raw" w_in_s); $(rate "$(med_col "$raw" w_in_s)")" \
+	"windowd: all panes on the output topic after, s" "$(med_col "$raw" w_out_s)" \
+	"windowd: committed after, s; records/s" "$(med_col "$raw" w_commit_s); $(rate "$(med_col "$raw" w_commit_s)")" \
+	"windowd: peak RSS MiB" "$(mib "$(med_col "$raw" w_rss_kib)")" \
+	"windowd: CPU s at the commit; whole process" "$(med_col "$raw" w_cpu_commit_s); $(med_col "$raw" w_cpu_total_s)" \
+	"windowd: broker CPU s until the commit" "$(med_col "$raw" w_broker_cpu_s)" \
+	"windowd: panes (output records; expected)" "$(med_col "$raw" w_output_records); $(med_col "$raw" expected_panes)" \
+	"windowd: changelog records; bytes (key+value)" "$(med_col "$raw" w_changelog_records); $(med_col "$raw" w_changelog_bytes)" \
+	"windowd: state writes; commit cycles; open windows" "$(med_col "$raw" w_state_writes); $(med_col "$raw" w_commits); $(med_col "$raw" w_open_windows)" \
+	"windowd: Go heap bytes allocated per input record" "$(awk -v a="$(med_col "$raw" w_alloc_bytes)" -v n="$records" 'BEGIN {printf "%.0f\n", a / n}')" \
+	"windowd: Go heap objects per input record; GC cycles" "$(awk -v a="$(med_col "$raw" w_mallocs)" -v n="$records" 'BEGIN {printf "%.1f\n", a / n}'); $(med_col "$raw" w_gc_cycles)" \
+	"replay (no Kafka): exec to exit, s; records/s" "$(med_col "$raw" r_wall_s); $(rate "$(med_col "$raw" r_wall_s)")" \
+	"replay: peak RSS MiB; CPU s; panes (all windows)" "$(mib "$(med_col "$raw" r_rss_kib)"); $(med_col "$raw" r_cpu_s); $(med_col "$raw" r_panes)" \
 	"ratio windowd/consume (committed), per repetition" "$(col ratio)" \
 	"ratio windowd/consume (all in), per repetition" "$(col ratio_in)" \
-	"median ratio (committed); (all in)" "$ratio; $(med ratio_in)" \
+	"median ratio (committed); (all in)" "$ratio; $(med_col "$raw" ratio_in)" \
 	"target: median ratio >= $target" "$verdict"
 echo "# load (1-min) at the start of each repetition: $(col load1)"
 echo "# raw: $raw"

@@ -39,6 +39,9 @@ case $reps in '' | *[!0-9]* | 0) echo "usage: bench/restore.sh [REPS>=1]" >&2; e
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+script=restore.sh
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 out=bench/out
 mkdir -p "$out"
 
@@ -52,7 +55,6 @@ broker=127.0.0.1:$port
 kafka_dir=${WINDOWD_KAFKA_DIR:-/tmp/windowd-kafka}
 wait_limit=300 # seconds A may take to consume, B to become ready
 
-die() { echo "restore.sh: $*" >&2; exit 1; }
 for t in kcat curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
 bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
 	die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"
@@ -77,30 +79,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-now() { date +%s.%N; }
-# sum of every series of metric $1 in the metrics file $2
-msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }
 # "p=value ..." of metric $1 per partition label in file $2, value printed with format $3
 mparts() {
 	awk -v n="$1" -v f="$3" 'index($1, n "{") == 1 && match($1, /partition="[0-9]+"/) {
 		p = substr($1, RSTART + 11, RLENGTH - 12); v[p] = $2 }
 		END { for (p = 0; p < 64; p++) if (p in v) printf "%s%d=" f, (s++ ? " " : ""), p, v[p]; print "" }' "$2"
-}
-# wait for the "http listening" line of log $1 and print the address
-http_addr() {
-	local log=$1 i addr
-	for ((i = 0; i < 300; i++)); do
-		addr=$(jq -R -r 'fromjson? | select(.msg == "http listening") | .addr' "$log" 2>/dev/null | head -1)
-		[ -n "$addr" ] && { echo "$addr"; return 0; }
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	return 1
-}
-fail_with_log() {
-	echo "restore.sh: $1; last lines of $2:" >&2
-	tail -20 "$2" >&2
-	exit 1
 }
 # stop the running instance with SIGTERM; sets stop_s to the seconds it took
 stop_instance() {
@@ -182,7 +165,7 @@ for ((r = 1; r <= reps; r++)); do
 	t0=$(now)
 	"$bin" run --config "$tmp/a$r.yaml" >/dev/null 2>"$loga" &
 	pid=$!
-	addr=$(http_addr "$loga") || fail_with_log "instance A did not start its HTTP listener" "$loga"
+	addr=$(http_addr "$loga" "$pid") || fail_with_log "instance A did not start its HTTP listener" "$loga"
 	m=$tmp/metrics
 	consumed=""
 	c0=0
@@ -229,7 +212,7 @@ for ((r = 1; r <= reps; r++)); do
 	t0=$(now)
 	"$bin" run --config "$tmp/b$r.yaml" >/dev/null 2>"$logb" &
 	pid=$!
-	addr=$(http_addr "$logb") || fail_with_log "instance B did not start its HTTP listener" "$logb"
+	addr=$(http_addr "$logb" "$pid") || fail_with_log "instance B did not start its HTTP listener" "$logb"
 	while [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/readyz")" != 200 ]; do
 		kill -0 "$pid" 2>/dev/null || fail_with_log "instance B exited before /readyz answered 200" "$logb"
 		awk -v a="$t0" -v b="$(now)" -v l=$wait_limit 'BEGIN {exit !(b - a > l)}' &&
@@ -270,22 +253,17 @@ for ((r = 1; r <= reps; r++)); do
 	rm -rf "$tmp/state-a$r" "$tmp/state-b$r"
 done
 
-# median of column $1 of the raw file (numeric)
-med() {
-	awk -F'\t' -v c="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} {print $k}' "$raw" |
-		sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN {if (b + 0 == 0 || a == "-") print "-"; else printf f "\n", a / b}'; }
-windows=$(med windows)
-in=$(med input_records)
-writes=$(med state_writes)
-keyrecs=$(med changelog_key_records)
-clrec=$(med changelog_records)
-clbytes=$(med changelog_bytes_metric)
-latest=$(med latest_value_bytes)
-seg=$(med segment_bytes)
-rsum=$(med restore_s_sum)
-rrec=$(med restore_records)
+windows=$(med_col "$raw" windows)
+in=$(med_col "$raw" input_records)
+writes=$(med_col "$raw" state_writes)
+keyrecs=$(med_col "$raw" changelog_key_records)
+clrec=$(med_col "$raw" changelog_records)
+clbytes=$(med_col "$raw" changelog_bytes_metric)
+latest=$(med_col "$raw" latest_value_bytes)
+seg=$(med_col "$raw" segment_bytes)
+rsum=$(med_col "$raw" restore_s_sum)
+rrec=$(med_col "$raw" restore_records)
 rate=$(awk -F'\t' 'NR > 1 && $16 > 0 {printf "%.0f\n", $17 / $16}' "$raw" | sort -g |
 	awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
 parts=$(awk -F'\t' 'NR > 1 {n = split($21, a, " "); for (i = 1; i <= n; i++) {split(a[i], kv, "="); print kv[1], kv[2]}}' "$raw" |
@@ -294,11 +272,11 @@ parts=$(awk -F'\t' 'NR > 1 {n = split($21, a, " "); for (i = 1; i <= n; i++) {sp
 echo
 echo "# $reps repetition(s); medians (per-column, so derived figures are computed from the medians)"
 printf '%-44s %s\n' \
-	"open windows (A; B after restore)" "$windows; $(med b_windows)" \
+	"open windows (A; B after restore)" "$windows; $(med_col "$raw" b_windows)" \
 	"input records" "$in" \
 	"state writes (local store key writes)" "$writes" \
 	"changelog key records" "$keyrecs" \
-	"changelog markers" "$(med changelog_markers)" \
+	"changelog markers" "$(med_col "$raw" changelog_markers)" \
 	"changelog records (metric, keys + markers)" "$clrec" \
 	"changelog bytes (key+value of key records)" "$clbytes" \
 	"changelog bytes per window" "$(ratio "$clbytes" "$windows" %.1f)" \
@@ -307,12 +285,12 @@ printf '%-44s %s\n' \
 	"changelog .log segment bytes (on the broker)" "$seg" \
 	"segment bytes per window" "$(ratio "$seg" "$windows" %.1f)" \
 	"input : state writes : changelog key records" "$(ratio "$in" "$keyrecs") : $(ratio "$writes" "$keyrecs") : 1" \
-	"A: commit cycles (incl. 2 at assignment); s" "$(med commits); $(med consume_s)   (when the last record was in)" \
-	"B: exec to /readyz 200, s" "$(med ready_s)" \
+	"A: commit cycles (incl. 2 at assignment); s" "$(med_col "$raw" commits); $(med_col "$raw" consume_s)   (when the last record was in)" \
+	"B: exec to /readyz 200, s" "$(med_col "$raw" ready_s)" \
 	"B: restore seconds, sum over partitions" "$rsum" \
 	"B: restore seconds per partition" "$parts" \
 	"B: restore records (all partitions)" "$rrec" \
 	"B: restore records/s (records / restore s)" "$rate" \
-	"B: input records consumed again" "$(med b_reconsumed)"
+	"B: input records consumed again" "$(med_col "$raw" b_reconsumed)"
 echo "# load (1-min) at the start of each repetition: $(awk -F'\t' 'NR > 1 {printf "%s ", $20}' "$raw")"
 echo "# raw: $raw"

@@ -18,6 +18,9 @@ case $reps in '' | *[!0-9]* | 0) echo "usage: bench/rss.sh [REPS>=1]" >&2; exit 
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+script=rss.sh
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 out=bench/out
 mkdir -p "$out"
 bin=$out/windowd-rss
@@ -88,8 +91,6 @@ for ((r = 1; r <= reps; r++)); do
 	done
 done
 
-# median of the numbers on stdin
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo
 echo "# $reps repetition(s); medians; RSS/A is peak RSS over case A's in the same repetition; load = 1-min load average at start of each replay (min-max)"

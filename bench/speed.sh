@@ -23,6 +23,9 @@ case $reps in '' | *[!0-9]* | 0) echo "usage: bench/speed.sh [REPS>=1]" >&2; exi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+script=speed.sh
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 out=bench/out
 mkdir -p "$out"
 bin=$out/windowd-speed
@@ -107,8 +110,6 @@ for ((r = 1; r <= reps; r++)); do
 	done
 done
 
-# median of the numbers on stdin
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 # ratio ID REF [cpu]: median over repetitions of rate(ID) / rate(REF) in the
 # same repetition; rate = records per wall-clock second, or with "cpu" per
 # CPU second (user + sys)

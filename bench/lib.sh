@@ -1,0 +1,41 @@
+# Helpers shared by the bench scripts; source it after setting `script` to
+# the script's name (for messages): script=e2e.sh; . bench/lib.sh
+
+# die MSG: print "script: MSG" and exit 1.
+die() { echo "$script: $*" >&2; exit 1; }
+
+# fail_with_log MSG LOG: die with the last lines of LOG.
+fail_with_log() {
+	echo "$script: $1; last lines of $2:" >&2
+	tail -20 "$2" >&2
+	exit 1
+}
+
+# now: the time in seconds with nanoseconds.
+now() { date +%s.%N; }
+
+# msum NAME FILE: the sum of the samples of Prometheus metric NAME in FILE
+# (a /metrics scrape).
+msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }
+
+# http_addr LOG PID: the address windowd logged as "http listening" in LOG,
+# waiting up to 15 s while PID runs.
+http_addr() {
+	local log=$1 pid=$2 i addr
+	for ((i = 0; i < 300; i++)); do
+		addr=$(jq -R -r 'fromjson? | select(.msg == "http listening") | .addr' "$log" 2>/dev/null | head -1)
+		[ -n "$addr" ] && { echo "$addr"; return 0; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	return 1
+}
+
+# median: the median of the numbers on stdin ("-" when there is none).
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+# med_col FILE COLUMN: the median of a named column of a tab-separated file
+# with a header line, leaving out "-".
+med_col() {
+	awk -F'\t' -v c="$2" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} $k != "-" {print $k}' "$1" | median
+}
