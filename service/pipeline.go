@@ -661,8 +661,9 @@ func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	p.handOver(ctx, revoked[p.cfg.Input.Topic], true)
 }
 
-// onLost: the group no longer accepts our commits; local state is still
-// checkpointed so that it stays consistent with its offsets.
+// onLost: the group no longer accepts our commits and the partitions may
+// already have a new owner: their local state is dropped without logging
+// more of it (handOver).
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	p.handOver(ctx, lost[p.cfg.Input.Topic], false)
 }
@@ -675,25 +676,28 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	if len(parts) == 0 {
 		return
 	}
-	if !p.closing {
-		if err := p.commit(ctx, toGroup); err != nil {
+	switch {
+	case p.closing:
+		// A clean shutdown keeps local state (its final cycle ran): a
+		// restart catches up from the changelog instead of restoring.
+		p.release(parts)
+	case toGroup:
+		// Revoked: log and commit their last changes, then drop them;
+		// their state now lives in the changelog and with their next owner.
+		if err := p.commit(ctx, true); err != nil {
 			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
 		}
-	}
-	p.release(parts)
-	if !p.closing {
-		// The partitions' state now lives in the changelog and with their
-		// next owner. (A clean shutdown keeps it: the local checkpoint
-		// lets a restart catch up from the changelog instead of restoring.)
-		err := p.dropPartitions(parts)
-		if err == nil {
-			err = p.putLocalMeta(p.offsetsToStore())
-		}
-		if err == nil {
-			err = p.eng.Checkpoint(true)
-		}
-		if err != nil {
-			p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
+		p.release(parts)
+		p.dropReleased(parts)
+	default:
+		// Lost: another member may own them already and be restoring them,
+		// so nothing more of theirs is logged; what this instance did
+		// since its last cycle is redone by the new owner. The other
+		// partitions' changes are still logged and checkpointed.
+		p.release(parts)
+		p.dropReleased(parts)
+		if err := p.commit(ctx, false); err != nil {
+			p.log.Warn("commit after losing partitions failed", zap.Error(err))
 		}
 	}
 	if !toGroup {
@@ -703,6 +707,21 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
 	} else {
 		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
+}
+
+// dropReleased drops released partitions' local state and checkpoints
+// (mu held); a failure stops the pipeline.
+func (p *pipeline) dropReleased(parts []int32) {
+	err := p.dropPartitions(parts)
+	if err == nil {
+		err = p.putLocalMeta(p.offsetsToStore())
+	}
+	if err == nil {
+		err = p.eng.Checkpoint(true)
+	}
+	if err != nil {
+		p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
 	}
 }
 
