@@ -43,7 +43,6 @@ type partition struct {
 	position int64 // next offset to process; -1 until known
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
-	restored bool  // its state was restored: its changes and markers are logged
 	in       prometheus.Counter
 	dead     prometheus.Counter
 	late     prometheus.Counter
@@ -315,6 +314,7 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 	part.in.Inc()
 	p.cur = r
 	p.rec = source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+	skip := p.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if err := p.dec.Decode(&p.rec, &p.ev); err != nil {
 		var de *source.DecodeError
 		if !errors.As(err, &de) {
@@ -328,7 +328,7 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
 			p.lastDeadLog, p.deadSinceLog = t, 0
 		}
-	} else if s := p.skip[r.Partition]; s != nil && r.Offset < s.keys[p.ev.Key] {
+	} else if skip != nil && r.Offset < skip.keys[p.ev.Key] {
 		// A restored value of the key already holds this record.
 		if err := p.eng.Skip(&p.ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -338,7 +338,7 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 	}
 	p.cur = nil
 	part.position = r.Offset + 1
-	if s := p.skip[r.Partition]; s != nil && part.position >= s.max {
+	if skip != nil && part.position >= skip.max {
 		delete(p.skip, r.Partition)
 	}
 	return nil
@@ -609,7 +609,6 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			st.position, st.marked = off, off
 		}
 		p.offMu.Unlock()
-		st.restored = true
 		p.eng.Assign(part, p.nowMS(), false)
 		if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
 			if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
@@ -713,7 +712,12 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 // dropReleased drops released partitions' local state and checkpoints
 // (mu held); a failure stops the pipeline.
 func (p *pipeline) dropReleased(parts []int32) {
-	err := p.dropPartitions(parts)
+	var err error
+	for _, part := range parts {
+		if err = p.dropPartition(part); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = p.putLocalMeta(p.offsetsToStore())
 	}
@@ -787,16 +791,6 @@ func (p *pipeline) releaseGated() error {
 		}
 		delete(p.gated, part)
 		if err := p.eng.ReleaseTimers(part); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dropPartitions drops the local state of parts.
-func (p *pipeline) dropPartitions(parts []int32) error {
-	for _, part := range parts {
-		if err := p.dropPartition(part); err != nil {
 			return err
 		}
 	}

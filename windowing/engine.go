@@ -178,6 +178,15 @@ func after(done int64) int64 {
 	return done + 1
 }
 
+// before is the inverse of after: the done value whose next scan starts at
+// deadline.
+func before(deadline int64) int64 {
+	if deadline == watermark.MinTime {
+		return deadline
+	}
+	return deadline - 1
+}
+
 // nextDeadline returns the earliest deadline of kind after done, or MaxTime.
 func (e *Engine) nextDeadline(kind TimerKind, done int64) (int64, error) {
 	d, ok, err := e.store.NextTimer(kind, after(done))
@@ -213,9 +222,7 @@ func (e *Engine) Assign(p int32, now int64, caughtUp bool) {
 // stop firing (DropShard removes its state).
 func (e *Engine) Revoke(p int32) {
 	e.wm.Revoke(p)
-	if e.opts.ShardByPartition {
-		delete(e.owned, e.shard(p))
-	}
+	e.HoldTimers(p)
 }
 
 // mayFire reports whether timers of shard may fire: always in replay, only
@@ -350,10 +357,7 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 	if waiting <= upTo {
 		// Not everything due has fired: scan again from the first timer
 		// left waiting for its shard's assignment.
-		*done = watermark.MinTime
-		if waiting > watermark.MinTime {
-			*done = waiting - 1
-		}
+		*done = before(waiting)
 	}
 	var err error
 	*next, err = e.nextDeadline(kind, *done)

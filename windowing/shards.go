@@ -1,6 +1,10 @@
 package windowing
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/windowd/windowd/watermark"
+)
 
 // This file holds what the Kafka service needs to move a partition's state
 // between instances (DESIGN.md §9: state follows partitions): dropping a
@@ -62,9 +66,7 @@ func (e *Engine) DropShard(p int32) error {
 		}
 	}
 	e.wm.Forget(p)
-	if e.opts.ShardByPartition {
-		delete(e.owned, shard)
-	}
+	e.HoldTimers(p)
 	return nil
 }
 
@@ -124,17 +126,12 @@ func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
 // scans already passed it.
 func (e *Engine) rewind(done, next *int64, deadline int64) {
 	if deadline <= *done {
-		*done = deadline - 1
-		if deadline == minDeadline {
-			*done = deadline
-		}
+		*done = before(deadline)
 	}
 	if deadline < *next {
 		*next = deadline
 	}
 }
-
-const minDeadline = -1 << 63
 
 // HoldTimers keeps the timers of partition p's shard from firing until
 // ReleaseTimers, while p stays in the frontier (ShardByPartition only). The
@@ -156,7 +153,7 @@ func (e *Engine) ReleaseTimers(p int32) error {
 // FireDue fires every event-time timer due at the current frontier (after
 // RestoreKey brought in windows the frontier has already passed).
 func (e *Engine) FireDue() error {
-	if e.f == minDeadline {
+	if e.f == watermark.MinTime {
 		return nil
 	}
 	if err := e.fireEvent(e.f); err != nil {
