@@ -333,6 +333,11 @@ func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int6
 				err = fmt.Errorf("changelog %s has no partition %d", p.clTopic, part)
 			case s.Err != nil || e.Err != nil:
 				err = errors.Join(s.Err, e.Err)
+			case s.Offset < 0 || e.Offset < s.Offset:
+				// Not an answer (a broker that does not know the
+				// partition's offsets yet): reading nothing here would
+				// restore an empty state.
+				err = fmt.Errorf("changelog %s[%d] listed as [%d, %d)", p.clTopic, part, s.Offset, e.Offset)
 			default:
 				return s.Offset, e.Offset, nil
 			}
