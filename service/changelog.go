@@ -222,7 +222,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		}
 	}
 	for part, st := range p.parts {
-		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
+		if st.position < 0 || !st.restored || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
 			continue
 		}
 		gen, _ := p.eng.Watermarks().Generator(part)

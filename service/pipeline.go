@@ -43,6 +43,10 @@ type partition struct {
 	position int64 // next offset to process; -1 until known
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
+	// restored: the partition came through assign (its state restored),
+	// not recreated by a record polled before it was released; only such
+	// partitions write markers.
+	restored bool
 	in       prometheus.Counter
 	dead     prometheus.Counter
 	late     prometheus.Counter
@@ -609,6 +613,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			st.position, st.marked = off, off
 		}
 		p.offMu.Unlock()
+		st.restored = true
 		p.eng.Assign(part, p.nowMS(), false)
 		if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
 			if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
