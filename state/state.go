@@ -285,6 +285,20 @@ func (d *DB) Commit(sync bool) error {
 	return nil
 }
 
+// Discard drops every write since the last Commit: reads see the last
+// committed state again.
+func (d *DB) Discard() error {
+	err := d.batch.Close()
+	d.batch = d.db.NewIndexedBatch()
+	return err
+}
+
+// Clear deletes everything the database holds: state, timers and
+// metadata (uncommitted until the next Commit, like any write).
+func (d *DB) Clear() error {
+	return d.batch.DeleteRange([]byte{0}, []byte{0xff, 0xff}, nil)
+}
+
 // DiskBytes is the on-disk size of the database (for metrics).
 func (d *DB) DiskBytes() uint64 {
 	return d.db.Metrics().DiskSpaceUsage()

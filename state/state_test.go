@@ -150,3 +150,44 @@ func TestScanShardAndShards(t *testing.T) {
 		t.Fatalf("last shard: %v", got)
 	}
 }
+
+func TestDiscardAndClear(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	defer db.Close()
+	must(t, db.PutKey(0, "a", []byte("committed")))
+	must(t, db.AddTimer(windowing.Timer{Kind: windowing.EventTimer, Deadline: 5, Shard: 0, Key: "a", Start: 0}))
+	must(t, db.PutMeta("offsets", []byte{7}))
+	must(t, db.Commit(true))
+
+	// Discard: the uncommitted writes vanish, the committed ones stay.
+	empty := db.PendingBytes()
+	must(t, db.PutKey(0, "a", []byte("uncommitted")))
+	must(t, db.PutKey(0, "b", []byte("uncommitted")))
+	must(t, db.Discard())
+	if db.PendingBytes() != empty {
+		t.Fatalf("pending bytes after Discard: %d", db.PendingBytes())
+	}
+	if v, _ := db.GetKey(0, "a"); string(v) != "committed" {
+		t.Fatalf("a after Discard: %q", v)
+	}
+	if v, _ := db.GetKey(0, "b"); v != nil {
+		t.Fatalf("b after Discard: %q", v)
+	}
+
+	// Clear: keys, timers and metadata are gone once committed.
+	must(t, db.Clear())
+	must(t, db.PutMeta("instance", []byte("kept")))
+	must(t, db.Commit(true))
+	if v, _ := db.GetKey(0, "a"); v != nil {
+		t.Fatalf("a after Clear: %q", v)
+	}
+	if v, _ := db.GetMeta("offsets"); v != nil {
+		t.Fatalf("meta after Clear: %q", v)
+	}
+	if v, _ := db.GetMeta("instance"); string(v) != "kept" {
+		t.Fatalf("meta written after Clear: %q", v)
+	}
+	if _, ok, err := db.NextTimer(windowing.EventTimer, math.MinInt64); err != nil || ok {
+		t.Fatalf("timer after Clear: %v %v", ok, err)
+	}
+}
