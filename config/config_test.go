@@ -313,6 +313,10 @@ func TestValidVariants(t *testing.T) {
 		{"modes", with(nil, "    accumulation: retracting", "    delivery: exactly_once"),
 			func(c *Config) any { return []any{c.Pipelines[0].Spec.Mode, c.Pipelines[0].Delivery} },
 			[]any{windowing.Retracting, ExactlyOnce}},
+		{"exactly_once commits every 100ms by default", with(nil, "    delivery: exactly_once"),
+			func(c *Config) any { return c.Pipelines[0].CommitInterval }, int64(100)},
+		{"exactly_once with its own commit_interval", with(nil, "    delivery: exactly_once", "    commit_interval: 2s"),
+			func(c *Config) any { return c.Pipelines[0].CommitInterval }, int64(2000)},
 		{"topics and group", with(map[string]string{"input": "    input: {topic: in, group: g1, partitions: 12}"},
 			"    late_topic: late", "    dead_letter_topic: dead", "    key: {field: user.id}"),
 			func(c *Config) any {

@@ -25,9 +25,14 @@ const (
 	MinCacheBytes         = 1 << 20
 	DefaultHTTPListen     = "127.0.0.1:9100"
 	DefaultPartitions     = 4
-	DefaultCommitInterval = 1000  // ms
-	DefaultShutdownGrace  = 30000 // ms
-	DefaultSessionTimeout = 45000 // ms, Kafka's default
+	DefaultCommitInterval = 1000 // ms, at_least_once
+	// DefaultCommitIntervalExactlyOnce is the transaction cadence under
+	// exactly_once: read_committed consumers see panes only when their
+	// transaction commits, so the interval is their latency (Kafka
+	// Streams' EOS default is the same 100ms).
+	DefaultCommitIntervalExactlyOnce = 100   // ms
+	DefaultShutdownGrace             = 30000 // ms
+	DefaultSessionTimeout            = 45000 // ms, Kafka's default
 )
 
 // Load reads and validates the configuration file at path. A file that is not
@@ -334,10 +339,14 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
 	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
-	p.CommitInterval, _ = opt(m, "commit_interval", DefaultCommitInterval, d.duration(positive))
 	p.LateTopic, _ = opt(m, "late_topic", "", d.topic)
 	p.DeadLetterTopic, _ = opt(m, "dead_letter_topic", p.Name+"-dlq", d.topic)
 	p.Delivery, _ = opt(m, "delivery", AtLeastOnce, oneOf(d, deliveries))
+	commitDefault := int64(DefaultCommitInterval)
+	if p.Delivery == ExactlyOnce {
+		commitDefault = DefaultCommitIntervalExactlyOnce
+	}
+	p.CommitInterval, _ = opt(m, "commit_interval", commitDefault, d.duration(positive))
 
 	// Writing back to the input topic would feed a pipeline its own output.
 	for _, t := range []struct {
