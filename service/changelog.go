@@ -401,6 +401,10 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 		opts := append(append([]kgo.Opt(nil), p.baseOpts...),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.clTopic: {part: kgo.NewOffset().At(rs.from)}}),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// exactly_once: aborted records are not returned, but the
+			// abort and commit markers after them are, so the read
+			// reaches the end offset (the end of the last transaction).
+			kgo.KeepControlRecords(),
 			kgo.FetchMaxBytes(32<<20),
 		)
 		cl, err := kgo.NewClient(opts...)
@@ -426,6 +430,9 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 						return
 					}
 					next = r.Offset + 1
+					if r.Attrs.IsControl() {
+						continue // a transaction's commit or abort marker
+					}
 					aerr = p.applyChangelog(part, r, &mk, covers)
 					rs.records++
 					rs.bytes += int64(len(r.Key) + len(r.Value))

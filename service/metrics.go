@@ -29,6 +29,7 @@ type metrics struct {
 	stateWrites      *prometheus.CounterVec
 	restoreRecords   *prometheus.CounterVec
 	restoreSeconds   *prometheus.GaugeVec
+	transactions     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,9 +58,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_state_writes_total", Help: "Window state writes to the local store (changelog key records / this is the coalescing ratio)."}, p),
 		restoreRecords:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_restore_records_total", Help: "Changelog records applied when a partition was assigned."}, pp),
 		restoreSeconds:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_restore_seconds", Help: "Duration of the partition's last restore from the changelog."}, pp),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_transactions_total",
+			Help: "exactly_once commit cycles by result: committed, or aborted (a rebalance; state rolled back)."}, []string{"pipeline", "result"}),
 	}
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
-		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds)
+		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.transactions)
 	return m
 }

@@ -43,6 +43,7 @@ type partition struct {
 	position int64 // next offset to process; -1 until known
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
+	first    int64 // offset of the first record processed while position was unknown; -1: none
 	// restored: the partition came through assign (its state restored),
 	// not recreated by a record polled before it was released; only such
 	// partitions write markers.
@@ -72,6 +73,20 @@ type pipeline struct {
 
 	clTopic  string    // the changelog topic
 	baseOpts []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
+	engOpts  windowing.Options
+
+	// exactly_once (exactlyonce.go): the transact session wrapping cl, and
+	// the input topic's id for the transaction's offset commits.
+	eos     bool
+	txn     *kgo.GroupTransactSession
+	inputID [16]byte
+	// relMu guards what the rebalance callbacks leave for the poll loop
+	// under exactly_once (they must not wait for mu): partitions to
+	// release, and whether the member must settle its assignment before
+	// a transaction may commit.
+	relMu       sync.Mutex
+	released    []int32
+	awaitSettle bool
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
@@ -88,7 +103,6 @@ type pipeline struct {
 	lastErrLog   time.Time
 	lastDeadLog  time.Time
 	deadSinceLog int
-	closing      bool
 	failed       error              // a rebalance callback could not restore or release state
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
@@ -102,6 +116,7 @@ type pipeline struct {
 	stored map[int32]int64 // next offset per partition, as committed in Pebble
 
 	assignedOnce atomic.Bool
+	closing      atomic.Bool  // shutting down: the final commit cycle ran or runs
 	inGroup      atomic.Bool  // joined: assigned and not lost since
 	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
 
@@ -132,6 +147,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		clNext:  map[int32]int64{},
 		gated:   map[int32]int64{},
 		clTopic: changelogTopic(cfg),
+		eos:     cfg.Delivery == config.ExactlyOnce,
+		engOpts: windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)},
 	}
 	p.restoring.Store(-1)
 	if n, err := strconv.Atoi(os.Getenv(faultEnv)); err == nil && n > 0 {
@@ -154,11 +171,18 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 	}
 	p.db = db
 	p.store = &trackingStore{DB: db, dirty: map[int32]map[string]struct{}{}}
+	var txnID string
+	if p.eos {
+		if txnID, err = p.openExactlyOnce(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("pipeline %s: state: %w", cfg.Name, err)
+		}
+	}
 	if err := p.loadMeta(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, p.store, p, windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)})
+	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, p.store, p, p.engOpts)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)
@@ -176,14 +200,15 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 	}
 	p.baseOpts = base
+	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(cfg.Input.Group),
-		kgo.SessionTimeout(time.Duration(c.Kafka.SessionTimeout)*time.Millisecond),
+		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
 		kgo.ConsumeTopics(cfg.Input.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
@@ -192,7 +217,31 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(newChangelogPartitioner(p.clTopic)),
 	)
-	p.cl, err = kgo.NewClient(opts...)
+	// The group may assign partitions as soon as the client exists; the
+	// callbacks wait for mu until the pipeline is complete.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.eos {
+		// Rebalance callbacks run between polls. Not under exactly_once:
+		// a transaction's end waits for a heartbeat, and a member that
+		// lost the group gets its onLost only through this gate, so the
+		// end would wait forever (exactlyonce.go serialises by mu).
+		opts = append(opts, kgo.BlockRebalanceOnPoll())
+	}
+	if p.eos {
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(txnTimeout))
+		p.txn, err = kgo.NewGroupTransactSession(opts...)
+		if err == nil {
+			p.cl = p.txn.Client()
+			if err = p.txn.Begin(); err != nil {
+				p.cl.Close()
+			}
+		}
+		p.log.Info("exactly_once: one transaction per commit cycle", zap.String("transactional_id", txnID),
+			zap.Duration("commit_interval", time.Duration(cfg.CommitInterval)*time.Millisecond))
+	} else {
+		p.cl, err = kgo.NewClient(opts...)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
@@ -303,7 +352,7 @@ func (p *pipeline) partitionState(part int32) *partition {
 	}
 	label := strconv.Itoa(int(part))
 	st := &partition{
-		position: -1, end: -1,
+		position: -1, end: -1, first: -1,
 		in:   p.m.recordsIn.WithLabelValues(p.cfg.Name, label),
 		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
 		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
@@ -341,6 +390,9 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	p.cur = nil
+	if part.position < 0 && part.first < 0 {
+		part.first = r.Offset
+	}
 	part.position = r.Offset + 1
 	if skip != nil && part.position >= skip.max {
 		delete(p.skip, r.Partition)
@@ -378,6 +430,9 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.applyReleased(); err != nil {
+		return err
+	}
 	now := p.now()
 	fetches.EachError(func(topic string, part int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -389,11 +444,16 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		}
 	})
 	var err error
+	rolledBack := false // the rest of this poll is re-fetched from the rolled-back positions
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if err != nil || fp.Topic != p.cfg.Input.Topic {
+		if err != nil || rolledBack || fp.Topic != p.cfg.Input.Topic {
 			return
 		}
-		if st := p.parts[fp.Partition]; st != nil && fp.HighWatermark > st.end {
+		st := p.parts[fp.Partition]
+		if st == nil || !st.restored {
+			return // polled before the partition was revoked: no longer ours
+		}
+		if fp.HighWatermark > st.end {
 			st.end = fp.HighWatermark
 		}
 		for _, r := range fp.Records {
@@ -402,7 +462,11 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			}
 			if p.eng.NeedsCheckpoint() {
 				// Bound memory: uncommitted state writes must not pile up until the next interval.
-				if err = p.commit(ctx, true); err != nil && !isFatal(err) {
+				if err = p.commit(ctx, true); errors.Is(err, errRolledBack) {
+					rolledBack, err = true, nil
+					return
+				}
+				if err != nil && !isFatal(err) {
 					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
 					err = nil
 				}
@@ -429,7 +493,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	if p.now().Sub(p.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
-		if err := p.commit(ctx, true); err != nil {
+		if err := p.commit(ctx, true); err != nil && !errors.Is(err, errRolledBack) {
 			if isFatal(err) {
 				return err
 			}
@@ -492,6 +556,12 @@ func (p *pipeline) refreshEnds(ctx context.Context) {
 // frontier to Pebble in one synced batch, then commit the offsets to the
 // group.
 func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
+	if p.eos {
+		// The offsets commit with the transaction, always. The cycles of
+		// assignment (toGroup false) and shutdown must end the open
+		// transaction; the poll loop's may wait for the group to settle.
+		return p.commitTxn(ctx, !toGroup || p.closing.Load())
+	}
 	start := p.now()
 	p.lastCommit = start
 	// State changes go to the changelog before anything is committed.
@@ -582,6 +652,12 @@ func (p *pipeline) commitGroup(ctx context.Context) error {
 func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closing.Load() {
+		// The final cycle ran; under exactly_once a transaction begun
+		// now would wait for a heartbeat while the client leaves the
+		// group, which waits for this callback.
+		return
+	}
 	parts := assigned[p.cfg.Input.Topic]
 	if err := p.assign(ctx, parts); err != nil {
 		if ctx.Err() == nil {
@@ -595,12 +671,32 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 }
 
 func (p *pipeline) assign(ctx context.Context, parts []int32) error {
+	if p.eos {
+		// Every session of the group ends here, also one that only took
+		// partitions away: the place to settle what this member owns.
+		if err := p.settleAssignment(ctx); err != nil {
+			return err
+		}
+	}
 	if len(parts) == 0 {
 		return nil
 	}
 	// Commit what is pending first: the restore then writes alone.
-	if err := p.commit(ctx, false); err != nil {
+	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
 		return err
+	}
+	if p.eos {
+		// Loading the producer id fences (and aborts) a transaction this
+		// instance's previous incarnation left open, before the restore
+		// waits for the changelog's stable offset to pass it.
+		if _, _, err := p.cl.ProducerID(ctx); err != nil {
+			return fmt.Errorf("initialising the transactional producer: %w", err)
+		}
+		if p.inputID == ([16]byte{}) {
+			if err := p.lookUpInputID(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	for _, part := range parts {
 		rs, err := p.restore(ctx, part)
@@ -615,14 +711,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		p.offMu.Unlock()
 		st.restored = true
 		p.eng.Assign(part, p.nowMS(), false)
-		if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
-			if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
-				// It joins behind the frontier (it moved, or it
-				// was held): its windows wait for its records.
-				p.eng.HoldTimers(part)
-				p.gated[part] = f
-			}
-		}
+		p.gateIfBehind(part)
 		label := strconv.Itoa(int(part))
 		p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(rs.records))
 		p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(rs.took.Seconds())
@@ -637,7 +726,39 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	if err := p.eng.FireDue(); err != nil {
 		return err
 	}
-	return p.commit(ctx, false)
+	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+		return err
+	}
+	return nil
+}
+
+// gateIfBehind holds the timers of assigned partition part when it joins
+// behind the frontier (it moved, or it was held): its windows wait for its
+// records (releaseGated).
+func (p *pipeline) gateIfBehind(part int32) {
+	if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
+		if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
+			p.eng.HoldTimers(part)
+			p.gated[part] = f
+		}
+	}
+}
+
+// lookUpInputID reads the input topic's id, which the transaction's offset
+// commits carry (TxnOffsetCommit v6+).
+func (p *pipeline) lookUpInputID(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tds, err := p.adm.ListTopics(lctx, p.cfg.Input.Topic)
+	if err != nil {
+		return fmt.Errorf("looking up input topic %s: %w", p.cfg.Input.Topic, err)
+	}
+	td, ok := tds[p.cfg.Input.Topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("looking up input topic %s: %v", p.cfg.Input.Topic, td.Err)
+	}
+	p.inputID = td.ID
+	return nil
 }
 
 func (p *pipeline) skipLen(part int32) int {
@@ -662,6 +783,10 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 }
 
 func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if p.eos {
+		p.deferRelease(revoked[p.cfg.Input.Topic], true)
+		return
+	}
 	p.handOver(ctx, revoked[p.cfg.Input.Topic], true)
 }
 
@@ -669,6 +794,10 @@ func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // already have a new owner: their local state is dropped without logging
 // more of it (handOver).
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if p.eos {
+		p.deferRelease(lost[p.cfg.Input.Topic], false)
+		return
+	}
 	p.handOver(ctx, lost[p.cfg.Input.Topic], false)
 }
 
@@ -681,7 +810,7 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		return
 	}
 	switch {
-	case p.closing:
+	case p.closing.Load():
 		// A clean shutdown keeps local state (its final cycle ran): a
 		// restart catches up from the changelog instead of restoring.
 		p.release(parts)
@@ -752,10 +881,16 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	p.mu.Lock()
-	p.closing = true
+	p.closing.Store(true)
 	var err error
 	if cause == nil {
-		if err = p.commit(gctx, true); err != nil {
+		if err = p.commit(gctx, true); errors.Is(err, errRolledBack) {
+			err = nil // back at the last committed transaction: as clean
+		}
+		if err == nil && p.eos {
+			err = p.markClean()
+		}
+		if err != nil {
 			err = fmt.Errorf("pipeline %s: final commit: %w", p.cfg.Name, err)
 		}
 	} else {

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,11 +68,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		opts.Stdout = io.Discard
 	}
 	log := opts.Log
-	for _, p := range cfg.Pipelines {
-		if p.Delivery == config.ExactlyOnce {
-			return fmt.Errorf("pipeline %s: delivery exactly_once is not supported yet; use at_least_once", p.Name)
-		}
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Fatal == nil {
@@ -154,6 +150,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	select {
 	case <-done:
 	case <-time.After(grace + 5*time.Second):
+		// Where it is stuck, for the bug report.
+		var stacks strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		log.Error("shutdown did not finish; goroutines follow", zap.String("goroutines", stacks.String()))
 		return fmt.Errorf("shutdown did not finish within %s", grace)
 	}
 	close(errs)

@@ -1,0 +1,425 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+// exactly_once (DESIGN.md §9). Each commit cycle is one Kafka transaction
+// of the pipeline's producer, bound to its consumer group (franz-go's
+// GroupTransactSession): the cycle's panes, dead letters, late records and
+// changelog records, and the input offsets of the assigned partitions,
+// commit together or not at all. Local Pebble is a cache of the committed
+// transactions:
+//
+//   - It is checkpointed only after its transaction committed, so it is
+//     never ahead of what Kafka holds.
+//   - A transaction that aborts (the group took partitions away while it
+//     was open) rolls the pipeline back to the last checkpoint: the
+//     uncommitted Pebble batch is discarded, the engine is rebuilt from
+//     Pebble, and the consumer rewinds to the checkpoint's positions.
+//   - A start after an unclean stop clears local state (keeping only the
+//     instance id), so every partition restores from the changelog, read
+//     read_committed. A clean shutdown marks its final checkpoint clean and
+//     the next start keeps it.
+//   - Fencing: the transactional id is stable per state directory, so a
+//     restarted instance fences its previous incarnation's open
+//     transaction at once; every transaction commits offsets with the
+//     group generation, so a member the group has moved on from (a paused
+//     zombie) cannot commit.
+
+const (
+	metaInstance = "instance" // random id of this state directory: the transactional id's suffix
+	metaClean    = "clean"    // 1 when the last stop was clean (exactly_once)
+
+	// txnTimeout is how long the broker lets a transaction stay open
+	// before aborting it (Kafka Streams' exactly_once default). It bounds
+	// how long read_committed consumers wait behind an instance that died
+	// with a transaction open, when no restart of it fences the
+	// transaction sooner.
+	txnTimeout = 10 * time.Second
+)
+
+// errRolledBack reports a commit cycle whose transaction aborted: the
+// pipeline is back at its last committed transaction and the consumer
+// rewinds there. Not a failure.
+var errRolledBack = errors.New("transaction aborted; rolled back to the last committed transaction")
+
+// openExactlyOnce prepares local state for exactly_once (before the engine
+// opens it) and returns the transactional id: state left by an unclean
+// stop is cleared, and the state is marked unclean until a clean shutdown.
+func (p *pipeline) openExactlyOnce() (string, error) {
+	inst, err := p.db.GetMeta(metaInstance)
+	if err != nil {
+		return "", err
+	}
+	inst = append([]byte(nil), inst...) // the store reuses its read buffer
+	if len(inst) == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		inst = []byte(hex.EncodeToString(b[:]))
+	}
+	clean, err := p.db.GetMeta(metaClean)
+	if err != nil {
+		return "", err
+	}
+	if len(clean) != 1 || clean[0] != 1 {
+		had, err := p.db.GetMeta(metaOffsets)
+		if err != nil {
+			return "", err
+		}
+		if had != nil {
+			p.log.Warn("last stop was not clean: local state discarded under exactly_once; assigned partitions restore from the changelog")
+		}
+		if err := p.db.Clear(); err != nil {
+			return "", err
+		}
+	}
+	if err := p.db.PutMeta(metaInstance, inst); err != nil {
+		return "", err
+	}
+	if err := p.db.PutMeta(metaClean, []byte{0}); err != nil {
+		return "", err
+	}
+	if err := p.db.Commit(true); err != nil {
+		return "", err
+	}
+	return "windowd-" + p.cfg.Input.Group + "-" + p.cfg.Name + "-" + string(inst), nil
+}
+
+// markClean records a clean stop in the final checkpoint (mu held, last
+// transaction ended).
+func (p *pipeline) markClean() error {
+	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
+		return err
+	}
+	return p.eng.Checkpoint(true)
+}
+
+// commitTxn is the exactly_once commit cycle (mu held): log the changed
+// keys and markers, end the transaction with the input offsets, and only
+// when it committed checkpoint Pebble. A transaction the group aborted
+// rolls back and returns errRolledBack.
+//
+// While the group has taken partitions away and this member has not yet
+// settled what it owns (settleAssignment), nothing commits: the cycle is
+// skipped, or, when mustEnd, the transaction aborts and rolls back.
+func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
+	// A transaction's end must not be cut off (franz-go: a canceled End
+	// leaves the client in an unknown state); shutdown's grace bounds it.
+	ctx = context.WithoutCancel(ctx)
+	if err := p.applyReleased(); err != nil {
+		return err
+	}
+	if p.unsettled() {
+		if !mustEnd {
+			return nil
+		}
+		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
+			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
+		}
+		return p.aborted("the group is rebalancing")
+	}
+	start := p.now()
+	p.lastCommit = start
+	if err := p.eng.Flush(); err != nil {
+		return fatalError{fmt.Errorf("state flush: %w", err)}
+	}
+	acks := p.writeChangelog()
+	ferr := p.prod.Flush(ctx)
+	if ferr != nil || acks.err != nil {
+		_, aerr := p.txn.End(ctx, kgo.TryAbort)
+		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", errors.Join(ferr, acks.err)), aerr)}
+	}
+	positions := map[int32]int64{}
+	for part, st := range p.parts {
+		if st.position >= 0 && st.restored {
+			positions[part] = st.position
+		}
+	}
+	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		p.setTxnOffsets(req, positions)
+		return nil
+	})
+	committed, err := p.txn.End(tctx, kgo.TryCommit)
+	if err != nil {
+		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
+	}
+	if !committed {
+		return p.aborted("the group revoked or lost partitions while it was open")
+	}
+	if err := p.txn.Begin(); err != nil {
+		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
+	}
+	p.m.transactions.WithLabelValues(p.cfg.Name, "committed").Inc()
+	p.changelogWritten(acks)
+	offsets := p.offsetsToStore()
+	if err := p.putLocalMeta(offsets); err != nil {
+		return fatalError{err}
+	}
+	if err := p.eng.Checkpoint(true); err != nil {
+		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
+	}
+	p.offMu.Lock()
+	p.stored = offsets
+	p.offMu.Unlock()
+	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
+	p.lastCommitOK.Store(p.now().UnixNano())
+	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
+	return nil
+}
+
+// aborted follows a transaction that ended without committing: the next
+// one begins and the pipeline rolls back to the last committed one.
+func (p *pipeline) aborted(why string) error {
+	if err := p.txn.Begin(); err != nil {
+		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
+	}
+	p.m.transactions.WithLabelValues(p.cfg.Name, "aborted").Inc()
+	p.log.Warn("transaction aborted; state rolled back to the last committed transaction", zap.String("why", why))
+	if err := p.applyReleased(); err != nil {
+		return err
+	}
+	if err := p.rollback(); err != nil {
+		return fatalError{fmt.Errorf("rolling back: %w", err)}
+	}
+	return errRolledBack
+}
+
+// deferRelease is onRevoked and onLost under exactly_once. It must not wait
+// for mu: the transact session calls it holding the lock its End needs,
+// and the poll loop may be in End. The partitions stop being fetched before
+// this runs; the poll loop releases them (applyReleased), the open
+// transaction aborts (the session saw the revoke), and nothing commits
+// until settleAssignment has checked what this member owns.
+func (p *pipeline) deferRelease(parts []int32, revoked bool) {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	if p.closing.Load() {
+		return // the final transaction ended; local state stays as checkpointed
+	}
+	p.released = append(p.released, parts...)
+	p.awaitSettle = true
+	if !revoked {
+		p.inGroup.Store(false)
+	}
+	if revoked {
+		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	} else {
+		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
+}
+
+// unsettled reports that partitions were taken away since the last
+// settleAssignment.
+func (p *pipeline) unsettled() bool {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	return p.awaitSettle
+}
+
+// applyReleased releases the partitions deferRelease recorded (mu held).
+// Their local state stays until the rollback that follows drops it.
+func (p *pipeline) applyReleased() error {
+	p.relMu.Lock()
+	parts := p.released
+	p.released = nil
+	p.relMu.Unlock()
+	if len(parts) > 0 {
+		p.release(parts)
+	}
+	return nil
+}
+
+// settleAssignment runs at the end of every group session under
+// exactly_once (mu held). franz-go's transact session passes on only the
+// first revoke between two transaction ends, so the group's own record of
+// this member's assignment is read, and anything the pipeline still holds
+// beyond it is released. A group that is rebalancing again leaves the
+// member unsettled until the next session.
+func (p *pipeline) settleAssignment(ctx context.Context) error {
+	if err := p.applyReleased(); err != nil {
+		return err
+	}
+	if !p.unsettled() {
+		return nil
+	}
+	member, _ := p.cl.GroupMetadata()
+	var owned map[int32]bool
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if owned, err = p.describeAssignment(ctx, member); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		p.log.Warn("could not read this member's assignment from the group; the next session settles it", zap.Error(err))
+		return nil
+	}
+	var extra []int32
+	for part, st := range p.parts {
+		if st.restored && !owned[part] {
+			extra = append(extra, part)
+		}
+	}
+	if len(extra) > 0 {
+		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
+		p.release(extra)
+	}
+	p.relMu.Lock()
+	p.awaitSettle = false
+	p.relMu.Unlock()
+	return nil
+}
+
+// describeAssignment returns the input partitions the group assigns to
+// member, when the group is stable.
+func (p *pipeline) describeAssignment(ctx context.Context, member string) (map[int32]bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	groups, err := p.adm.DescribeGroups(dctx, p.cfg.Input.Group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := groups[p.cfg.Input.Group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("describing group %s: %v", p.cfg.Input.Group, g.Err)
+	}
+	if g.State != "Stable" {
+		return nil, fmt.Errorf("group %s is %s", p.cfg.Input.Group, g.State)
+	}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", p.cfg.Input.Group, member)
+		}
+		owned := map[int32]bool{}
+		for _, t := range c.Topics {
+			if t.Topic == p.cfg.Input.Topic {
+				for _, part := range t.Partitions {
+					owned[part] = true
+				}
+			}
+		}
+		return owned, nil
+	}
+	return nil, fmt.Errorf("group %s has no member %s", p.cfg.Input.Group, member)
+}
+
+// setTxnOffsets makes the transaction commit exactly the positions the
+// engine has processed (franz-go would commit what was polled, which runs
+// ahead of a cycle that ends mid-poll), and commit them in every
+// transaction: the offset commit carries the group generation, and a
+// member the group no longer knows gets its transaction aborted.
+func (p *pipeline) setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, positions map[int32]int64) {
+	id := p.inputID
+	for _, t := range req.Topics {
+		if t.Topic == p.cfg.Input.Topic && t.TopicID != ([16]byte{}) {
+			id = t.TopicID
+		}
+	}
+	req.Topics = req.Topics[:0]
+	if len(positions) == 0 {
+		return
+	}
+	t := kmsg.NewTxnOffsetCommitRequestTopic()
+	t.Topic, t.TopicID = p.cfg.Input.Topic, id
+	for part, off := range positions {
+		pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		pt.Partition, pt.Offset, pt.LeaderEpoch = part, off, -1
+		pt.Metadata = &req.MemberID
+		t.Partitions = append(t.Partitions, pt)
+	}
+	req.Topics = append(req.Topics, t)
+}
+
+// rollback returns the pipeline to its last checkpoint, which is the last
+// committed transaction (mu held): the uncommitted state batch is
+// discarded, the engine and the offsets are reloaded, partitions no longer
+// assigned are dropped, and the consumer rewinds each assigned partition
+// to the checkpoint's position (or to the first record it delivered, when
+// no position was ever committed).
+func (p *pipeline) rollback() error {
+	if err := p.db.Discard(); err != nil {
+		return err
+	}
+	clear(p.store.dirty)
+	p.loggedWrites = p.store.writes
+	p.offMu.Lock()
+	p.stored = map[int32]int64{}
+	p.offMu.Unlock()
+	p.clNext = map[int32]int64{}
+	if err := p.loadMeta(); err != nil {
+		return err
+	}
+	eng, err := windowing.New(p.cfg.Spec, p.cfg.Watermark, p.store, p, p.engOpts)
+	if err != nil {
+		return err
+	}
+	p.eng = eng
+	p.gated = map[int32]int64{}
+	held := map[int32]bool{}
+	for part := range p.clNext {
+		held[part] = true
+	}
+	p.offMu.Lock()
+	for part := range p.stored {
+		held[part] = true
+	}
+	p.offMu.Unlock()
+	for part := range held {
+		if st := p.parts[part]; st == nil || !st.restored {
+			if err := p.dropPartition(part); err != nil {
+				return err
+			}
+		}
+	}
+	rewind := map[int32]kgo.EpochOffset{}
+	now := p.nowMS()
+	for part, st := range p.parts {
+		if !st.restored {
+			delete(p.parts, part)
+			continue
+		}
+		p.offMu.Lock()
+		off, ok := p.stored[part]
+		p.offMu.Unlock()
+		switch {
+		case ok:
+			st.position = off
+		case st.first >= 0:
+			st.position, off = -1, st.first
+		default:
+			st.position = -1
+			off = -1
+		}
+		st.marked, st.first = st.position, -1
+		if off >= 0 {
+			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
+		p.eng.Assign(part, now, false)
+		p.gateIfBehind(part)
+	}
+	p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: rewind})
+	return nil
+}
