@@ -212,6 +212,7 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 	}
 	p.released = append(p.released, parts...)
 	p.awaitSettle = true
+	p.revokes++
 	if !revoked {
 		p.inGroup.Store(false)
 	}
@@ -249,18 +250,22 @@ func (p *pipeline) applyReleased() error {
 // this member's assignment is read, and anything the pipeline still holds
 // beyond it is released. A group that is rebalancing again leaves the
 // member unsettled until the next session.
-func (p *pipeline) settleAssignment(ctx context.Context) error {
+func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	if err := p.applyReleased(); err != nil {
 		return err
 	}
-	if !p.unsettled() {
+	p.relMu.Lock()
+	unsettled, revokes := p.awaitSettle, p.revokes
+	p.relMu.Unlock()
+	if !unsettled {
 		return nil
 	}
+	p.lastSettle = p.now()
 	member, _ := p.cl.GroupMetadata()
 	var owned map[int32]bool
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if owned, err = p.describeAssignment(ctx, member); err == nil {
+	for attempt := 0; attempt < attempts; attempt++ {
+		if owned, err = p.describeAssignment(ctx, member); err == nil || attempt == attempts-1 {
 			break
 		}
 		select {
@@ -270,7 +275,7 @@ func (p *pipeline) settleAssignment(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		p.log.Warn("could not read this member's assignment from the group; the next session settles it", zap.Error(err))
+		p.log.Warn("could not read this member's assignment from the group; retrying", zap.Error(err))
 		return nil
 	}
 	var extra []int32
@@ -284,7 +289,9 @@ func (p *pipeline) settleAssignment(ctx context.Context) error {
 		p.release(extra)
 	}
 	p.relMu.Lock()
-	p.awaitSettle = false
+	if p.revokes == revokes { // else a newer revoke needs its own check
+		p.awaitSettle = false
+	}
 	p.relMu.Unlock()
 	return nil
 }

@@ -87,6 +87,8 @@ type pipeline struct {
 	relMu       sync.Mutex
 	released    []int32
 	awaitSettle bool
+	revokes     int       // revoke and lost callbacks so far
+	lastSettle  time.Time // last settleAssignment attempt (mu)
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
@@ -486,6 +488,13 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			return fatalError{err}
 		}
 	}
+	if p.eos && p.unsettled() && p.now().Sub(p.lastSettle) >= time.Second {
+		// No session has settled the assignment yet (the group was
+		// rebalancing again, or could not be read): commits wait.
+		if err := p.settleAssignment(ctx, 1); err != nil {
+			return err
+		}
+	}
 	if err := p.eng.Tick(p.nowMS()); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -674,7 +683,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	if p.eos {
 		// Every session of the group ends here, also one that only took
 		// partitions away: the place to settle what this member owns.
-		if err := p.settleAssignment(ctx); err != nil {
+		if err := p.settleAssignment(ctx, 3); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,64 @@
+package service
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/windowd/windowd/config"
+)
+
+// The transaction commits exactly the engine's positions, for every
+// assigned partition, under the input topic's name and id, whatever the
+// client had prepared from what it polled.
+func TestSetTxnOffsets(t *testing.T) {
+	cfg := &config.Pipeline{Name: "p"}
+	cfg.Input.Topic = "in"
+	p := &pipeline{cfg: cfg, inputID: [16]byte{1, 2, 3}}
+
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.MemberID = "m-1"
+	polled := kmsg.NewTxnOffsetCommitRequestTopic()
+	polled.Topic, polled.TopicID = "in", [16]byte{9}
+	pp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	pp.Partition, pp.Offset = 0, 500 // polled ahead of what was processed
+	polled.Partitions = append(polled.Partitions, pp)
+	req.Topics = append(req.Topics, polled)
+
+	p.setTxnOffsets(req, map[int32]int64{0: 120, 3: 7})
+	if len(req.Topics) != 1 {
+		t.Fatalf("%d topics", len(req.Topics))
+	}
+	got := req.Topics[0]
+	if got.Topic != "in" || got.TopicID != ([16]byte{9}) {
+		t.Fatalf("topic %q id %v: want the name and the id the client resolved", got.Topic, got.TopicID)
+	}
+	sort.Slice(got.Partitions, func(i, j int) bool { return got.Partitions[i].Partition < got.Partitions[j].Partition })
+	want := []struct {
+		part int32
+		off  int64
+	}{{0, 120}, {3, 7}}
+	if len(got.Partitions) != len(want) {
+		t.Fatalf("partitions %+v", got.Partitions)
+	}
+	for i, w := range want {
+		pt := got.Partitions[i]
+		if pt.Partition != w.part || pt.Offset != w.off || pt.LeaderEpoch != -1 || pt.Metadata == nil || *pt.Metadata != "m-1" {
+			t.Errorf("partition %d: %+v, want offset %d", w.part, pt, w.off)
+		}
+	}
+
+	// Nothing polled yet (the client prepared no topic): the stored id is used.
+	req = kmsg.NewPtrTxnOffsetCommitRequest()
+	p.setTxnOffsets(req, map[int32]int64{1: 1})
+	if len(req.Topics) != 1 || req.Topics[0].TopicID != ([16]byte{1, 2, 3}) || req.Topics[0].Partitions[0].Offset != 1 {
+		t.Fatalf("without a prepared topic: %+v", req.Topics)
+	}
+
+	// No position: nothing to commit.
+	p.setTxnOffsets(req, nil)
+	if len(req.Topics) != 0 {
+		t.Fatalf("no positions, yet %+v", req.Topics)
+	}
+}
