@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -154,6 +155,9 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return nil
 	})
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
+	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
+	}
 	if err != nil {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
 	}
