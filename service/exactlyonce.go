@@ -138,17 +138,23 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
-	acks := p.writeChangelog()
-	ferr := p.prod.Flush(ctx)
-	if ferr != nil || acks.err != nil {
-		_, aerr := p.txn.End(ctx, kgo.TryAbort)
-		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", errors.Join(ferr, acks.err)), aerr)}
-	}
 	positions := map[int32]int64{}
 	for part, st := range p.parts {
 		if st.position >= 0 && st.restored {
 			positions[part] = st.position
 		}
+	}
+	if len(positions) == 0 && !p.txnRecords && len(p.store.dirty) == 0 {
+		// Nothing to commit (no partition has a position yet): ending
+		// an empty transaction costs franz-go a 500ms pause (it cannot
+		// tell whether the broker has KIP-447 without an offset commit).
+		return p.checkpointTxn(start, nil)
+	}
+	acks := p.writeChangelog()
+	ferr := p.prod.Flush(ctx)
+	if ferr != nil || acks.err != nil {
+		_, aerr := p.txn.End(ctx, kgo.TryAbort)
+		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", errors.Join(ferr, acks.err)), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		p.setTxnOffsets(req, positions)
@@ -168,7 +174,16 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "committed").Inc()
-	p.changelogWritten(acks)
+	return p.checkpointTxn(start, acks)
+}
+
+// checkpointTxn writes the checkpoint of a committed transaction (acks
+// nil: nothing was produced).
+func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
+	p.txnRecords = false
+	if acks != nil {
+		p.changelogWritten(acks)
+	}
 	offsets := p.offsetsToStore()
 	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
@@ -188,6 +203,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 // aborted follows a transaction that ended without committing: the next
 // one begins and the pipeline rolls back to the last committed one.
 func (p *pipeline) aborted(why string) error {
+	p.txnRecords = false
 	if err := p.txn.Begin(); err != nil {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
 	}

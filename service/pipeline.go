@@ -88,6 +88,7 @@ type pipeline struct {
 	released    []int32
 	awaitSettle bool
 	revokes     int       // revoke and lost callbacks so far
+	txnRecords  bool      // the open transaction holds produced records (mu)
 	lastSettle  time.Time // last settleAssignment attempt (mu)
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
@@ -312,10 +313,16 @@ func encodeOffsets(m map[int32]int64) []byte {
 
 func (p *pipeline) nowMS() int64 { return p.now().UnixMilli() }
 
+// produce sends an output, late or dead-letter record (mu held).
+func (p *pipeline) produce(r *kgo.Record) {
+	p.txnRecords = true
+	p.prod.Produce(p.prodCtx, r)
+}
+
 // Pane implements windowing.Emitter.
 func (p *pipeline) Pane(pn *windowing.Pane) error {
 	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
-	p.prod.Produce(p.prodCtx, r)
+	p.produce(r)
 	if p.stdout != nil {
 		p.stdout.writeLine(r.Value)
 	}
@@ -334,7 +341,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 			part.dead.Inc()
 		}
 		if p.cur != nil {
-			p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.cur))
+			p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.cur))
 		}
 		return nil
 	}
@@ -342,7 +349,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 		part.late.Inc()
 	}
 	if p.cfg.LateTopic != "" && p.cur != nil {
-		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.cur,
+		p.produce(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.cur,
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil
@@ -376,7 +383,7 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 			return err
 		}
 		part.dead.Inc()
-		p.prod.Produce(p.prodCtx, sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
+		p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
 		p.deadSinceLog++
 		if t := p.now(); t.Sub(p.lastDeadLog) >= time.Second {
 			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.deadSinceLog),
