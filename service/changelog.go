@@ -195,6 +195,9 @@ func (c changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 func (p *pipeline) writeChangelog() *changelogAcks {
 	acks := &changelogAcks{markers: map[int32]int64{}}
 	for part, keys := range p.store.dirty {
+		if _, assigned := p.parts[part]; !assigned {
+			continue // released: its state is not this instance's to log
+		}
 		covers := []byte("-1")
 		if st := p.parts[part]; st != nil && st.position >= 0 {
 			covers = strconv.AppendInt(nil, st.position, 10)
@@ -222,7 +225,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		}
 	}
 	for part, st := range p.parts {
-		if st.position < 0 || !st.restored || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
+		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
 			continue
 		}
 		gen, _ := p.eng.Watermarks().Generator(part)

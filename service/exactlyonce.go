@@ -121,17 +121,16 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	// A transaction's end must not be cut off (franz-go: a canceled End
 	// leaves the client in an unknown state); shutdown's grace bounds it.
 	ctx = context.WithoutCancel(ctx)
-	if err := p.applyReleased(); err != nil {
-		return err
-	}
-	if p.unsettled() {
-		if !mustEnd {
-			return nil
-		}
+	p.applyReleased()
+	if p.abortNext || (p.unsettled() && mustEnd) {
+		p.abortNext = false
 		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
 			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
 		}
-		return p.aborted("the group is rebalancing")
+		return p.aborted("the group took partitions away")
+	}
+	if p.unsettled() {
+		return nil // commits wait for settleAssignment
 	}
 	start := p.now()
 	p.lastCommit = start
@@ -140,7 +139,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	}
 	positions := map[int32]int64{}
 	for part, st := range p.parts {
-		if st.position >= 0 && st.restored {
+		if st.position >= 0 {
 			positions[part] = st.position
 		}
 	}
@@ -209,9 +208,7 @@ func (p *pipeline) aborted(why string) error {
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "aborted").Inc()
 	p.log.Warn("transaction aborted; state rolled back to the last committed transaction", zap.String("why", why))
-	if err := p.applyReleased(); err != nil {
-		return err
-	}
+	p.applyReleased()
 	if err := p.rollback(); err != nil {
 		return fatalError{fmt.Errorf("rolling back: %w", err)}
 	}
@@ -225,6 +222,9 @@ func (p *pipeline) aborted(why string) error {
 // transaction aborts (the session saw the revoke), and nothing commits
 // until settleAssignment has checked what this member owns.
 func (p *pipeline) deferRelease(parts []int32, revoked bool) {
+	if len(parts) == 0 {
+		return // a cooperative rebalance that took nothing
+	}
 	p.relMu.Lock()
 	defer p.relMu.Unlock()
 	if p.closing.Load() {
@@ -253,7 +253,7 @@ func (p *pipeline) unsettled() bool {
 
 // applyReleased releases the partitions deferRelease recorded (mu held).
 // Their local state stays until the rollback that follows drops it.
-func (p *pipeline) applyReleased() error {
+func (p *pipeline) applyReleased() {
 	p.relMu.Lock()
 	parts := p.released
 	p.released = nil
@@ -261,7 +261,6 @@ func (p *pipeline) applyReleased() error {
 	if len(parts) > 0 {
 		p.release(parts)
 	}
-	return nil
 }
 
 // settleAssignment runs at the end of every group session under
@@ -271,9 +270,7 @@ func (p *pipeline) applyReleased() error {
 // beyond it is released. A group that is rebalancing again leaves the
 // member unsettled until the next session.
 func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
-	if err := p.applyReleased(); err != nil {
-		return err
-	}
+	p.applyReleased()
 	p.relMu.Lock()
 	unsettled, revokes := p.awaitSettle, p.revokes
 	p.relMu.Unlock()
@@ -299,14 +296,17 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 		return nil
 	}
 	var extra []int32
-	for part, st := range p.parts {
-		if st.restored && !owned[part] {
+	for part := range p.parts {
+		if !owned[part] {
 			extra = append(extra, part)
 		}
 	}
 	if len(extra) > 0 {
+		// A revoke the session did not pass on: what the open
+		// transaction did for them must not commit.
 		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
 		p.release(extra)
+		p.abortNext = true
 	}
 	p.relMu.Lock()
 	if p.revokes == revokes { // else a newer revoke needs its own check
@@ -405,17 +405,17 @@ func (p *pipeline) rollback() error {
 	}
 	p.eng = eng
 	p.gated = map[int32]int64{}
-	held := map[int32]bool{}
+	inCheckpoint := map[int32]bool{}
 	for part := range p.clNext {
-		held[part] = true
+		inCheckpoint[part] = true
 	}
 	p.offMu.Lock()
 	for part := range p.stored {
-		held[part] = true
+		inCheckpoint[part] = true
 	}
 	p.offMu.Unlock()
-	for part := range held {
-		if st := p.parts[part]; st == nil || !st.restored {
+	for part := range inCheckpoint {
+		if _, assigned := p.parts[part]; !assigned {
 			if err := p.dropPartition(part); err != nil {
 				return err
 			}
@@ -424,10 +424,6 @@ func (p *pipeline) rollback() error {
 	rewind := map[int32]kgo.EpochOffset{}
 	now := p.nowMS()
 	for part, st := range p.parts {
-		if !st.restored {
-			delete(p.parts, part)
-			continue
-		}
 		p.offMu.Lock()
 		off, ok := p.stored[part]
 		p.offMu.Unlock()

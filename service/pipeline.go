@@ -44,10 +44,6 @@ type partition struct {
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
 	first    int64 // offset of the first record processed while position was unknown; -1: none
-	// restored: the partition came through assign (its state restored),
-	// not recreated by a record polled before it was released; only such
-	// partitions write markers.
-	restored bool
 	in       prometheus.Counter
 	dead     prometheus.Counter
 	late     prometheus.Counter
@@ -89,6 +85,7 @@ type pipeline struct {
 	awaitSettle bool
 	revokes     int       // revoke and lost callbacks so far
 	txnRecords  bool      // the open transaction holds produced records (mu)
+	abortNext   bool      // the open transaction must abort (mu)
 	lastSettle  time.Time // last settleAssignment attempt (mu)
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
@@ -372,7 +369,7 @@ func (p *pipeline) partitionState(part int32) *partition {
 
 // handle processes one input record (mu held).
 func (p *pipeline) handle(r *kgo.Record, now int64) error {
-	part := p.partitionState(r.Partition)
+	part := p.parts[r.Partition] // assigned: step skips the others
 	part.in.Inc()
 	p.cur = r
 	p.rec = source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
@@ -439,9 +436,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.applyReleased(); err != nil {
-		return err
-	}
+	p.applyReleased()
 	now := p.now()
 	fetches.EachError(func(topic string, part int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -459,7 +454,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			return
 		}
 		st := p.parts[fp.Partition]
-		if st == nil || !st.restored {
+		if st == nil {
 			return // polled before the partition was revoked: no longer ours
 		}
 		if fp.HighWatermark > st.end {
@@ -725,7 +720,6 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			st.position, st.marked = off, off
 		}
 		p.offMu.Unlock()
-		st.restored = true
 		p.eng.Assign(part, p.nowMS(), false)
 		p.gateIfBehind(part)
 		label := strconv.Itoa(int(part))
@@ -736,6 +730,17 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 				zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
 				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
 		}
+	}
+	if p.eos && p.unsettled() {
+		// No transaction may commit yet (settleAssignment), nor abort:
+		// that would roll the restore back. Only restored state is
+		// pending (the first cycle above ended the transaction), and it
+		// is the changelog's committed state: checkpoint it alone. Due
+		// windows fire with the next frontier advance.
+		if err := p.putLocalMeta(p.offsetsToStore()); err != nil {
+			return err
+		}
+		return p.eng.Checkpoint(true)
 	}
 	// Restored windows the frontier already passed fire now (those of
 	// partitions that joined behind it wait: releaseGated).
