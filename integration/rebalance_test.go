@@ -64,14 +64,15 @@ pipelines:
     late_topic: %s
     dead_letter_topic: %s
     commit_interval: 200ms
+    delivery: %s
 `
 
 // newRebalanceEnv creates the topics and the shared config of
 // TestStateFollowsPartitions (state dir "shared", used only for replay).
-func newRebalanceEnv(t *testing.T, partitions int32) *env {
+func newRebalanceEnv(t *testing.T, partitions int32, delivery string) *env {
 	t.Helper()
 	e := &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: partitions}
+		group: uniqueName(t, "g"), partitions: partitions, delivery: delivery}
 	createTopic(t, e.in, partitions)
 	e.stateDir = filepath.Join(t.TempDir(), "shared")
 	e.cfgPath = e.writeRebalanceConfig(e.stateDir)
@@ -86,7 +87,7 @@ func newRebalanceEnv(t *testing.T, partitions int32) *env {
 func (e *env) writeRebalanceConfig(stateDir string) string {
 	e.t.Helper()
 	path := filepath.Join(e.t.TempDir(), "windowd.yaml")
-	writeFile(e.t, path, fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), stateDir, e.in, e.group, e.out, e.late, e.dlq))
+	writeFile(e.t, path, fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), stateDir, e.in, e.group, e.out, e.late, e.dlq, e.delivery))
 	return path
 }
 
@@ -248,13 +249,22 @@ func (inst *instance) heldPartitions() []int32 {
 // window is missing or extra, no record was dropped as late, and a pane
 // emitted twice (at least once, after the kill) repeats its pane id with
 // byte-identical content.
-func TestStateFollowsPartitions(t *testing.T) {
+func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once") }
+
+// TestStateFollowsPartitionsExactlyOnce is the same under exactly_once:
+// every rebalance aborts the transactions open across it, and a
+// read_committed reader must see each pane id once.
+func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
+	stateFollowsPartitions(t, "exactly_once")
+}
+
+func stateFollowsPartitions(t *testing.T, delivery string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes rebalancing one consumer group")
 	}
 	windowdBinary(t) // build before the clock matters
 	began := time.Now()
-	e := newRebalanceEnv(t, 8)
+	e := newRebalanceEnv(t, 8, delivery)
 	names := map[*instance]string{}
 	start := func(name string) *instance {
 		inst := e.member(name).spawn(nil)
@@ -530,6 +540,9 @@ func TestStateFollowsPartitions(t *testing.T) {
 	report("windows with more than one final pane", several)
 	report("windows replay does not have", extra)
 	report("pane ids emitted with different content", dupDiff)
+	if delivery == "exactly_once" && dups > 0 {
+		report("pane ids a read_committed reader saw more than once under exactly_once", []string{fmt.Sprintf("%d records", dups)})
+	}
 	report("records dropped as late (late topic)", lateRecs)
 	t.Logf("%d input records, %d windows in replay; output: %d pane records, %d distinct pane ids, %d duplicates",
 		len(recs), len(want), len(out.got), len(byID), dups)
