@@ -124,6 +124,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	p.applyReleased()
 	if p.abortNext || (p.unsettled() && mustEnd) {
 		p.abortNext = false
+		p.markEnd()
 		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
 			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
 		}
@@ -143,10 +144,13 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 			positions[part] = st.position
 		}
 	}
-	if len(positions) == 0 && !p.txnRecords && len(p.store.dirty) == 0 {
+	if len(positions) == 0 && !p.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
 		// Nothing to commit (no partition has a position yet): ending
 		// an empty transaction costs franz-go a 500ms pause (it cannot
 		// tell whether the broker has KIP-447 without an offset commit).
+		// Not after a revoke or loss: the session would abort the next
+		// end, which must be this one (it rolls back and drops what
+		// was taken), not one after a restore.
 		return p.checkpointTxn(start, nil)
 	}
 	acks := p.writeChangelog()
@@ -159,6 +163,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		p.setTxnOffsets(req, positions)
 		return nil
 	})
+	p.markEnd()
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
 	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
@@ -241,6 +246,22 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 	} else {
 		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
 	}
+}
+
+// markEnd notes that a transaction end begins: revokes up to now are
+// consumed by it (a revoke during the end counts for the next one).
+func (p *pipeline) markEnd() {
+	p.relMu.Lock()
+	p.revokesAtEnd = p.revokes
+	p.relMu.Unlock()
+}
+
+// revokedSinceEnd reports a revoke or loss since the last transaction end
+// began: the transact session aborts the next end.
+func (p *pipeline) revokedSinceEnd() bool {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	return p.revokes != p.revokesAtEnd
 }
 
 // unsettled reports that partitions were taken away since the last

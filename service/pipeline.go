@@ -80,13 +80,14 @@ type pipeline struct {
 	// under exactly_once (they must not wait for mu): partitions to
 	// release, and whether the member must settle its assignment before
 	// a transaction may commit.
-	relMu       sync.Mutex
-	released    []int32
-	awaitSettle bool
-	revokes     int       // revoke and lost callbacks so far
-	txnRecords  bool      // the open transaction holds produced records (mu)
-	abortNext   bool      // the open transaction must abort (mu)
-	lastSettle  time.Time // last settleAssignment attempt (mu)
+	relMu        sync.Mutex
+	released     []int32
+	awaitSettle  bool
+	revokes      int       // revoke and lost callbacks so far
+	revokesAtEnd int       // revokes before the last transaction end began
+	txnRecords   bool      // the open transaction holds produced records (mu)
+	abortNext    bool      // the open transaction must abort (mu)
+	lastSettle   time.Time // last settleAssignment attempt (mu)
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
@@ -731,16 +732,22 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
 		}
 	}
-	if p.eos && p.unsettled() {
-		// No transaction may commit yet (settleAssignment), nor abort:
-		// that would roll the restore back. Only restored state is
-		// pending (the first cycle above ended the transaction), and it
-		// is the changelog's committed state: checkpoint it alone. Due
-		// windows fire with the next frontier advance.
+	if p.eos {
+		// Only restored state is pending (the first cycle above ended
+		// the transaction), and it is the changelog's committed state:
+		// checkpoint it alone, so that a transaction that aborts from
+		// here on rolls back to it rather than to before the restore.
 		if err := p.putLocalMeta(p.offsetsToStore()); err != nil {
 			return err
 		}
-		return p.eng.Checkpoint(true)
+		if err := p.eng.Checkpoint(true); err != nil {
+			return err
+		}
+		if p.unsettled() {
+			// No transaction may commit yet (settleAssignment); due
+			// windows fire with the next frontier advance.
+			return nil
+		}
 	}
 	// Restored windows the frontier already passed fire now (those of
 	// partitions that joined behind it wait: releaseGated).
