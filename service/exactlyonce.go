@@ -185,22 +185,10 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 // nil: nothing was produced).
 func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
 	p.txnRecords = false
-	if acks != nil {
-		p.changelogWritten(acks)
+	if err := p.checkpoint(acks); err != nil {
+		return err
 	}
-	offsets := p.offsetsToStore()
-	if err := p.putLocalMeta(offsets); err != nil {
-		return fatalError{err}
-	}
-	if err := p.eng.Checkpoint(true); err != nil {
-		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
-	}
-	p.offMu.Lock()
-	p.stored = offsets
-	p.offMu.Unlock()
-	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
-	p.lastCommitOK.Store(p.now().UnixNano())
-	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
+	p.cycleDone(start)
 	return nil
 }
 

@@ -590,7 +590,25 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	if acks.err != nil {
 		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
 	}
-	p.changelogWritten(acks)
+	if err := p.checkpoint(acks); err != nil {
+		return err
+	}
+	if toGroup {
+		if err := p.commitGroup(ctx); err != nil {
+			return err
+		}
+	}
+	p.cycleDone(start)
+	return nil
+}
+
+// checkpoint makes the local checkpoint (mu held): the changelog positions
+// of the cycle's acknowledged records (acks nil: none), the offsets, the
+// state and the frontier, in one synced Pebble batch.
+func (p *pipeline) checkpoint(acks *changelogAcks) error {
+	if acks != nil {
+		p.changelogWritten(acks)
+	}
 	offsets := p.offsetsToStore()
 	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
@@ -602,14 +620,13 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	p.stored = offsets
 	p.offMu.Unlock()
 	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
-	if toGroup {
-		if err := p.commitGroup(ctx); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// cycleDone records a commit cycle, begun at start, that succeeded.
+func (p *pipeline) cycleDone(start time.Time) {
 	p.lastCommitOK.Store(p.now().UnixNano())
 	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
-	return nil
 }
 
 // offsetsToStore is the next input offset per partition that local state
@@ -737,10 +754,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		// the transaction), and it is the changelog's committed state:
 		// checkpoint it alone, so that a transaction that aborts from
 		// here on rolls back to it rather than to before the restore.
-		if err := p.putLocalMeta(p.offsetsToStore()); err != nil {
-			return err
-		}
-		if err := p.eng.Checkpoint(true); err != nil {
+		if err := p.checkpoint(nil); err != nil {
 			return err
 		}
 		if p.unsettled() {
@@ -881,10 +895,7 @@ func (p *pipeline) dropReleased(parts []int32) {
 		}
 	}
 	if err == nil {
-		err = p.putLocalMeta(p.offsetsToStore())
-	}
-	if err == nil {
-		err = p.eng.Checkpoint(true)
+		err = p.checkpoint(nil)
 	}
 	if err != nil {
 		p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
