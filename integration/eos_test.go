@@ -19,56 +19,27 @@ import (
 	"github.com/windowd/windowd/config"
 )
 
-// crashLoopYAML is the pipeline of the delivery tests below: the one of
-// TestStateFollowsPartitions (rebalanceYAML, whose comment explains why
-// allowed_lateness 30s keeps every record of the steady stream in its
-// window) with a short session timeout, so that a killed or stopped
-// member's partitions move within seconds, and the delivery guarantee
-// under test with its default commit interval (exactly_once 100ms,
-// at_least_once 1s: the second of work a kill loses is what at_least_once
-// writes again). Placeholders: brokers, state dir, input topic, group,
-// output, late and dead-letter topics, delivery.
-const crashLoopYAML = `kafka:
-  brokers: [%s]
-  session_timeout: 2s
-state:
-  dir: %s
-http:
-  listen: 127.0.0.1:0
-shutdown_grace: 20s
-pipelines:
-  - name: p
-    input: {topic: %s, group: %s}
-    key: {field: user}
-    timestamp: {field: ts}
-    watermark: {max_delay: 2s}
-    window: {type: tumbling, size: 1s}
-    allowed_lateness: 30s
-    trigger: {on_time: true, closing: always}
-    accumulation: accumulating
-    aggregates:
-      - {name: n, op: count}
-      - {name: total, op: sum, field: x}
-    output: {topic: %s}
-    late_topic: %s
-    dead_letter_topic: %s
-    delivery: %s
-`
+// The delivery tests below run the pipeline of TestStateFollowsPartitions
+// (rebalanceYAML, whose comment explains why allowed_lateness 30s keeps
+// every record of the steady stream in its window) with a short session
+// timeout, so that a killed or stopped member's partitions move within
+// seconds, and the delivery guarantee under test with its default commit
+// interval (exactly_once 100ms, at_least_once 1s: the second of work a
+// kill loses is what at_least_once writes again).
 
 const crashCycles = 20
 
-// deliveryEnv is an env whose config files use crashLoopYAML with one
-// delivery guarantee.
+// deliveryEnv is an env whose config files use rebalanceYAML with a 2s
+// session and one delivery guarantee.
 type deliveryEnv struct {
 	*env
-	delivery string
 }
 
 // newDeliveryEnv creates the input topic and a config on state dir "state".
 func newDeliveryEnv(t *testing.T, partitions int32, delivery string) *deliveryEnv {
 	t.Helper()
 	de := &deliveryEnv{env: &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"),
-		dlq: uniqueName(t, "dlq"), group: uniqueName(t, "g"), partitions: partitions}, delivery: delivery}
+		dlq: uniqueName(t, "dlq"), group: uniqueName(t, "g"), partitions: partitions, delivery: delivery}}
 	createTopic(t, de.in, partitions)
 	de.stateDir = filepath.Join(t.TempDir(), "state")
 	de.cfgPath = de.writeConfig(de.stateDir)
@@ -84,11 +55,7 @@ func newDeliveryEnv(t *testing.T, partitions int32, delivery string) *deliveryEn
 }
 
 func (de *deliveryEnv) writeConfig(stateDir string) string {
-	de.t.Helper()
-	path := filepath.Join(de.t.TempDir(), "windowd.yaml")
-	writeFile(de.t, path, fmt.Sprintf(crashLoopYAML, strings.Join(quoteAll(brokers), ", "), stateDir,
-		de.in, de.group, de.out, de.late, de.dlq, de.delivery))
-	return path
+	return de.writeSteadyConfig(stateDir, "2s", "    delivery: "+de.delivery+"\n")
 }
 
 // instanceEnv is the env of one more member of the group: same topics,

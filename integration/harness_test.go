@@ -175,7 +175,7 @@ type env struct {
 	cfgPath    string
 	cfg        *config.Config
 	partitions int32
-	delivery   string // the rebalance tests' pipeline delivery
+	delivery   string // the pipeline's delivery (rebalanceYAML tests)
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

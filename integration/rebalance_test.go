@@ -24,11 +24,13 @@ import (
 	"github.com/windowd/windowd/config"
 )
 
-// rebalanceYAML is the pipeline of TestStateFollowsPartitions; brokers,
-// state dir, topics and group are filled per run (and per instance).
+// rebalanceYAML is the pipeline of TestStateFollowsPartitions and of the
+// crash-loop and zombie tests (writeSteadyConfig fills it per run and per
+// instance: brokers, session timeout, state dir, topics, group, and the
+// pipeline's last lines: commit interval and delivery).
 //
 // allowed_lateness 30s: when the partitions of a killed instance move, they
-// stall for the session timeout (6s) plus the rebalance, while the other
+// stall for the session timeout (6s here) plus the rebalance, while the other
 // instances' frontier runs on with the steady stream; the new owner, whose
 // frontier never goes back, sees their backlog late by about that much
 // (~10s). 30s keeps every such record inside its window (no record is
@@ -41,7 +43,7 @@ import (
 // non-final panes a window gets depends on where its records were late.
 const rebalanceYAML = `kafka:
   brokers: [%s]
-  session_timeout: 6s
+  session_timeout: %s
 state:
   dir: %s
 http:
@@ -63,9 +65,7 @@ pipelines:
     output: {topic: %s}
     late_topic: %s
     dead_letter_topic: %s
-    commit_interval: 200ms
-    delivery: %s
-`
+%s`
 
 // newRebalanceEnv creates the topics and the shared config of
 // TestStateFollowsPartitions (state dir "shared", used only for replay).
@@ -85,9 +85,16 @@ func newRebalanceEnv(t *testing.T, partitions int32, delivery string) *env {
 }
 
 func (e *env) writeRebalanceConfig(stateDir string) string {
+	return e.writeSteadyConfig(stateDir, "6s", "    commit_interval: 200ms\n    delivery: "+e.delivery+"\n")
+}
+
+// writeSteadyConfig writes rebalanceYAML for e's topics and group into a
+// new file and returns its path; tail is the pipeline's last lines.
+func (e *env) writeSteadyConfig(stateDir, sessionTimeout, tail string) string {
 	e.t.Helper()
 	path := filepath.Join(e.t.TempDir(), "windowd.yaml")
-	writeFile(e.t, path, fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), stateDir, e.in, e.group, e.out, e.late, e.dlq, e.delivery))
+	writeFile(e.t, path, fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), sessionTimeout, stateDir,
+		e.in, e.group, e.out, e.late, e.dlq, tail))
 	return path
 }
 
