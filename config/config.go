@@ -216,7 +216,21 @@ type Pipeline struct {
 	DeadLetterTopic string // default <name>-dlq
 	Delivery        Delivery
 	CommitInterval  int64 // ms between commit cycles; default 1s
+	// Repartition, when set, runs the pipeline in two stages joined by the
+	// internal topic <group>-<name>-repartition (DESIGN.md §13).
+	Repartition *Repartition
 }
+
+// Repartition configures a two-stage pipeline: stage 1 reads the input,
+// re-keys every record by the group key and broadcasts watermark markers;
+// stage 2 windows the internal topic.
+type Repartition struct {
+	Partitions        int32 // of the internal topic; 0: the input topic's count
+	WatermarkInterval int64 // ms between marker broadcasts at the latest; default 200ms
+}
+
+// DefaultWatermarkInterval is how often stage 1 broadcasts markers at the latest (ms).
+const DefaultWatermarkInterval = 200
 
 // Pipeline returns the pipeline with the given name, or nil.
 func (c *Config) Pipeline(name string) *Pipeline {

@@ -315,6 +315,12 @@ func TestValidVariants(t *testing.T) {
 			[]any{windowing.Retracting, ExactlyOnce}},
 		{"exactly_once commits every 100ms by default", with(nil, "    delivery: exactly_once"),
 			func(c *Config) any { return c.Pipelines[0].CommitInterval }, int64(100)},
+		{"repartition defaults", with(nil, "    key: {field: user}", "    repartition: true"),
+			func(c *Config) any { return *c.Pipelines[0].Repartition }, Repartition{WatermarkInterval: 200}},
+		{"repartition settings", with(nil, "    key: {field: user}", "    repartition: true", "    repartition_partitions: 16", "    watermark_interval: 1s"),
+			func(c *Config) any { return *c.Pipelines[0].Repartition }, Repartition{Partitions: 16, WatermarkInterval: 1000}},
+		{"repartition off", with(nil, "    key: {field: user}", "    repartition: false"),
+			func(c *Config) any { return c.Pipelines[0].Repartition == nil }, true},
 		{"exactly_once with its own commit_interval", with(nil, "    delivery: exactly_once", "    commit_interval: 2s"),
 			func(c *Config) any { return c.Pipelines[0].CommitInterval }, int64(2000)},
 		{"topics and group", with(map[string]string{"input": "    input: {topic: in, group: g1, partitions: 12}"},
@@ -368,6 +374,17 @@ var errorCases = []struct {
 	src  string
 	want string
 }{
+	{"repartition without key.field",
+		with(nil, "    repartition: true", "    watermark_interval: 0s"),
+		`c.yaml:9:18: pipelines[0].repartition: needs key.field (records keyed by the group key need no repartitioning)
+c.yaml:10:25: pipelines[0].watermark_interval: must be greater than 0`},
+	{"repartition settings without repartition",
+		with(nil, "    key: {field: user}", "    repartition_partitions: 3", "    watermark_interval: 1s"),
+		`c.yaml:10:5: pipelines[0].repartition_partitions: only valid with repartition: true
+c.yaml:11:5: pipelines[0].watermark_interval: only valid with repartition: true`},
+	{"repartition with exactly_once",
+		with(nil, "    key: {field: user}", "    delivery: exactly_once", "    repartition: true"),
+		`c.yaml:11:18: pipelines[0].repartition: is not supported with delivery: exactly_once yet`},
 	{"unknown field",
 		with(nil, "    windw: {type: tumbling}"),
 		`c.yaml:9:5: pipelines[0].windw: unknown field "windw" (did you mean "window"?)`},

@@ -68,7 +68,7 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
-	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval"}
+	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
 	inputKeys     = []string{"topic", "group", "partitions"}
 	keyKeys       = []string{"field"}
 	timestampKeys = []string{"field", "format", "source"}
@@ -347,6 +347,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		commitDefault = DefaultCommitIntervalExactlyOnce
 	}
 	p.CommitInterval, _ = opt(m, "commit_interval", commitDefault, d.duration(positive))
+	p.Repartition = d.repartition(m, &p)
 
 	// Writing back to the input topic would feed a pipeline its own output.
 	for _, t := range []struct {
@@ -359,6 +360,29 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		}
 	}
 	return p
+}
+
+// repartition reads `repartition: true` and the two settings that only
+// apply with it.
+func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
+	on, _ := opt(m, "repartition", false, d.boolean)
+	parts, _ := opt(m, "repartition_partitions", 0, d.intIn(1, math.MaxInt32))
+	interval, _ := opt(m, "watermark_interval", DefaultWatermarkInterval, d.duration(positive))
+	if !on {
+		for _, k := range []string{"repartition_partitions", "watermark_interval"} {
+			if m.has(k) {
+				d.errorf(m.keyAt(k), m.child(k), "only valid with repartition: true")
+			}
+		}
+		return nil
+	}
+	if p.Key.Field == "" {
+		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field (records keyed by the group key need no repartitioning)")
+	}
+	if p.Delivery == ExactlyOnce {
+		d.errorf(m.valueAt("repartition"), m.child("repartition"), "is not supported with delivery: exactly_once yet")
+	}
+	return &Repartition{Partitions: int32(parts), WatermarkInterval: interval}
 }
 
 func (d *decoder) timestamp(pm *mapping) Timestamp {

@@ -121,7 +121,8 @@ type runner struct {
 	sum     Summary
 	line    int64
 	lateTop bool
-	cur     []byte // the input line being processed
+	cur     []byte          // the input line being processed
+	rp      *repartitioner // nil unless the pipeline repartitions
 }
 
 // Pane implements windowing.Emitter.
@@ -136,8 +137,12 @@ func (r *runner) Pane(p *windowing.Pane) error {
 // window is a dead letter; a late one is reported on the error stream when
 // the pipeline has a late_topic (in run it is written to the topic).
 func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
+	part := ev.Partition
+	if r.rp != nil {
+		part = r.rp.input // report the input partition, not the repartition one
+	}
 	if reason == windowing.DropOutOfRange {
-		return r.deadLetter(reason.String(), ev.Partition, ev.Offset, r.cur)
+		return r.deadLetter(reason.String(), part, ev.Offset, r.cur)
 	}
 	if !r.lateTop {
 		return nil
@@ -147,7 +152,7 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, r.line, 10)
 	b = append(b, `,"partition":`...)
-	b = strconv.AppendInt(b, int64(ev.Partition), 10)
+	b = strconv.AppendInt(b, int64(part), 10)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, ev.Offset, 10)
 	b = append(b, `,"key":`...)
@@ -214,7 +219,12 @@ func Run(opts Options) (Summary, error) {
 		lateTop: p.LateTopic != "",
 	}
 	cacheBytes := opts.CacheBytes
-	eng, err := windowing.New(p.Spec, p.Watermark, db, r, windowing.Options{CacheBytes: cacheBytes, CommitWhenPending: true})
+	wmSpec := p.Watermark
+	if p.Repartition != nil {
+		r.rp = newRepartitioner(p, opts.Partitions)
+		wmSpec = r.rp.downstreamSpec()
+	}
+	eng, err := windowing.New(p.Spec, wmSpec, db, r, windowing.Options{CacheBytes: cacheBytes, CommitWhenPending: true})
 	if err != nil {
 		return Summary{}, err
 	}
@@ -237,8 +247,14 @@ func (r *runner) run(eng *windowing.Engine) error {
 	p := r.opts.Pipeline
 	n := r.opts.Partitions
 	var now int64
-	for i := 0; i < n; i++ {
-		eng.Assign(int32(i), now, true)
+	if r.rp != nil {
+		if err := r.rp.start(eng, now); err != nil {
+			return err
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			eng.Assign(int32(i), now, true)
+		}
 	}
 	offsets := make([]int64, n)
 	dec := source.NewDecoder(p)
@@ -339,6 +355,9 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		}
 		*now = v
 		r.sum.Clocks++
+		if r.rp != nil {
+			r.rp.tick(eng, v)
+		}
 		return eng.Tick(v)
 	}
 	partition := int64(0)
@@ -383,6 +402,9 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	}
 	r.sum.Records++
 	r.cur = line
+	if r.rp != nil {
+		return r.rp.record(eng, ev, *now)
+	}
 	return eng.Record(ev, *now)
 }
 

@@ -183,7 +183,23 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 	}
 	st.idle = false
 	st.lastActive = now
+	if f.spec.Marked {
+		st.gen.Seen++
+		if ts > st.gen.MaxTS {
+			st.gen.MaxTS = ts
+		}
+		return
+	}
 	st.gen.Observe(&f.spec, ts)
+}
+
+// Mark raises p's watermark to wm (a frontier whose spec is Marked takes
+// its partition watermarks from here); a lower wm changes nothing.
+func (f *Frontier) Mark(p int32, wm int64) {
+	st := f.part(p)
+	if wm > st.gen.Watermark {
+		st.gen.Watermark = wm
+	}
 }
 
 // Tick re-evaluates idleness and holds at processing time now.

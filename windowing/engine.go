@@ -296,6 +296,15 @@ func (e *Engine) Tick(now int64) error {
 	return e.maybeEvict()
 }
 
+// Advance recomputes the frontier after partition watermarks were set from
+// outside (watermark.Frontier.Mark) and fires what it passed.
+func (e *Engine) Advance() error {
+	if err := e.advance(); err != nil {
+		return err
+	}
+	return e.maybeEvict()
+}
+
 // Finish moves the frontier to plus infinity: every window fires and expires.
 func (e *Engine) Finish() error {
 	if e.wm.Finish() {

@@ -1,0 +1,136 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/config"
+)
+
+// repartitionConfig has one pipeline per window kind, all grouped by the
+// value's user while the input is spread over partitions by order id, with
+// idleness, a sparse watermark, early, late and processing-time triggers.
+const repartitionConfig = `kafka: {brokers: embedded}
+pipelines:
+  - name: tumble
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {max_delay: 2s, idle_timeout: 5s}
+    window: {type: tumbling, size: 10s}
+    allowed_lateness: 4s
+    trigger: {early: {count: 3}, late: {every: 0s}}
+    aggregates: [{name: n, op: count}, {name: s, op: sum, field: x}]
+    output: {topic: out}
+    late_topic: late
+  - name: hop
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {max_delay: 1s, every: 3, idle_timeout: 3s}
+    window: {type: hopping, size: 10s, hop: 2s}
+    trigger: {early: {every: 1s}}
+    accumulation: retracting
+    aggregates: [{name: n, op: count}, {name: hi, op: max, field: x}]
+    output: {topic: out}
+  - name: sess
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {strategy: monotonic, idle_timeout: 4s}
+    window: {type: session, gap: 1s}
+    allowed_lateness: 2s
+    trigger: {late: {every: 1s}, closing: if_changed}
+    accumulation: discarding
+    aggregates: [{name: n, op: count}, {name: s, op: sum, field: x}]
+    output: {topic: out}
+`
+
+// repartitionInput is a random stream over parts partitions: records keyed
+// by order id with a user field, out of order, some late, with clock lines
+// and a partition that falls silent (idle) for a while.
+func repartitionInput(seed int64, parts int) string {
+	rng := rand.New(rand.NewSource(seed))
+	var b strings.Builder
+	clock, ts := int64(0), int64(1_000_000)
+	for i := 0; i < 600; i++ {
+		if rng.Intn(8) == 0 {
+			clock += int64(rng.Intn(3000))
+			fmt.Fprintf(&b, "{\"clock\":%d}\n", clock)
+		}
+		ts += int64(rng.Intn(400))
+		t := ts - int64(rng.Intn(3000))
+		if rng.Intn(25) == 0 {
+			t -= 15000 // late
+		}
+		p := rng.Intn(parts)
+		if i > 200 && i < 350 && p == parts-1 {
+			p = 0 // the last partition is silent for a while: idle
+		}
+		fmt.Fprintf(&b, "{\"partition\":%d,\"key\":\"o%d\",\"value\":{\"user\":\"u%d\",\"ts\":%d,\"x\":%d}}\n",
+			p, i, rng.Intn(7), t, rng.Intn(100))
+	}
+	return b.String()
+}
+
+// TestRepartitionSamePanes: DESIGN.md §13 — replay with repartition: true
+// gives the same panes as without it (final panes, and here every pane,
+// since markers reach every repartition partition at once), for 1 to 6
+// repartition partitions over 4 input partitions.
+func TestRepartitionSamePanes(t *testing.T) {
+	cfg, err := config.Parse("r.yaml", []byte(repartitionConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(p *config.Pipeline, input string) (string, string) {
+		var out, errs bytes.Buffer
+		if _, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: 4, FS: vfs.NewMem(), Out: &out, Errs: &errs}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errs.String()
+	}
+	for i := range cfg.Pipelines {
+		base := cfg.Pipelines[i]
+		for seed := int64(1); seed <= 4; seed++ {
+			input := repartitionInput(seed, 4)
+			wantOut, wantErrs := run(&base, input)
+			if strings.Count(wantOut, `"final":true`) < 20 {
+				t.Fatalf("%s seed %d: only %d final panes: the input is too thin", base.Name, seed, strings.Count(wantOut, `"final":true`))
+			}
+			for _, parts := range []int32{1, 4, 6} {
+				rp := base
+				rp.Repartition = &config.Repartition{Partitions: parts, WatermarkInterval: config.DefaultWatermarkInterval}
+				gotOut, gotErrs := run(&rp, input)
+				if gotOut != wantOut {
+					t.Errorf("%s seed %d, %d repartition partitions: panes differ\n%s", base.Name, seed, parts, firstDiff(wantOut, gotOut))
+				}
+				if gotErrs != wantErrs {
+					t.Errorf("%s seed %d, %d repartition partitions: late reports differ\n%s", base.Name, seed, parts, firstDiff(wantErrs, gotErrs))
+				}
+			}
+		}
+	}
+}
+
+// firstDiff shows the first line where two outputs part.
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d\nwant: %s\ngot:  %s", i+1, a, b)
+		}
+	}
+	return "(equal)"
+}

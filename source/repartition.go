@@ -1,0 +1,127 @@
+package source
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Repartitioning (DESIGN.md §13): stage 1 writes every decoded record to the
+// internal repartition topic keyed by its group key, in the partition
+// KeyPartition names, with the upstream header; it writes watermark markers
+// to every partition with the marker header. Stage 2 reads both.
+const (
+	// HeaderUpstream is on every repartitioned record: Upstream's encoding
+	// of the input partition and offset it came from.
+	HeaderUpstream = "windowd-upstream"
+	// HeaderMarker marks a watermark marker record (value: Marker's
+	// encoding); markers are never data.
+	HeaderMarker = "windowd-marker"
+)
+
+// KeyPartition is the repartition partition of a group key among n: Kafka's
+// default partitioner (murmur2 of the key bytes, positive, modulo n), so
+// other Kafka clients agree on where a key lives.
+func KeyPartition(key string, n int32) int32 {
+	return int32(uint32(murmur2(key))&0x7fffffff) % n
+}
+
+// murmur2 is the hash of Kafka's Utils.murmur2.
+func murmur2(s string) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	n := len(s)
+	h := seed ^ uint32(n)
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		k := uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch n - i {
+	case 3:
+		h ^= uint32(s[i+2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(s[i+1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(s[i])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// Marker is a watermark marker of one upstream (input) partition.
+type Marker struct {
+	Upstream  int32 // input partition
+	Watermark int64 // its watermark (watermark.MinTime: none yet)
+	Idle      bool
+	Time      int64 // processing time it was written, Unix ms (for the lag metric)
+}
+
+const markerEncoding = 1
+
+// AppendMarker appends m's encoding to b.
+func AppendMarker(b []byte, m Marker) []byte {
+	flags := byte(0)
+	if m.Idle {
+		flags = 1
+	}
+	b = append(b, markerEncoding, flags)
+	b = binary.AppendVarint(b, int64(m.Upstream))
+	b = binary.AppendVarint(b, m.Watermark)
+	return binary.AppendVarint(b, m.Time)
+}
+
+var errMarker = errors.New("corrupt watermark marker")
+
+// DecodeMarker reads what AppendMarker wrote.
+func DecodeMarker(b []byte) (Marker, error) {
+	if len(b) < 2 || b[0] != markerEncoding || b[1] > 1 {
+		return Marker{}, errMarker
+	}
+	m := Marker{Idle: b[1] == 1}
+	b = b[2:]
+	var v [3]int64
+	for i := range v {
+		x, n := binary.Varint(b)
+		if n <= 0 {
+			return Marker{}, errMarker
+		}
+		v[i], b = x, b[n:]
+	}
+	if len(b) != 0 || v[0] < 0 || v[0] > 1<<31-1 {
+		return Marker{}, errMarker
+	}
+	m.Upstream, m.Watermark, m.Time = int32(v[0]), v[1], v[2]
+	return m, nil
+}
+
+// AppendUpstream appends the upstream header value of a record from input
+// partition p at offset off.
+func AppendUpstream(b []byte, p int32, off int64) []byte {
+	b = binary.AppendVarint(b, int64(p))
+	return binary.AppendVarint(b, off)
+}
+
+// DecodeUpstream reads what AppendUpstream wrote.
+func DecodeUpstream(b []byte) (p int32, off int64, ok bool) {
+	x, n := binary.Varint(b)
+	if n <= 0 || x < 0 || x > 1<<31-1 {
+		return 0, 0, false
+	}
+	y, k := binary.Varint(b[n:])
+	if k <= 0 || n+k != len(b) {
+		return 0, 0, false
+	}
+	return int32(x), y, true
+}

@@ -1,0 +1,132 @@
+package watermark
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Upstreams is what one partition q of a repartition topic knows of the
+// upstream partitions that feed it (DESIGN.md §13): the last marker of
+// each. Its Watermark is q's watermark: the minimum over the upstream
+// partitions that are not idle, the largest of them when all are idle, and
+// minus infinity until every upstream partition has sent a marker.
+//
+// Invariant: an upstream partition's watermark never decreases here, even
+// when a marker carries a lower one (a new owner of the upstream partition
+// starts its generator again).
+type Upstreams struct {
+	marks []upstreamMark
+	known int // upstream partitions with at least one marker
+}
+
+type upstreamMark struct {
+	seen      bool
+	idle      bool
+	watermark int64
+}
+
+// NewUpstreams returns the view of n upstream partitions with no marker yet.
+func NewUpstreams(n int) *Upstreams {
+	return &Upstreams{marks: make([]upstreamMark, n)}
+}
+
+// Len is the number of upstream partitions.
+func (u *Upstreams) Len() int { return len(u.marks) }
+
+// Observe applies a marker of upstream partition p and reports whether it
+// was in range (p < Len).
+func (u *Upstreams) Observe(p int32, wm int64, idle bool) bool {
+	if p < 0 || int(p) >= len(u.marks) {
+		return false
+	}
+	m := &u.marks[p]
+	if !m.seen {
+		m.seen = true
+		m.watermark = wm
+		u.known++
+	} else if wm > m.watermark {
+		m.watermark = wm
+	}
+	m.idle = idle
+	return true
+}
+
+// Upstream returns p's last marker: its watermark (never lowered), idle flag
+// and whether any marker of p arrived.
+func (u *Upstreams) Upstream(p int32) (wm int64, idle, seen bool) {
+	if p < 0 || int(p) >= len(u.marks) {
+		return MinTime, false, false
+	}
+	m := u.marks[p]
+	return m.watermark, m.idle, m.seen
+}
+
+// Watermark is the downstream partition's watermark.
+func (u *Upstreams) Watermark() int64 {
+	if len(u.marks) == 0 || u.known < len(u.marks) {
+		return MinTime
+	}
+	min, max, active := MaxTime, MinTime, 0
+	for _, m := range u.marks {
+		if m.watermark > max {
+			max = m.watermark
+		}
+		if m.idle {
+			continue
+		}
+		active++
+		if m.watermark < min {
+			min = m.watermark
+		}
+	}
+	if active == 0 {
+		return max
+	}
+	return min
+}
+
+// AppendBinary appends the markers' encoding to b.
+func (u *Upstreams) AppendBinary(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(u.marks)))
+	for _, m := range u.marks {
+		flags := byte(0)
+		if m.seen {
+			flags |= 1
+		}
+		if m.idle {
+			flags |= 2
+		}
+		b = append(b, flags)
+		b = binary.AppendVarint(b, m.watermark)
+	}
+	return b
+}
+
+var errCorruptUpstreams = errors.New("watermark: corrupt upstream markers")
+
+// DecodeUpstreams reads what AppendBinary wrote at the start of b and
+// returns the rest of b.
+func DecodeUpstreams(b []byte) (*Upstreams, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, nil, errCorruptUpstreams
+	}
+	b = b[k:]
+	u := NewUpstreams(int(n))
+	for i := range u.marks {
+		if len(b) == 0 || b[0] > 3 {
+			return nil, nil, errCorruptUpstreams
+		}
+		flags := b[0]
+		wm, k := binary.Varint(b[1:])
+		if k <= 0 {
+			return nil, nil, errCorruptUpstreams
+		}
+		b = b[1+k:]
+		u.marks[i] = upstreamMark{seen: flags&1 != 0, idle: flags&2 != 0, watermark: wm}
+		if flags&1 != 0 {
+			u.known++
+		}
+	}
+	return u, b, nil
+}
