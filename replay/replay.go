@@ -121,7 +121,7 @@ type runner struct {
 	sum     Summary
 	line    int64
 	lateTop bool
-	cur     []byte          // the input line being processed
+	cur     []byte         // the input line being processed
 	rp      *repartitioner // nil unless the pipeline repartitions
 }
 
