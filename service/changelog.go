@@ -45,6 +45,9 @@ const (
 	metaSkip      = "skip"      // covers offsets of restored keys not yet reached
 	headerCovers  = "covers"
 	markerVersion = 1
+	// markerVersionUpstream: version 1 followed by the partition's
+	// upstream table (repartitioned pipelines, repartition.go).
+	markerVersionUpstream = 2
 )
 
 var markerKey = []byte{'m'}
@@ -70,20 +73,28 @@ type marker struct {
 	position int64               // next input offset: the state covers every record before it
 	gen      watermark.Generator // the partition's watermark generator
 	frontier int64               // the writer's frontier (informational)
+	upstream *upstreamState      // repartitioned pipelines: the markers and next upstream offsets
 }
 
 func encodeMarker(m marker) []byte {
 	b := []byte{markerVersion}
+	if m.upstream != nil {
+		b[0] = markerVersionUpstream
+	}
 	for _, v := range []int64{m.position, m.gen.MaxTS, m.gen.Seen, m.gen.Watermark, m.frontier} {
 		b = binary.AppendVarint(b, v)
+	}
+	if m.upstream != nil {
+		b = m.upstream.appendBinary(b)
 	}
 	return b
 }
 
 func decodeMarker(b []byte) (marker, error) {
-	if len(b) == 0 || b[0] != markerVersion {
+	if len(b) == 0 || (b[0] != markerVersion && b[0] != markerVersionUpstream) {
 		return marker{}, errors.New("changelog: unknown marker version")
 	}
+	version := b[0]
 	b = b[1:]
 	var v [5]int64
 	for i := range v {
@@ -93,10 +104,17 @@ func decodeMarker(b []byte) (marker, error) {
 		}
 		v[i], b = x, b[n:]
 	}
+	m := marker{position: v[0], gen: watermark.Generator{MaxTS: v[1], Seen: v[2], Watermark: v[3]}, frontier: v[4]}
+	if version == markerVersionUpstream {
+		var err error
+		if m.upstream, b, err = decodeUpstreamState(b); err != nil {
+			return marker{}, errors.New("changelog: corrupt marker")
+		}
+	}
 	if len(b) != 0 {
 		return marker{}, errors.New("changelog: corrupt marker")
 	}
-	return marker{position: v[0], gen: watermark.Generator{MaxTS: v[1], Seen: v[2], Watermark: v[3]}, frontier: v[4]}, nil
+	return m, nil
 }
 
 // trackingStore is the engine's store with a record of the keys written
@@ -229,8 +247,11 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 			continue
 		}
 		gen, _ := p.eng.Watermarks().Generator(part)
-		r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: markerKey,
-			Value: encodeMarker(marker{position: st.position, gen: gen, frontier: p.eng.Frontier()})}
+		mk := marker{position: st.position, gen: gen, frontier: p.eng.Frontier()}
+		if p.rp != nil {
+			mk.upstream = p.rp.upstream(part)
+		}
+		r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: markerKey, Value: encodeMarker(mk)}
 		p.cl.Produce(p.prodCtx, r, acks.done)
 		p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 	}
@@ -259,6 +280,11 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 	}
 	if err := p.db.PutMeta(metaChangelog, encodeOffsets(p.clNext)); err != nil {
 		return err
+	}
+	if p.rp != nil {
+		if err := p.db.PutMeta(metaUpstream, p.rp.encode()); err != nil {
+			return err
+		}
 	}
 	return p.db.PutMeta(metaSkip, encodeSkip(p.skip))
 }
@@ -464,6 +490,9 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 		p.stored[part] = mk.position
 		p.offMu.Unlock()
 		p.eng.Watermarks().RestoreGenerator(part, mk.gen)
+		if p.rp != nil && mk.upstream != nil {
+			p.rp.ups[part] = mk.upstream
+		}
 	}
 	p.offMu.Lock()
 	resume, known := p.stored[part]
@@ -533,6 +562,9 @@ func (p *pipeline) dropPartition(part int32) error {
 	delete(p.clNext, part)
 	delete(p.skip, part)
 	delete(p.store.dirty, part)
+	if p.rp != nil {
+		delete(p.rp.ups, part)
+	}
 	return nil
 }
 

@@ -30,6 +30,14 @@ type metrics struct {
 	restoreRecords   *prometheus.CounterVec
 	restoreSeconds   *prometheus.GaugeVec
 	transactions     *prometheus.CounterVec
+
+	// repartitioning (DESIGN.md §13)
+	repartitioned     *prometheus.CounterVec
+	markers           *prometheus.CounterVec
+	upstreamWatermark *prometheus.GaugeVec
+	markerLag         *prometheus.GaugeVec
+	duplicates        *prometheus.CounterVec
+	splitKeys         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,7 +68,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		restoreSeconds:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_restore_seconds", Help: "Duration of the partition's last restore from the changelog."}, pp),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_transactions_total",
 			Help: "exactly_once commit cycles by result: committed, or aborted (a rebalance; state rolled back)."}, []string{"pipeline", "result"}),
+		repartitioned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_repartitioned_records_total",
+			Help: "Stage 1: input records written to the repartition topic, by input (upstream) partition."}, []string{"pipeline", "upstream"}),
+		markers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_repartition_markers_total",
+			Help: "Stage 1: watermark marker records written (one per repartition partition per broadcast)."}, p),
+		upstreamWatermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_upstream_watermark_ms",
+			Help: "Stage 2: watermark of the last marker of each upstream (input) partition seen, Unix ms (NaN before its first watermark)."}, []string{"pipeline", "upstream"}),
+		markerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_marker_lag_ms",
+			Help: "Stage 2: wall clock minus the time the last marker of each upstream partition was written, ms."}, []string{"pipeline", "upstream"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_repartition_duplicates_total",
+			Help: "Stage 2: repartitioned records dropped because their upstream offset was processed already (stage 1 wrote them again after a restart)."}, p),
+		splitKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_split_keys_total",
+			Help: "Records whose key.field value was seen on another input partition (without repartition: true its windows are split)."}, p),
 	}
+	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.transactions)

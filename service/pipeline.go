@@ -75,6 +75,9 @@ type pipeline struct {
 	// the input topic's id for the transaction's offset commits.
 	eos     bool
 	txn     *kgo.GroupTransactSession
+
+	rp    *stage2        // repartition: true (repartition.go); nil otherwise
+	split *splitDetector // key.field without repartition: notices split keys
 	inputID [16]byte
 	// relMu guards what the rebalance callbacks leave for the poll loop
 	// under exactly_once (they must not wait for mu): partitions to
@@ -137,8 +140,18 @@ func (l *lockedWriter) writeLine(b []byte) {
 	_, _ = l.w.Write(append(b, '\n'))
 }
 
-func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps deps) (*pipeline, error) {
+// newPipeline builds the pipeline of cfg, whose input topic has inputs
+// partitions; a repartitioned pipeline runs as stage 2 over the internal
+// topic, with its stage 1 beside it.
+func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, inputs int32, deps deps) (*pipeline, error) {
+	clTopic := changelogTopic(cfg)
+	var rp *stage2
+	if cfg.Repartition != nil {
+		rp = &stage2{inputs: inputs, ups: map[int32]*upstreamState{}}
+		cfg = stage2Config(cfg)
+	}
 	p := &pipeline{
+		rp:      rp,
 		cfg:     cfg,
 		log:     deps.log.With(zap.String("pipeline", cfg.Name)),
 		m:       deps.metrics,
@@ -147,7 +160,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		stored:  map[int32]int64{},
 		clNext:  map[int32]int64{},
 		gated:   map[int32]int64{},
-		clTopic: changelogTopic(cfg),
+		clTopic: clTopic,
 		eos:     cfg.Delivery == config.ExactlyOnce,
 		engOpts: windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)},
 	}
@@ -201,6 +214,15 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, deps 
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 	}
 	p.baseOpts = base
+	if p.rp != nil {
+		orig := c.Pipeline(cfg.Name)
+		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, repartitionPartitions(orig, inputs)); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
+		}
+	} else if cfg.Key.Field != "" {
+		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(cfg.Name))
+	}
 	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(cfg.Input.Group),
@@ -264,6 +286,15 @@ func (p *pipeline) loadMeta() error {
 			return err
 		}
 		if err = decodeOffsets(b, dst); err != nil {
+			return err
+		}
+	}
+	if p.rp != nil {
+		b, err := p.db.GetMeta(metaUpstream)
+		if err != nil {
+			return err
+		}
+		if err := p.rp.decode(b); err != nil {
 			return err
 		}
 	}
@@ -371,6 +402,17 @@ func (p *pipeline) partitionState(part int32) *partition {
 // handle processes one input record (mu held).
 func (p *pipeline) handle(r *kgo.Record, now int64) error {
 	part := p.parts[r.Partition] // assigned: step skips the others
+	if p.rp != nil {
+		done, err := p.stage2Record(r, now)
+		if err != nil {
+			return err
+		}
+		if done {
+			// A marker, or a record processed already: not data.
+			p.advancePosition(part, r)
+			return nil
+		}
+	}
 	part.in.Inc()
 	p.cur = r
 	p.rec = source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
@@ -393,18 +435,39 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 		if err := p.eng.Skip(&p.ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-	} else if err := p.eng.Record(&p.ev, now); err != nil {
-		return fmt.Errorf("engine: %w", err)
+	} else {
+		if p.split != nil && p.split.see(p.ev.Key, r.Partition) {
+			p.warnSplit(r.Partition)
+		}
+		if err := p.eng.Record(&p.ev, now); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
 	}
 	p.cur = nil
+	p.advancePosition(part, r)
+	return nil
+}
+
+// advancePosition moves part past r (mu held).
+func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
 	if part.position < 0 && part.first < 0 {
 		part.first = r.Offset
 	}
 	part.position = r.Offset + 1
-	if skip != nil && part.position >= skip.max {
+	if skip := p.skip[r.Partition]; skip != nil && part.position >= skip.max {
 		delete(p.skip, r.Partition)
 	}
-	return nil
+}
+
+// warnSplit logs, at most once a minute, that a key.field value arrived on
+// two input partitions.
+func (p *pipeline) warnSplit(part int32) {
+	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
+		p.split.lastLog = t
+		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
+			zap.String("key_field", p.cfg.Key.Field), zap.String("key", p.ev.Key), zap.Int32("partition", part),
+			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.Field))
+	}
 }
 
 // run is the poll loop; it returns nil when ctx is done and the final
@@ -412,7 +475,30 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	p.lastCommit = p.now()
 	var err error
+	var stage1 chan error
+	if p.rp != nil {
+		// Stage 1 stops with this loop: the stage that fails first stops both.
+		upCtx, stopUp := context.WithCancel(ctx)
+		defer stopUp()
+		stage1 = make(chan error, 1)
+		go func() { stage1 <- p.rp.up.run(upCtx, grace) }()
+		defer func() {
+			stopUp()
+			if uerr := <-stage1; uerr != nil {
+				p.log.Error("repartition stage stopped", zap.Error(uerr))
+			}
+		}()
+	}
 	for ctx.Err() == nil {
+		select {
+		case uerr := <-stage1:
+			if uerr == nil {
+				uerr = errors.New("repartition stage stopped")
+			}
+			stage1 <- uerr // for the deferred wait
+			return p.shutdown(uerr, grace)
+		default:
+		}
 		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
 		fetches := p.cl.PollRecords(pollCtx, pollMaxRecords)
 		cancel()
@@ -532,33 +618,39 @@ func isFatal(err error) bool {
 // refreshEnds lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEnds(ctx context.Context) {
-	if len(p.parts) == 0 {
+	refreshEnds(ctx, p.adm, p.cfg.Input.Topic, p.parts, p.eng.Watermarks())
+}
+
+// refreshEnds lists the high watermarks of topic's partitions in parts and
+// tells wm which of them are caught up; a partition whose position is not
+// known yet (nothing stored or committed) starts at the log start.
+func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]*partition, wm *watermark.Frontier) {
+	if len(parts) == 0 {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ends, err := p.adm.ListEndOffsets(lctx, p.cfg.Input.Topic)
+	ends, err := adm.ListEndOffsets(lctx, topic)
 	if err != nil {
 		return
 	}
 	var starts kadm.ListedOffsets
-	for part, st := range p.parts {
-		if e, ok := ends.Lookup(p.cfg.Input.Topic, part); ok && e.Err == nil && e.Offset > st.end {
+	for part, st := range parts {
+		if e, ok := ends.Lookup(topic, part); ok && e.Err == nil && e.Offset > st.end {
 			st.end = e.Offset
 		}
 		if st.position < 0 {
 			if starts == nil {
-				if starts, err = p.adm.ListStartOffsets(lctx, p.cfg.Input.Topic); err != nil {
+				if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
 					return
 				}
 			}
-			// Nothing stored or committed: consumption starts at the log start.
-			if s, ok := starts.Lookup(p.cfg.Input.Topic, part); ok && s.Err == nil && s.Offset >= 0 {
+			if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
 				st.position = s.Offset
 			}
 		}
 		caughtUp := st.position >= 0 && st.end >= 0 && st.position >= st.end
-		p.eng.Watermarks().SetCaughtUp(part, caughtUp)
+		wm.SetCaughtUp(part, caughtUp)
 	}
 }
 
@@ -596,6 +688,9 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	if toGroup {
 		if err := p.commitGroup(ctx); err != nil {
 			return err
+		}
+		if p.rp != nil {
+			p.purgeRepartition(ctx)
 		}
 	}
 	p.cycleDone(start)
@@ -648,8 +743,14 @@ func (p *pipeline) offsetsToStore() map[int32]int64 {
 
 // commitGroup commits the positions of the assigned partitions to the group.
 func (p *pipeline) commitGroup(ctx context.Context) error {
+	return commitPositions(ctx, p.cl, p.cfg.Input.Topic, p.parts)
+}
+
+// commitPositions commits the known positions of topic's partitions in
+// parts to cl's group.
+func commitPositions(ctx context.Context, cl *kgo.Client, topic string, parts map[int32]*partition) error {
 	uncommitted := map[int32]kgo.EpochOffset{}
-	for part, st := range p.parts {
+	for part, st := range parts {
 		if st.position >= 0 {
 			uncommitted[part] = kgo.EpochOffset{Epoch: -1, Offset: st.position}
 		}
@@ -658,7 +759,7 @@ func (p *pipeline) commitGroup(ctx context.Context) error {
 		return nil
 	}
 	var cerr error
-	p.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: uncommitted},
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: uncommitted},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				cerr = err

@@ -114,7 +114,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}()
 	}
 
-	if err := ensureTopics(runCtx, cfg, brokers, log); err != nil {
+	inputs, err := ensureTopics(runCtx, cfg, brokers, log)
+	if err != nil {
 		stop()
 		wg.Wait()
 		if ctx.Err() != nil {
@@ -126,7 +127,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
 	for i := range cfg.Pipelines {
-		p, err := newPipeline(&cfg.Pipelines[i], cfg, brokers, d)
+		p, err := newPipeline(&cfg.Pipelines[i], cfg, brokers, inputs[cfg.Pipelines[i].Name], d)
 		if err != nil {
 			stop()
 			wg.Wait()
@@ -188,15 +189,19 @@ func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
 }
 
 // ensureTopics waits for every input topic and creates missing output,
-// dead-letter and late topics with the input's partition count. It is the
+// dead-letter and late topics with the input's partition count, and the
+// changelog (and a repartitioned pipeline's internal topic) with as many
+// partitions as the pipeline's windowing stage consumes. It returns each
+// pipeline's input partition count. It is the
 // first connection to the cluster: a broker that cannot be reached or a
 // missing input topic is retried, but credentials, a certificate or
 // permissions that the cluster refuses stop it at once (securityError).
-func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) error {
+func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]int32, error) {
 	opts, err := clientOpts(cfg, brokers, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	inputs := map[string]int32{}
 	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
 		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")
 	}
@@ -205,7 +210,7 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -227,62 +232,83 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 				}
 			}
 			if serr := securityError(&cfg.Kafka, err, "input topic "+p.Input.Topic); serr != nil {
-				return serr
+				return nil, serr
 			}
 			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return nil, ctx.Err()
 			case <-time.After(backoff):
 			}
 		}
+		inputs[p.Name] = partitions
 		changelog := changelogTopic(&p)
-		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog} {
+		internal, stateParts := "", partitions
+		if p.Repartition != nil {
+			internal, stateParts = repartitionTopic(&p), repartitionPartitions(&p, partitions)
+		}
+		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
 			if topic == "" {
 				continue
 			}
 			var configs map[string]*string
-			if topic == changelog {
-				configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+			n := partitions
+			switch topic {
+			case changelog:
+				configs, n = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, stateParts
+			case internal:
+				// No time-based deletion: stage 2 deletes what it has processed.
+				configs, n = map[string]*string{"retention.ms": kadm.StringPtr("-1")}, stateParts
 			}
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := adm.CreateTopic(tctx, partitions, -1, configs, topic)
+			resp, err := adm.CreateTopic(tctx, n, -1, configs, topic)
 			cancel()
 			if err == nil {
 				err = resp.Err
 			}
 			switch {
 			case err == nil:
-				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", partitions))
+				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", n))
 			case errors.Is(err, kerr.TopicAlreadyExists):
-				if topic == changelog {
-					if err := checkChangelog(ctx, adm, topic, partitions); err != nil {
-						return err
+				if topic == changelog || topic == internal {
+					if err := checkPartitions(ctx, adm, topic, n, topic == internal); err != nil {
+						return nil, err
 					}
 				}
 			default:
 				if serr := securityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
-					return serr
+					return nil, serr
 				}
-				return fmt.Errorf("create topic %s: %w", topic, err)
+				return nil, fmt.Errorf("create topic %s: %w", topic, err)
 			}
 		}
 	}
-	return nil
+	return inputs, nil
 }
 
-// checkChangelog refuses an existing changelog topic with fewer partitions
-// than the input: partition p's state must have changelog partition p.
-func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+// checkPartitions refuses an existing changelog topic with fewer partitions
+// than the stage it logs (partition p's state is logged to changelog
+// partition p), and an existing repartition topic (exact) with another
+// count than configured (stage 1 would write keys where stage 2's state
+// does not expect them).
+func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32, exact bool) error {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	details, err := adm.ListTopics(tctx, topic)
 	if err != nil {
-		return fmt.Errorf("changelog topic %s: %w", topic, err)
+		return fmt.Errorf("topic %s: %w", topic, err)
 	}
-	if d, ok := details[topic]; ok && d.Err == nil && int32(len(d.Partitions)) < partitions {
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return nil
+	}
+	switch have := int32(len(d.Partitions)); {
+	case exact && have != partitions:
+		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
+			topic, have, partitions, have)
+	case !exact && have < partitions:
 		return fmt.Errorf("changelog topic %s has %d partitions, the input has %d: state of partition p is logged to changelog partition p; delete the changelog topic or add partitions to it",
-			topic, len(d.Partitions), partitions)
+			topic, have, partitions)
 	}
 	return nil
 }

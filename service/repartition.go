@@ -1,0 +1,576 @@
+package service
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/sink"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Repartitioning (DESIGN.md §13). A pipeline with `repartition: true` runs
+// two stages in every instance, each a member of its own consumer group:
+//
+//   - Stage 1 (repartitioner, group input.group, the input topic): decodes
+//     each record, writes it to the internal topic
+//     <group>-<pipeline>-repartition in partition KeyPartition(group key)
+//     with an upstream header (input partition, offset), and keeps the
+//     input partition's watermark generator. Every watermark_interval, and
+//     after each poll in which an input partition's watermark or idleness
+//     changed, it writes a marker of that partition to every repartition
+//     partition. Its input offsets commit only after everything it wrote
+//     is acknowledged.
+//   - Stage 2 (the pipeline, group <group>-<pipeline>-repartition, the
+//     internal topic): the windowing engine. The watermark of repartition
+//     partition q is the minimum over the input partitions of their last
+//     marker in q (watermark.Upstreams); markers are never data.
+//
+// A stage 1 restart writes records again from its last committed offset.
+// Stage 2 keeps, per repartition partition and input partition, the next
+// upstream offset it has not processed, and drops a record below it: the
+// records of one input partition reach a repartition partition in offset
+// order (one producer per input partition at a time, idempotent), so a
+// record below it was processed already. That table and the markers are
+// persisted with the partition's state (checkpoint and changelog marker).
+
+// repartitionTopic names the internal topic, which is also the name of
+// stage 2's consumer group: <group>-<pipeline>-repartition.
+func repartitionTopic(p *config.Pipeline) string {
+	return p.Input.Group + "-" + p.Name + "-repartition"
+}
+
+// repartitionPartitions is the internal topic's partition count.
+func repartitionPartitions(p *config.Pipeline, inputs int32) int32 {
+	if p.Repartition.Partitions > 0 {
+		return p.Repartition.Partitions
+	}
+	return inputs
+}
+
+// stage2Config is the pipeline as stage 2 runs it: it consumes the internal
+// topic in its own group.
+func stage2Config(p *config.Pipeline) *config.Pipeline {
+	c := *p
+	c.Input.Topic = repartitionTopic(p)
+	c.Input.Group = repartitionTopic(p)
+	// Partition watermarks come from the markers, which carry the input
+	// partitions' idleness; a repartition partition is never idle itself.
+	c.Watermark.Marked, c.Watermark.IdleTimeout = true, 0
+	return &c
+}
+
+// upstreamState is what stage 2 knows of the input partitions that feed
+// one repartition partition.
+type upstreamState struct {
+	marks *watermark.Upstreams
+	next  []int64 // per input partition: the next upstream offset not yet processed
+}
+
+func newUpstreamState(inputs int) *upstreamState {
+	return &upstreamState{marks: watermark.NewUpstreams(inputs), next: make([]int64, inputs)}
+}
+
+func (u *upstreamState) appendBinary(b []byte) []byte {
+	b = u.marks.AppendBinary(b)
+	for _, n := range u.next {
+		b = binary.AppendVarint(b, n)
+	}
+	return b
+}
+
+var errCorruptUpstream = errors.New("state: corrupt upstream table")
+
+func decodeUpstreamState(b []byte) (*upstreamState, []byte, error) {
+	marks, b, err := watermark.DecodeUpstreams(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	u := &upstreamState{marks: marks, next: make([]int64, marks.Len())}
+	for i := range u.next {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, nil, errCorruptUpstream
+		}
+		u.next[i], b = v, b[n:]
+	}
+	return u, b, nil
+}
+
+// stage2 is the repartition state of a stage-2 pipeline (mu held).
+type stage2 struct {
+	inputs int32                    // upstream (input) partitions
+	ups    map[int32]*upstreamState // per repartition partition
+	up     *repartitioner           // this instance's stage 1
+
+	lastPurge time.Time
+	purgeNext map[int32]int64 // positions committed at the last purge: deleted at the next
+}
+
+// purgeInterval is how often stage 2 deletes the repartition records it
+// has processed (the topic has no time-based retention: record timestamps
+// are event times, which a backfill places far in the past).
+const purgeInterval = 30 * time.Second
+
+// purgeRepartition deletes, once per purgeInterval, the repartition records
+// below the positions committed one interval ago (mu held): every resume
+// point (group offsets, changelog markers, local checkpoints) has passed
+// them.
+func (p *pipeline) purgeRepartition(ctx context.Context) {
+	if p.now().Sub(p.rp.lastPurge) < purgeInterval {
+		return
+	}
+	p.rp.lastPurge = p.now()
+	del := kadm.Offsets{}
+	for part, off := range p.rp.purgeNext {
+		if _, assigned := p.parts[part]; assigned {
+			del.AddOffset(p.cfg.Input.Topic, part, off, -1)
+		}
+	}
+	p.rp.purgeNext = map[int32]int64{}
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			p.rp.purgeNext[part] = st.position
+		}
+	}
+	if len(del) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := p.adm.DeleteRecords(dctx, del)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		p.log.Warn("deleting processed repartition records failed (retrying later)", zap.String("topic", p.cfg.Input.Topic), zap.Error(err))
+	}
+}
+
+const metaUpstream = "upstream"
+
+// upstream returns q's table, creating it.
+func (s *stage2) upstream(q int32) *upstreamState {
+	u := s.ups[q]
+	if u == nil || u.marks.Len() != int(s.inputs) {
+		// A table of another upstream count (the input grew) starts over:
+		// its partitions must all be heard from again.
+		u = newUpstreamState(int(s.inputs))
+		s.ups[q] = u
+	}
+	return u
+}
+
+func (s *stage2) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(len(s.ups)))
+	for q, u := range s.ups {
+		b = binary.AppendVarint(b, int64(q))
+		b = u.appendBinary(b)
+	}
+	return b
+}
+
+func (s *stage2) decode(b []byte) error {
+	clear(s.ups)
+	if b == nil {
+		return nil
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return errCorruptUpstream
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		q, k := binary.Varint(b)
+		if k <= 0 {
+			return errCorruptUpstream
+		}
+		u, rest, err := decodeUpstreamState(b[k:])
+		if err != nil {
+			return err
+		}
+		s.ups[int32(q)], b = u, rest
+	}
+	if len(b) != 0 {
+		return errCorruptUpstream
+	}
+	return nil
+}
+
+// repartitionHeaders finds the marker and upstream headers of a record.
+func repartitionHeaders(r *kgo.Record) (marker bool, upstream []byte) {
+	for _, h := range r.Headers {
+		switch h.Key {
+		case source.HeaderMarker:
+			marker = true
+		case source.HeaderUpstream:
+			upstream = h.Value
+		}
+	}
+	return marker, upstream
+}
+
+// stage2Record handles what is special about a record of the repartition
+// topic (mu held). It reports whether the record is done with: a marker
+// (applied), or a duplicate of an upstream record already processed.
+func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
+	isMarker, upstream := repartitionHeaders(r)
+	u := p.rp.upstream(r.Partition)
+	if isMarker {
+		m, err := source.DecodeMarker(r.Value)
+		if err != nil {
+			p.log.Warn("ignoring a corrupt watermark marker", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
+			return true, nil
+		}
+		if !u.marks.Observe(m.Upstream, m.Watermark, m.Idle) {
+			p.log.Warn("ignoring a marker of an unknown input partition", zap.Int32("upstream", m.Upstream), zap.Int32("inputs", p.rp.inputs))
+			return true, nil
+		}
+		label := strconv.Itoa(int(m.Upstream))
+		wm, _, _ := u.marks.Upstream(m.Upstream)
+		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
+		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
+		p.eng.Watermarks().Mark(r.Partition, u.marks.Watermark())
+		if err := p.eng.Advance(); err != nil {
+			return true, fmt.Errorf("engine: %w", err)
+		}
+		return true, nil
+	}
+	up, off, ok := source.DecodeUpstream(upstream)
+	if !ok || up >= p.rp.inputs {
+		return false, nil // not written by stage 1: processed as it is
+	}
+	if off < u.next[up] {
+		p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
+		return true, nil
+	}
+	u.next[up] = off + 1
+	return false, nil
+}
+
+// splitDetector notices, without repartitioning, a key.field value seen on
+// two input partitions: its windows are then split between the partitions'
+// states. It remembers the last partition of a bounded number of key hashes
+// (a sketch: it can miss a split, never invents one).
+type splitDetector struct {
+	seed    maphash.Seed
+	slots   []splitSlot
+	lastLog time.Time
+	count   prometheus.Counter
+}
+
+type splitSlot struct {
+	hash uint64
+	part int32 // partition + 1; 0: empty
+}
+
+const splitSlots = 1 << 16
+
+func newSplitDetector(c prometheus.Counter) *splitDetector {
+	return &splitDetector{seed: maphash.MakeSeed(), slots: make([]splitSlot, splitSlots), count: c}
+}
+
+// see records key on part and reports whether it was last seen on another partition.
+func (d *splitDetector) see(key string, part int32) bool {
+	h := maphash.String(d.seed, key)
+	s := &d.slots[h&(splitSlots-1)]
+	split := s.part != 0 && s.hash == h && s.part != part+1
+	s.hash, s.part = h, part+1
+	if split {
+		d.count.Inc()
+	}
+	return split
+}
+
+// repartitioner is stage 1 of a repartitioned pipeline: see above.
+type repartitioner struct {
+	cfg    *config.Pipeline // the pipeline as configured: the input topic and group
+	log    *zap.Logger
+	m      *metrics
+	now    func() time.Time
+	cl     *kgo.Client
+	adm    *kadm.Client
+	dec    *source.Decoder
+	topic  string // the repartition topic
+	n      int32  // its partitions
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu guards the rest against the rebalance callbacks (which
+	// BlockRebalanceOnPoll already runs between polls).
+	mu          sync.Mutex
+	wm          *watermark.Frontier // a generator per input partition, and idleness
+	parts       map[int32]*partition
+	sent        map[int32]source.Marker // last marker broadcast per input partition
+	lastMarkers time.Time
+	lastCommit  time.Time
+	lastEnds    time.Time
+	ev          windowing.Event
+	rec         source.Record
+	buf         []byte
+	prodErr     error // first produce failure (errMu)
+	errMu       sync.Mutex
+	failed      error
+}
+
+func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32) (*repartitioner, error) {
+	r := &repartitioner{
+		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
+		dec: source.NewDecoder(cfg), topic: repartitionTopic(cfg), n: partitions,
+		wm: watermark.NewFrontier(cfg.Watermark), parts: map[int32]*partition{}, sent: map[int32]source.Marker{},
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(cfg.Input.Group),
+		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
+		kgo.ConsumeTopics(cfg.Input.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	r.cl, r.adm = cl, kadm.NewClient(cl)
+	return r, nil
+}
+
+func (r *repartitioner) partitionState(part int32) *partition {
+	if st, ok := r.parts[part]; ok {
+		return st
+	}
+	label := strconv.Itoa(int(part))
+	st := &partition{
+		position: -1, end: -1, first: -1,
+		in:   r.m.repartitioned.WithLabelValues(r.cfg.Name, label),
+		dead: r.m.deadLetters.WithLabelValues(r.cfg.Name, label),
+	}
+	r.parts[part] = st
+	return st
+}
+
+func (r *repartitioner) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := assigned[r.cfg.Input.Topic]
+	committed := r.cl.CommittedOffsets()[r.cfg.Input.Topic]
+	for _, part := range parts {
+		st := r.partitionState(part)
+		if eo, ok := committed[part]; ok && eo.Offset >= 0 {
+			st.position = eo.Offset
+		}
+		// A new owner's generator starts over: stage 2 keeps the
+		// largest watermark each input partition ever sent.
+		r.wm.Assign(part, r.now().UnixMilli(), false)
+	}
+	r.log.Info("input partitions assigned", zap.Int32s("partitions", parts))
+}
+
+func (r *repartitioner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := revoked[r.cfg.Input.Topic]
+	if len(parts) == 0 {
+		return
+	}
+	// Commit what was written for them before their next owner starts.
+	if err := r.commit(ctx); err != nil {
+		r.log.Warn("commit before giving up input partitions failed", zap.Error(err))
+	}
+	r.forget(parts)
+	r.log.Info("input partitions revoked", zap.Int32s("partitions", parts))
+}
+
+func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := lost[r.cfg.Input.Topic]
+	r.forget(parts)
+	r.log.Warn("input partitions lost", zap.Int32s("partitions", parts))
+}
+
+func (r *repartitioner) forget(parts []int32) {
+	for _, part := range parts {
+		r.wm.Forget(part)
+		delete(r.parts, part)
+		delete(r.sent, part)
+	}
+}
+
+// run is stage 1's poll loop, until ctx is done; then a final commit.
+func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
+	r.lastCommit = r.now()
+	var err error
+	for ctx.Err() == nil {
+		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+		fetches := r.cl.PollRecords(pollCtx, pollMaxRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			break
+		}
+		err = r.step(ctx, fetches)
+		r.cl.AllowRebalance()
+		if err != nil {
+			break
+		}
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	r.mu.Lock()
+	if err == nil {
+		if err = r.commit(gctx); err == nil {
+			r.mu.Unlock()
+			_ = r.cl.LeaveGroupContext(gctx)
+			r.mu.Lock()
+		}
+	}
+	r.mu.Unlock()
+	r.cl.Close()
+	r.cancel()
+	if err != nil {
+		return fmt.Errorf("pipeline %s: repartition stage: %w", r.cfg.Name, err)
+	}
+	return nil
+}
+
+func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	nowMS := now.UnixMilli()
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		st := r.parts[fp.Partition]
+		if st == nil || fp.Topic != r.cfg.Input.Topic {
+			return
+		}
+		if fp.HighWatermark > st.end {
+			st.end = fp.HighWatermark
+		}
+		for _, rec := range fp.Records {
+			r.handle(rec, st, nowMS)
+		}
+	})
+	if now.Sub(r.lastEnds) >= endsInterval {
+		r.lastEnds = now
+		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, r.parts, r.wm)
+	}
+	r.wm.Tick(nowMS)
+	r.broadcast(nowMS, now.Sub(r.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
+	if now.Sub(r.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
+		if err := r.commit(ctx); err != nil {
+			if isFatal(err) {
+				return err
+			}
+			r.log.Warn("repartition commit failed; offsets not committed, will retry", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// handle writes one input record to the repartition topic, or to the
+// dead-letter topic when it cannot be decoded (mu held).
+func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
+	r.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli()}
+	st.position = in.Offset + 1
+	if err := r.dec.Decode(&r.rec, &r.ev); err != nil {
+		var de *source.DecodeError
+		reason := err.Error()
+		if errors.As(err, &de) {
+			reason = de.Reason
+		}
+		st.dead.Inc()
+		d := sink.DivertedRecord(r.cfg.DeadLetterTopic, reason, in)
+		d.Partition = in.Partition
+		r.produce(d)
+		return
+	}
+	st.in.Inc()
+	headers := make([]kgo.RecordHeader, 0, len(in.Headers)+1)
+	headers = append(headers, in.Headers...)
+	headers = append(headers, kgo.RecordHeader{Key: source.HeaderUpstream, Value: source.AppendUpstream(nil, in.Partition, in.Offset)})
+	r.produce(&kgo.Record{
+		Topic: r.topic, Partition: source.KeyPartition(r.ev.Key, r.n),
+		Key: []byte(r.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
+	})
+	r.wm.Observe(in.Partition, r.ev.Time, now)
+}
+
+func (r *repartitioner) produce(rec *kgo.Record) {
+	r.cl.Produce(r.ctx, rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			r.errMu.Lock()
+			if r.prodErr == nil {
+				r.prodErr = err
+			}
+			r.errMu.Unlock()
+		}
+	})
+}
+
+// broadcast writes a marker of every assigned input partition whose
+// watermark or idleness changed since its last marker (all: of every one)
+// to every repartition partition (mu held).
+func (r *repartitioner) broadcast(now int64, all bool) {
+	if all {
+		r.lastMarkers = time.UnixMilli(now)
+	}
+	for _, s := range r.wm.Status() {
+		if !s.Assigned {
+			continue
+		}
+		last, sent := r.sent[s.Partition]
+		if !all && sent && last.Watermark == s.Watermark && last.Idle == s.Idle {
+			continue
+		}
+		m := source.Marker{Upstream: s.Partition, Watermark: s.Watermark, Idle: s.Idle, Time: now}
+		r.sent[s.Partition] = m
+		value := source.AppendMarker(nil, m)
+		for q := int32(0); q < r.n; q++ {
+			r.produce(&kgo.Record{Topic: r.topic, Partition: q, Value: value,
+				Headers: []kgo.RecordHeader{{Key: source.HeaderMarker}}})
+		}
+		r.m.markers.WithLabelValues(r.cfg.Name).Add(float64(r.n))
+	}
+}
+
+// commit waits for everything written so far to be acknowledged, then
+// commits the input positions (mu held).
+func (r *repartitioner) commit(ctx context.Context) error {
+	r.lastCommit = r.now()
+	if err := r.cl.Flush(ctx); err != nil {
+		return err
+	}
+	r.errMu.Lock()
+	perr := r.prodErr
+	r.errMu.Unlock()
+	if perr != nil {
+		// Records after the failed one may be written: the positions
+		// cannot be committed. A restart writes again from the last
+		// commit; stage 2 drops what it processed already.
+		return fatalError{fmt.Errorf("repartitioned record not acknowledged: %w", perr)}
+	}
+	return commitPositions(ctx, r.cl, r.cfg.Input.Topic, r.parts)
+}

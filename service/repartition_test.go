@@ -1,0 +1,153 @@
+package service
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+func TestUpstreamStateRoundTrip(t *testing.T) {
+	s := &stage2{inputs: 3, ups: map[int32]*upstreamState{}}
+	u := s.upstream(4)
+	u.marks.Observe(0, 100, false)
+	u.marks.Observe(2, -7, true)
+	u.next[1] = 1 << 40
+	s.upstream(0).next[2] = 9
+	got := &stage2{inputs: 3, ups: map[int32]*upstreamState{}}
+	if err := got.decode(s.encode()); err != nil || !reflect.DeepEqual(got.ups, s.ups) {
+		t.Fatalf("round trip: %+v, %v", got.ups, err)
+	}
+	m := marker{position: 5, gen: watermark.Generator{MaxTS: 9, Seen: 1, Watermark: 4}, upstream: u}
+	back, err := decodeMarker(encodeMarker(m))
+	if err != nil || !reflect.DeepEqual(back, m) {
+		t.Fatalf("marker round trip: %+v, %v", back, err)
+	}
+	b := encodeMarker(m)
+	if _, err := decodeMarker(b[:len(b)-1]); err == nil {
+		t.Errorf("a truncated upstream table was accepted")
+	}
+	// A table of another input count starts over.
+	s.inputs = 5
+	if v := s.upstream(4); v.marks.Len() != 5 || v.next[1] != 0 {
+		t.Errorf("table after the input grew: %d inputs, next %v", v.marks.Len(), v.next)
+	}
+}
+
+// TestStage2Records feeds a stage-2 pipeline the records stage 1 writes:
+// markers move the partition's watermark only once every input partition
+// was heard from and are never data; a record below the next upstream
+// offset of its input partition (stage 1 wrote it again) is dropped.
+func TestStage2Records(t *testing.T) {
+	cfg, err := config.Parse("r.yaml", []byte(`kafka: {brokers: embedded}
+pipelines:
+  - name: r
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 1h}
+    aggregates: [{name: n, op: count}]
+    output: {topic: out}
+    repartition: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pc := stage2Config(&cfg.Pipelines[0])
+	if pc.Input.Topic != "windowd-r-r-repartition" || pc.Input.Group != pc.Input.Topic || !pc.Watermark.Marked {
+		t.Fatalf("stage 2 config: %+v", pc.Input)
+	}
+	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now,
+		parts: map[int32]*partition{}, rp: &stage2{inputs: 2, ups: map[int32]*upstreamState{}}, dec: source.NewDecoder(pc)}
+	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = 1
+	st := p.partitionState(q)
+	p.eng.Assign(q, 0, true)
+	var off int64
+	marker := func(up int32, wm int64, idle bool) *kgo.Record {
+		off++
+		return &kgo.Record{Partition: q, Offset: off, Value: source.AppendMarker(nil, source.Marker{Upstream: up, Watermark: wm, Idle: idle}),
+			Headers: []kgo.RecordHeader{{Key: source.HeaderMarker}}}
+	}
+	data := func(up int32, upOff int64, ts string) *kgo.Record {
+		off++
+		return &kgo.Record{Partition: q, Offset: off, Key: []byte("u1"), Value: []byte(`{"user":"u1","ts":` + ts + `}`),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: source.HeaderUpstream, Value: source.AppendUpstream(nil, up, upOff)}}}
+	}
+	steps := []struct {
+		r        *kgo.Record
+		frontier int64
+		records  int64 // engine records so far
+	}{
+		{marker(0, 1000, false), watermark.MinTime, 0}, // input 1 not heard from yet
+		{data(0, 10, "1500"), watermark.MinTime, 1},
+		{marker(1, 2000, false), 1000, 1},
+		{data(1, 5, "2500"), 1000, 2},
+		{data(0, 11, "1600"), 1000, 3},
+		{data(0, 10, "1500"), 1000, 3}, // stage 1 wrote it again: dropped
+		{data(0, 11, "1600"), 1000, 3}, //
+		{data(0, 12, "1700"), 1000, 4}, // new again
+		{marker(0, 3000, true), 2000, 4},
+		{marker(1, 2500, true), 3000, 4}, // all idle: the largest
+		{marker(1, 100, false), 3000, 4}, // a lower marker never moves it back
+	}
+	for i, s := range steps {
+		if err := p.handle(s.r, 0); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if f := p.eng.Frontier(); f != s.frontier {
+			t.Errorf("step %d: frontier %d, want %d", i, f, s.frontier)
+		}
+		if n := p.eng.Stats().Records; n != s.records {
+			t.Errorf("step %d: engine saw %d records, want %d", i, n, s.records)
+		}
+		if st.position != s.r.Offset+1 {
+			t.Errorf("step %d: position %d, want %d", i, st.position, s.r.Offset+1)
+		}
+	}
+	if got := testutil.ToFloat64(st.in); got != 4 {
+		t.Errorf("records_in counted %v, want the 4 data records", got)
+	}
+	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 {
+		t.Errorf("duplicates %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(p.m.upstreamWatermark.WithLabelValues("r", "1")); got != 2500 {
+		t.Errorf("upstream 1 watermark gauge %v, want 2500", got)
+	}
+}
+
+func TestSplitDetector(t *testing.T) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	d := newSplitDetector(c)
+	for i, s := range []struct {
+		key   string
+		part  int32
+		split bool
+	}{{"a", 0, false}, {"a", 0, false}, {"b", 1, false}, {"a", 1, true}, {"a", 1, false}, {"b", 0, true}} {
+		if got := d.see(s.key, s.part); got != s.split {
+			t.Errorf("step %d: see(%q, %d) = %v, want %v", i, s.key, s.part, got, s.split)
+		}
+	}
+	if testutil.ToFloat64(c) != 2 {
+		t.Errorf("counter %v, want 2", testutil.ToFloat64(c))
+	}
+}
