@@ -75,9 +75,6 @@ type pipeline struct {
 	// the input topic's id for the transaction's offset commits.
 	eos     bool
 	txn     *kgo.GroupTransactSession
-
-	rp    *stage2        // repartition: true (repartition.go); nil otherwise
-	split *splitDetector // key.field without repartition: notices split keys
 	inputID [16]byte
 	// relMu guards what the rebalance callbacks leave for the poll loop
 	// under exactly_once (they must not wait for mu): partitions to
@@ -91,6 +88,9 @@ type pipeline struct {
 	txnRecords   bool      // the open transaction holds produced records (mu)
 	abortNext    bool      // the open transaction must abort (mu)
 	lastSettle   time.Time // last settleAssignment attempt (mu)
+
+	rp    *stage2        // repartition: true (repartition.go); nil otherwise
+	split *splitDetector // key.field without repartition: notices split keys
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
