@@ -46,6 +46,10 @@
 #   DELIVERY=at_least_once       the pipeline's delivery (exactly_once: one
 #                                transaction per commit cycle; the output's
 #                                end offsets then include transaction markers)
+#   REPARTITION=0                1: repartition: true (KEY user or country):
+#                                two stages through the internal topic; the
+#                                summary adds the marker records written
+#                                (per second per internal partition)
 #   CACHE_BYTES=64MiB            state.cache_bytes
 #   CONSUME_GROUP=1              0: the consume loop uses no group (direct
 #                                partition consumption)
@@ -91,6 +95,16 @@ case $key in
 record) keycfg="" ;;
 user | country) keycfg="    key: {field: $key}" ;;
 *) echo "e2e.sh: KEY must be record, user or country" >&2; exit 2 ;;
+esac
+repartition=${REPARTITION:-0}
+case $repartition in
+0) ;;
+1)
+	[ "$key" != record ] || { echo "e2e.sh: REPARTITION=1 needs KEY=user or KEY=country" >&2; exit 2; }
+	keycfg="$keycfg
+    repartition: true"
+	;;
+*) echo "e2e.sh: REPARTITION must be 0 or 1" >&2; exit 2 ;;
 esac
 
 for t in kcat curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
@@ -165,7 +179,7 @@ EOF
 
 echo "# windowd end-to-end benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
-echo "# $records records, $keys keys, $partitions partitions; tumbling ${window_s}s count+sum keyed by $key; $delivery, commit_interval $commit_interval; cache_bytes $cache_bytes; broker $broker; consume loop $([ "$consume_group" = 0 ] && echo "without a group" || echo "in a fresh group")"
+echo "# $records records, $keys keys, $partitions partitions; tumbling ${window_s}s count+sum keyed by $key$([ "$repartition" = 0 ] || echo ", repartition: true"); $delivery, commit_interval $commit_interval; cache_bytes $cache_bytes; broker $broker; consume loop $([ "$consume_group" = 0 ] && echo "without a group" || echo "in a fresh group")"
 bin=$tmp/windowd
 go build -o "$bin" ./cmd/windowd
 go build -o "$tmp/gen" ./bench/gen
@@ -238,7 +252,7 @@ run_windowd() { # rep; sets w_* variables
 	local r=$1
 	local st=$tmp/state$r grp=$topic-g$r wout=$topic-w$r log=$out/e2e-windowd.log
 	local cfg=$tmp/w$r.yaml m=$tmp/metrics t0 b0 in=0 commits=0 c0="" i
-	topics+=("$wout" "$wout-dlq" "$grp-bench-changelog")
+	topics+=("$wout" "$wout-dlq" "$grp-bench-changelog" "$grp-bench-repartition")
 	mkdir -p "$st"
 	write_config "$cfg" "$st" "$topic" "$grp" "$wout"
 	w_in="" w_out="" w_commit=""
@@ -295,6 +309,8 @@ run_windowd() { # rep; sets w_* variables
 	w_alloc=$(msum go_memstats_alloc_bytes_total "$m")
 	w_mallocs=$(msum go_memstats_mallocs_total "$m")
 	w_gcs=$(msum go_gc_duration_seconds_count "$m")
+	w_markers=$(msum windowd_repartition_markers_total "$m")
+	w_dups=$(msum windowd_repartition_duplicates_total "$m")
 	w_outrec=$(ends "$wout")
 	w_assigned=$(jq -R -r 'fromjson? | select(.msg == "partitions assigned") | .ts' "$log" 2>/dev/null | head -1)
 	[ -z "$w_assigned" ] || w_assigned=$(date -d "$w_assigned" +%s.%N)
@@ -312,7 +328,7 @@ run_windowd() { # rep; sets w_* variables
 		echo "#   MISMATCH: output topic holds $w_outrec records, windowd_panes_total $w_panes, expected $expected panes" >&2
 	[ "$w_dead" = 0 ] && [ "$w_late" = 0 ] || echo "#   note: $w_dead dead letters, $w_late late records" >&2
 	if [ -z "${KEEP_TOPICS:-}" ]; then
-		delete_topics "$wout" "$wout-dlq" "$grp-bench-changelog"
+		delete_topics "$wout" "$wout-dlq" "$grp-bench-changelog" "$grp-bench-repartition"
 		topics=("$topic")
 	fi
 	rm -rf "$st"
@@ -333,7 +349,7 @@ run_replay() { # sets r_* variables
 }
 
 raw=$out/e2e-raw.tsv
-cols="rep order load1 c_wall_s c_loop_s c_first_s c_rss_kib c_cpu_s c_broker_cpu_s w_assigned_s w_in_s w_out_s w_commit_s w_rss_kib w_cpu_commit_s w_cpu_total_s w_broker_cpu_s w_records_in w_panes w_output_records expected_panes w_changelog_records w_changelog_bytes w_state_writes w_commits w_open_windows w_alloc_bytes w_mallocs w_gc_cycles r_wall_s r_rss_kib r_cpu_s r_panes c_rate w_rate ratio ratio_in"
+cols="rep order load1 c_wall_s c_loop_s c_first_s c_rss_kib c_cpu_s c_broker_cpu_s w_assigned_s w_in_s w_out_s w_commit_s w_rss_kib w_cpu_commit_s w_cpu_total_s w_broker_cpu_s w_records_in w_panes w_output_records expected_panes w_changelog_records w_changelog_bytes w_state_writes w_commits w_open_windows w_alloc_bytes w_mallocs w_gc_cycles w_markers w_duplicates r_wall_s r_rss_kib r_cpu_s r_panes c_rate w_rate ratio ratio_in"
 tr ' ' '\t' <<<"$cols" >"$raw"
 for ((r = 1; r <= reps; r++)); do
 	load=$(cut -d' ' -f1 /proc/loadavg)
@@ -357,7 +373,7 @@ for ((r = 1; r <= reps; r++)); do
 	printf '%s\n' "$r" "$order" "$load" "$c_wall" "$c_int" "$c_first" "$c_rss" "$c_cpu" "$c_bcpu" \
 		"$w_assigned" "$w_in" "$w_out" "$w_commit" "$w_rss" "$w_cpu_commit" "$w_cpu" "$w_bcpu" \
 		"$w_n" "$w_panes" "$w_outrec" "$expected" "$w_clrec" "$w_clbytes" "$w_writes" "$w_commits" "$w_open" \
-		"$w_alloc" "$w_mallocs" "$w_gcs" "$r_wall" "$r_rss" "$r_cpu" "$r_panes" "$c_rate_r" "$w_rate_r" "$ratio" "$ratio_in" | paste -sd '\t' >>"$raw"
+		"$w_alloc" "$w_mallocs" "$w_gcs" "$w_markers" "$w_dups" "$r_wall" "$r_rss" "$r_cpu" "$r_panes" "$c_rate_r" "$w_rate_r" "$ratio" "$ratio_in" | paste -sd '\t' >>"$raw"
 	echo "# rep $r/$reps ($order, load $load): consume ${c_wall}s ($c_rate_r rec/s, $((c_rss / 1024)) MiB, CPU ${c_cpu}s); windowd in ${w_in}s, out ${w_out}s, committed ${w_commit}s ($w_rate_r rec/s, $((w_rss / 1024)) MiB, CPU ${w_cpu_commit}s); ratio $ratio (to \"in\": $ratio_in); changelog $w_clrec records, $w_clbytes B$([ "$replay" = 0 ] || echo "; replay ${r_wall}s (CPU ${r_cpu}s)")" >&2
 done
 
@@ -386,6 +402,7 @@ printf '%-52s %s\n' \
 	"windowd: state writes; commit cycles; open windows" "$(med_col "$raw" w_state_writes); $(med_col "$raw" w_commits); $(med_col "$raw" w_open_windows)" \
 	"windowd: Go heap bytes allocated per input record" "$(awk -v a="$(med_col "$raw" w_alloc_bytes)" -v n="$records" 'BEGIN {printf "%.0f\n", a / n}')" \
 	"windowd: Go heap objects per input record; GC cycles" "$(awk -v a="$(med_col "$raw" w_mallocs)" -v n="$records" 'BEGIN {printf "%.1f\n", a / n}'); $(med_col "$raw" w_gc_cycles)" \
+	"windowd: marker records; per s per partition; dups" "$(med_col "$raw" w_markers); $(awk -v m="$(med_col "$raw" w_markers)" -v t="$(med_col "$raw" w_commit_s)" -v p=$partitions 'BEGIN {printf "%.1f\n", m / t / p}'); $(med_col "$raw" w_duplicates)" \
 	"replay (no Kafka): exec to exit, s; records/s" "$(med_col "$raw" r_wall_s); $(rate "$(med_col "$raw" r_wall_s)")" \
 	"replay: peak RSS MiB; CPU s; panes (all windows)" "$(mib "$(med_col "$raw" r_rss_kib)"); $(med_col "$raw" r_cpu_s); $(med_col "$raw" r_panes)" \
 	"ratio windowd/consume (committed), per repetition" "$(col ratio)" \

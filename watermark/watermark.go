@@ -13,6 +13,9 @@
 //   - After a restore, partitions not yet assigned again can be held in the
 //     minimum for a while (HoldRestored), so a partial first assignment does
 //     not let the frontier run ahead of them.
+//   - Under a Marked spec (stage 2 of a repartitioned pipeline) records never
+//     move a partition's watermark; Mark does, from the partition's
+//     Upstreams (the last marker of every input partition), and never lowers it.
 //
 // The package is pure: processing time is passed in as Unix milliseconds.
 package watermark
