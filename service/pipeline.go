@@ -223,16 +223,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	} else if cfg.Key.Field != "" {
 		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(cfg.Name))
 	}
-	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
-	opts := append(append([]kgo.Opt(nil), base...),
-		kgo.ConsumerGroup(cfg.Input.Group),
-		kgo.SessionTimeout(session),
-		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
-		kgo.ConsumeTopics(cfg.Input.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DisableAutoCommit(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+	opts := append(groupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
@@ -273,6 +264,23 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.prod = sink.NewProducer(p.cl)
 	p.m.ready.WithLabelValues(cfg.Name).Set(0)
 	return p, nil
+}
+
+// groupOpts are the client options of a consumer-group member of group on
+// topic: read_committed from the log start, offsets committed by the
+// caller, cooperative-sticky rebalances.
+func groupOpts(base []kgo.Opt, c *config.Config, group, topic string) []kgo.Opt {
+	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
+	return append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(group),
+		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+	)
 }
 
 // loadMeta reads what the last checkpoint holds beyond window state: the

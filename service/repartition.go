@@ -333,16 +333,7 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 		wm: watermark.NewFrontier(cfg.Watermark), parts: map[int32]*partition{}, sent: map[int32]source.Marker{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
-	opts := append(append([]kgo.Opt(nil), base...),
-		kgo.ConsumerGroup(cfg.Input.Group),
-		kgo.SessionTimeout(session),
-		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
-		kgo.ConsumeTopics(cfg.Input.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DisableAutoCommit(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+	opts := append(groupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
