@@ -112,12 +112,14 @@ func (e *env) member(name string) *env {
 // until halted: every 50 ms, 2 records per partition. Per partition, record
 // n has event time base + 25ms·n minus up to 500 ms of disorder, well within
 // max_delay 2s, so replay (and an undisturbed run) never finds a record
-// late. Keys k<p>-<i> (4 per partition) live on partition p only.
+// late. Its record function gives each record's key and value
+// (startSteadyProducer: keys k<p>-<i>, 4 per partition, on partition p only).
 type steadyProducer struct {
-	t     *testing.T
-	cl    *kgo.Client
-	parts int32
-	rng   *rand.Rand
+	t      *testing.T
+	cl     *kgo.Client
+	parts  int32
+	rng    *rand.Rand
+	record func(rng *rand.Rand, p int32, n int, ts int64) input // n: records produced before
 
 	mu   sync.Mutex
 	recs []input
@@ -137,7 +139,15 @@ const (
 )
 
 func startSteadyProducer(t *testing.T, e *env) *steadyProducer {
-	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(42)),
+	return startProducer(t, e, 42, func(rng *rand.Rand, p int32, _ int, ts int64) input {
+		u := fmt.Sprintf("k%d-%d", p, rng.Intn(steadyKeys))
+		return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
+	})
+}
+
+// startProducer starts a steadyProducer whose records come from record.
+func startProducer(t *testing.T, e *env, seed int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
+	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record,
 		cl:   newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(e.in)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(sp.halt) // before the client closes (cleanups run last first)
@@ -159,8 +169,7 @@ func (sp *steadyProducer) run() {
 		for p := int32(0); p < sp.parts; p++ {
 			for i := int64(0); i < steadyPerTick; i++ {
 				ts := base + (sp.seq+i)*steadyStepMS - sp.rng.Int63n(steadyDisorderMS+1)
-				u := fmt.Sprintf("k%d-%d", p, sp.rng.Intn(steadyKeys))
-				batch = append(batch, input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, sp.rng.Intn(100))})
+				batch = append(batch, sp.record(sp.rng, p, len(sp.recs)+len(batch), ts))
 			}
 		}
 		krs := make([]*kgo.Record, len(batch))
