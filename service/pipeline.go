@@ -503,7 +503,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 			if uerr == nil {
 				uerr = errors.New("repartition stage stopped")
 			}
-			stage1 <- uerr // for the deferred wait
+			stage1 <- nil // for the deferred wait; the error is reported once, below
 			return p.shutdown(uerr, grace)
 		default:
 		}
