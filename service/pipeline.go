@@ -222,6 +222,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		}
 	} else if cfg.Key.Field != "" {
 		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(cfg.Name))
+		p.log.Warn("key.field without repartition: true: the records of one "+cfg.Key.Field+" must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
+			zap.String("key_field", cfg.Key.Field))
 	}
 	opts := append(groupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.OnPartitionsAssigned(p.onAssigned),
