@@ -379,9 +379,6 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 	if p.Key.Field == "" {
 		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field (records keyed by the group key need no repartitioning)")
 	}
-	if p.Delivery == ExactlyOnce {
-		d.errorf(m.valueAt("repartition"), m.child("repartition"), "is not supported with delivery: exactly_once yet")
-	}
 	return &Repartition{Partitions: int32(parts), WatermarkInterval: interval}
 }
 

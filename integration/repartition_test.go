@@ -650,14 +650,22 @@ func groupShares(adm *kadm.Client, groups ...string) map[string][]int {
 // exactly one final pane, equal to replay's: nothing lost, nothing counted
 // twice (stage 2 drops the records stage 1 wrote again, by upstream
 // offset); a pane emitted twice repeats its pane id byte for byte.
-func TestRepartitionKill(t *testing.T) {
+func TestRepartitionKill(t *testing.T) { repartitionKill(t, "at_least_once") }
+
+// TestRepartitionKillExactlyOnce is TestRepartitionKill under exactly_once
+// (stage 2 transactional, 100ms commit interval; stage 1 is not, its
+// repeated writes are dropped the same way): a read_committed reader sees
+// every pane once.
+func TestRepartitionKillExactlyOnce(t *testing.T) { repartitionKill(t, "exactly_once") }
+
+func repartitionKill(t *testing.T, delivery string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes in two consumer groups, an internal repartition topic")
 	}
 	windowdBinary(t)
 	began := time.Now()
 	const parts = 8
-	const tail = "    delivery: at_least_once\n    repartition: true\n"
+	tail := "    delivery: " + delivery + "\n    repartition: true\n"
 	write := func(e *env, stateDir string) string { return e.writeSteadyConfig(stateDir, "2s", tail) }
 	e := newRepartitionEnv(t, "", parts, write)
 	if e.cfg.Pipelines[0].Repartition == nil {
@@ -789,7 +797,7 @@ func TestRepartitionKill(t *testing.T) {
 	// How much stage 1 wrote twice (informational: the duplicates stage 2
 	// had to drop; a kill right after a commit may leave few or none).
 	data, upstreams, err := repartitionData(t, e.repartitionTopic())
-	res := checkDelivery(e, want, out.got, late.got, false)
+	res := checkDelivery(e, want, out.got, late.got, delivery == "exactly_once")
 	if err != nil {
 		t.Logf("reading the repartition topic: %v", err)
 	} else {
@@ -811,7 +819,7 @@ func TestRepartitionKill(t *testing.T) {
 	t.Logf("%d input records, %d windows in replay; output: %d pane records, %d distinct pane ids, %d duplicates; %.1fs in all",
 		len(recs), len(want), res.records, res.distinct, res.dups, time.Since(began).Seconds())
 	if len(res.problems) > 0 {
-		t.Fatalf("output after a kill -9 with repartition: true differs from replay:\n%s", strings.Join(res.problems, "\n"))
+		t.Fatalf("output after a kill -9 with repartition: true (%s) differs from replay:\n%s", delivery, strings.Join(res.problems, "\n"))
 	}
 }
 

@@ -178,6 +178,9 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "committed").Inc()
+	if p.rp != nil {
+		p.purgeRepartition(ctx)
+	}
 	return p.checkpointTxn(start, acks)
 }
 
