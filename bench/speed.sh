@@ -42,6 +42,7 @@ cases=(
 	"T|windowd bench/tumbling.yaml|tumbling 10s, record key (10k keys)"
 	"Tp|windowd bench/tumbling.yaml --partitions 4|T with --partitions 4: no partition scan (info)"
 	"TC|windowd bench/tumbling-10s-country.yaml|tumbling 10s, value.country (8 keys)"
+	"TCR|windowd bench/tumbling-10s-country-repartition.yaml|TC with repartition: true (info)"
 	"HC|windowd bench/hopping-60s-1s-country.yaml|hopping 60s/1s, value.country"
 	"SC|windowd bench/session-30s-country.yaml|session gap 30s, value.country"
 )
