@@ -320,7 +320,9 @@ func TestValidVariants(t *testing.T) {
 		{"repartition settings", with(nil, "    key: {field: user}", "    repartition: true", "    repartition_partitions: 16", "    watermark_interval: 1s"),
 			func(c *Config) any { return *c.Pipelines[0].Repartition }, Repartition{Partitions: 16, WatermarkInterval: 1000}},
 		{"repartition with exactly_once", with(nil, "    key: {field: user}", "    delivery: exactly_once", "    repartition: true"),
-			func(c *Config) any { return c.Pipelines[0].Repartition != nil && c.Pipelines[0].Delivery == ExactlyOnce }, true},
+			func(c *Config) any {
+				return c.Pipelines[0].Repartition != nil && c.Pipelines[0].Delivery == ExactlyOnce
+			}, true},
 		{"repartition off", with(nil, "    key: {field: user}", "    repartition: false"),
 			func(c *Config) any { return c.Pipelines[0].Repartition == nil }, true},
 		{"exactly_once with its own commit_interval", with(nil, "    delivery: exactly_once", "    commit_interval: 2s"),
