@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
 )
 
 // idleStream: both partitions carry data up to ~20 s of event time, then
@@ -47,8 +49,13 @@ func TestIdlePartition(t *testing.T) {
 	// Windows of u0 that end at or before the last watermark of p0 (59800-2000):
 	// [0,10000) .. [40000,50000); with allowed_lateness 30s they are final once
 	// the frontier passes end+30s, i.e. [0,10000) and [10000,20000).
-	t.Run("with idle_timeout", func(t *testing.T) {
+	withIdleTimeout := func(t *testing.T, repartition bool) {
 		e := newEnv(t, 2, ", idle_timeout: 2s")
+		if repartition {
+			// Stage 1 judges p1 idle and says so in its markers; the
+			// internal partitions themselves are never idle.
+			e.cfg.Pipelines[0].Repartition = &config.Repartition{WatermarkInterval: config.DefaultWatermarkInterval}
+		}
 		inst := e.startInProcess()
 		produce(t, e.in, recs)
 		inst.waitRecordsIn(t, len(recs))
@@ -56,17 +63,22 @@ func TestIdlePartition(t *testing.T) {
 		out.readUntil(t, "u0's windows to close while p1 is idle", 30*time.Second, func(got []outRecord) bool {
 			return finalWindowsOf(got, "u0")["[10000,20000)"]
 		})
-		waitFor(t, "p1 idle in /metrics", 10*time.Second, func() bool {
-			v, ok := inst.metric(t, "windowd_partition_idle", "partition", "1")
-			return ok && v == 1
-		})
-		if v, _ := inst.metric(t, "windowd_frontier_ms"); int64(v) != base+59800-2000 {
-			t.Fatalf("frontier = %d, want p0's watermark %d", int64(v)-base, 59800-2000)
+		if !repartition {
+			waitFor(t, "p1 idle in /metrics", 10*time.Second, func() bool {
+				v, ok := inst.metric(t, "windowd_partition_idle", "partition", "1")
+				return ok && v == 1
+			})
 		}
+		waitFor(t, "the frontier at p0's watermark", 10*time.Second, func() bool {
+			v, _ := inst.metric(t, "windowd_frontier_ms")
+			return int64(v) == base+59800-2000
+		})
 		if err := inst.stop(); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	t.Run("with idle_timeout", func(t *testing.T) { withIdleTimeout(t, false) })
+	t.Run("with idle_timeout, repartitioned", func(t *testing.T) { withIdleTimeout(t, true) })
 	t.Run("without idle_timeout", func(t *testing.T) {
 		e := newEnv(t, 2, "")
 		inst := e.startInProcess()

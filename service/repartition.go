@@ -231,12 +231,14 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 	u := p.rp.upstream(r.Partition)
 	if isMarker {
 		m, err := source.DecodeMarker(r.Value)
-		if err != nil {
-			p.log.Warn("ignoring a corrupt watermark marker", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
-			return true, nil
+		if err == nil && !u.marks.Observe(m.Upstream, m.Watermark, m.Idle) {
+			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.rp.inputs)
 		}
-		if !u.marks.Observe(m.Upstream, m.Watermark, m.Idle) {
-			p.log.Warn("ignoring a marker of an unknown input partition", zap.Int32("upstream", m.Upstream), zap.Int32("inputs", p.rp.inputs))
+		if err != nil {
+			if t := p.now(); t.Sub(p.lastErrLog) >= errLogInterval {
+				p.lastErrLog = t
+				p.log.Warn("ignoring a watermark marker", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
+			}
 			return true, nil
 		}
 		label := strconv.Itoa(int(m.Upstream))
@@ -318,6 +320,7 @@ type repartitioner struct {
 	lastMarkers time.Time
 	lastCommit  time.Time
 	lastEnds    time.Time
+	lastErrLog  time.Time
 	ev          windowing.Event
 	rec         source.Record
 	buf         []byte
@@ -452,6 +455,12 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 	defer r.mu.Unlock()
 	now := r.now()
 	nowMS := now.UnixMilli()
+	fetches.EachError(func(topic string, part int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && now.Sub(r.lastErrLog) >= errLogInterval {
+			r.lastErrLog = now
+			r.log.Warn("fetch error (retrying)", zap.String("topic", topic), zap.Int32("partition", part), zap.Error(err))
+		}
+	})
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		st := r.parts[fp.Partition]
 		if st == nil || fp.Topic != r.cfg.Input.Topic {
@@ -466,6 +475,14 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 	})
 	if now.Sub(r.lastEnds) >= endsInterval {
 		r.lastEnds = now
+		// The group's offsets of newly assigned partitions arrive after
+		// their assignment: until a record comes, they are the position.
+		committed := r.cl.CommittedOffsets()[r.cfg.Input.Topic]
+		for part, st := range r.parts {
+			if eo, ok := committed[part]; ok && st.position < 0 && eo.Offset >= 0 {
+				st.position = eo.Offset
+			}
+		}
 		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, r.parts, r.wm)
 	}
 	r.wm.Tick(nowMS)
