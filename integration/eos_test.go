@@ -371,11 +371,8 @@ func crashLoop(t *testing.T, delivery string) {
 	final := e.spawn(nil)
 	names[final] = "final"
 	final.waitListening(t)
-	sp.halt()
-	recs := append(sp.records(), flushRecords(e.partitions)...)
-	produce(t, e.in, flushRecords(e.partitions))
 	drain := time.Now()
-	e.waitCommitted(t, 60*time.Second)
+	recs := sp.finish(e)
 	if !final.running() {
 		t.Fatalf("the final instance exited: %v\n%s", final.exitErr, stderrTail(final, 30))
 	}
@@ -531,10 +528,7 @@ func zombie(t *testing.T, minStopped time.Duration) {
 			assigned(a), recordsIn(a)-aIn, len(since), strings.Join(since[:min(8, len(since))], "\n")))
 	}
 
-	sp.halt()
-	recs := append(sp.records(), flushRecords(parts)...)
-	produce(t, e.in, flushRecords(parts))
-	e.waitCommitted(t, 60*time.Second)
+	recs := sp.finish(e)
 	alive(b)
 	at("every input record committed")
 

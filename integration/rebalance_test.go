@@ -204,6 +204,17 @@ func (sp *steadyProducer) progress() (records int, eventTime int64) {
 	return len(sp.recs), base + sp.seq*steadyStepMS
 }
 
+// finish stops the stream, closes every window with a flush record per
+// partition and waits until the group has committed the whole input; it
+// returns every record produced.
+func (sp *steadyProducer) finish(e *env) []input {
+	sp.halt()
+	flush := flushRecords(e.partitions)
+	produce(sp.t, e.in, flush)
+	e.waitCommitted(sp.t, 60*time.Second)
+	return append(sp.records(), flush...)
+}
+
 func (sp *steadyProducer) records() []input {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()

@@ -771,10 +771,7 @@ func repartitionKill(t *testing.T, delivery string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	op.halt()
-	recs := append(op.records(), flushRecords(parts)...)
-	produce(t, e.in, flushRecords(parts))
-	e.waitCommitted(t, 60*time.Second)
+	recs := op.finish(e)
 	alive(b)
 	at("stream stopped, flushed; every input record committed by stage 1")
 
