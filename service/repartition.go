@@ -323,10 +323,8 @@ type repartitioner struct {
 	lastErrLog  time.Time
 	ev          windowing.Event
 	rec         source.Record
-	buf         []byte
 	prodErr     error // first produce failure (errMu)
 	errMu       sync.Mutex
-	failed      error
 }
 
 func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32) (*repartitioner, error) {
