@@ -436,6 +436,9 @@ func (p *pipeline) rollback() error {
 	rewind := map[int32]kgo.EpochOffset{}
 	now := p.nowMS()
 	for part, st := range p.parts {
+		// Records polled before this rollback start at the position
+		// processing had reached; they come again from the rewound one.
+		pre := st.position
 		p.offMu.Lock()
 		off, ok := p.stored[part]
 		p.offMu.Unlock()
@@ -449,8 +452,12 @@ func (p *pipeline) rollback() error {
 			off = -1
 		}
 		st.marked, st.first = st.position, -1
+		st.stale = 0
 		if off >= 0 {
 			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			if pre > off {
+				st.stale = pre
+			}
 		}
 		p.eng.Assign(part, now, false)
 		p.gateIfBehind(part)

@@ -44,9 +44,15 @@ type partition struct {
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
 	first    int64 // offset of the first record processed while position was unknown; -1: none
-	in       prometheus.Counter
-	dead     prometheus.Counter
-	late     prometheus.Counter
+	// stale > 0: a rollback rewound the partition from this offset
+	// (exactly_once). A record at or past it was polled before the
+	// rollback (a poll can wait for mu while a callback rolls back) and is
+	// skipped: the rewound fetch delivers it again, after the records
+	// before it. The first record below it ends the skipping.
+	stale int64
+	in    prometheus.Counter
+	dead  prometheus.Counter
+	late  prometheus.Counter
 }
 
 // pipeline runs one configured pipeline: a consumer-group member whose
@@ -557,7 +563,12 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		if fp.HighWatermark > st.end {
 			st.end = fp.HighWatermark
 		}
+		stale := 0
 		for _, r := range fp.Records {
+			if st.polledBeforeRollback(r.Offset) {
+				stale++
+				continue
+			}
 			if err = p.handle(r, now.UnixMilli()); err != nil {
 				return
 			}
@@ -575,6 +586,10 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 					return
 				}
 			}
+		}
+		if stale > 0 {
+			p.log.Info("skipped records polled before the rollback; the rewound fetch delivers them again",
+				zap.Int32("partition", fp.Partition), zap.Int("records", stale))
 		}
 	})
 	if err != nil {
@@ -611,6 +626,20 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	p.updateMetrics()
 	return nil
+}
+
+// polledBeforeRollback reports whether the record at off was polled before
+// the last rollback rewound the partition (see stale), and ends the
+// skipping at the first record of the rewound fetch.
+func (st *partition) polledBeforeRollback(off int64) bool {
+	if st.stale == 0 {
+		return false
+	}
+	if off >= st.stale {
+		return true
+	}
+	st.stale = 0
+	return false
 }
 
 // fatalError marks errors after which the pipeline must stop without
