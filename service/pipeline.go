@@ -551,9 +551,8 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		}
 	})
 	var err error
-	rolledBack := false // the rest of this poll is re-fetched from the rolled-back positions
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if err != nil || rolledBack || fp.Topic != p.cfg.Input.Topic {
+		if err != nil || fp.Topic != p.cfg.Input.Topic {
 			return
 		}
 		st := p.parts[fp.Partition]
@@ -575,8 +574,12 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			if p.eng.NeedsCheckpoint() {
 				// Bound memory: uncommitted state writes must not pile up until the next interval.
 				if err = p.commit(ctx, true); errors.Is(err, errRolledBack) {
-					rolledBack, err = true, nil
-					return
+					// The rest of this poll's records of rewound
+					// partitions are skipped (polledBeforeRollback);
+					// those of partitions the rollback did not
+					// rewind (nothing of them was processed) still count.
+					err = nil
+					continue
 				}
 				if err != nil && !isFatal(err) {
 					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
