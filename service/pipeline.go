@@ -118,7 +118,7 @@ type pipeline struct {
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	loggedWrites int64              // store.writes already counted in the metric
 	faultAfter   int                // see faultEnv; 0: off
-	gated        map[int32]int64    // partitions whose timers wait: the frontier when they joined
+	gated        map[int32]int64    // partitions catching up on their own frontier: the frontier when they joined
 
 	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
 	// (which runs on the group goroutine and must not wait for mu).
@@ -917,13 +917,14 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	return nil
 }
 
-// gateIfBehind holds the timers of assigned partition part when it joins
-// behind the frontier (it moved, or it was held): its windows wait for its
-// records (releaseGated).
+// gateIfBehind runs assigned partition part on its own frontier when it
+// joins behind the frontier (it moved, or it was held), until releaseGated:
+// its records are then not late merely because this instance's frontier is
+// ahead, and its windows fire with its records (windowing.Engine.CatchUp).
 func (p *pipeline) gateIfBehind(part int32) {
 	if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
 		if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
-			p.eng.HoldTimers(part)
+			p.eng.CatchUp(part)
 			p.gated[part] = f
 		}
 	}
@@ -1091,11 +1092,10 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	return err
 }
 
-// releaseGated lets the timers of a partition that joined behind the
-// frontier fire once its own watermark has reached the frontier it joined
-// at, or it has consumed what its partition held, or it is idle (mu held).
-// Until then its restored windows would fire before the records that the
-// previous owner had already seen for them.
+// releaseGated returns a partition that joined behind the frontier to the
+// frontier once its own watermark has reached the frontier it joined at, or
+// it has consumed what its partition held, or it is idle (mu held). Until
+// then it runs on its own frontier (gateIfBehind).
 func (p *pipeline) releaseGated() error {
 	if len(p.gated) == 0 {
 		return nil

@@ -97,6 +97,10 @@ type Engine struct {
 	// the partitions assigned to this instance. State of other shards
 	// (restored from the last checkpoint, not yet handed back) waits.
 	owned map[uint32]bool
+	// catching holds the shards of partitions that joined behind the
+	// frontier (CatchUp), each with the deadline up to which its own
+	// frontier has fired its timers.
+	catching map[uint32]int64
 
 	nextEvent int64 // lower bound of the earliest event-time timer
 	nextProc  int64 // lower bound of the earliest processing-time timer
@@ -130,13 +134,14 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		opts.MaxPendingBytes = defaultMaxPendingBytes
 	}
 	e := &Engine{
-		spec:  spec,
-		opts:  opts,
-		store: store,
-		emit:  emit,
-		wm:    watermark.NewFrontier(wmSpec),
-		cache: map[cacheKey]*keyState{},
-		owned: map[uint32]bool{},
+		spec:     spec,
+		opts:     opts,
+		store:    store,
+		emit:     emit,
+		wm:       watermark.NewFrontier(wmSpec),
+		cache:    map[cacheKey]*keyState{},
+		owned:    map[uint32]bool{},
+		catching: map[uint32]int64{},
 	}
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
@@ -241,13 +246,46 @@ func (e *Engine) shard(p int32) uint32 {
 // Record processes one event that arrived at processing time now.
 func (e *Engine) Record(ev *Event, now int64) error {
 	e.stats.Records++
-	ks, err := e.keyState(e.shard(ev.Partition), ev.Key)
+	shard := e.shard(ev.Partition)
+	ks, err := e.keyState(shard, ev.Key)
 	if err != nil {
 		return err
 	}
+	catching := false
+	if len(e.catching) > 0 {
+		_, catching = e.catching[shard]
+	}
+	if catching {
+		// Steps (1) and (2) against the partition's own frontier.
+		f := e.f
+		e.f = e.catchingFrontier(shard)
+		err = e.assignAndTrigger(ks, ev, now)
+		e.f = f
+	} else {
+		err = e.assignAndTrigger(ks, ev, now)
+	}
+	if err != nil {
+		return err
+	}
+	// (3) generator, (4) frontier, (5) firing
+	e.wm.Observe(ev.Partition, ev.Time, now)
+	if err := e.advance(); err != nil {
+		return err
+	}
+	if catching {
+		if err := e.fireCatching(shard); err != nil {
+			return err
+		}
+	}
+	return e.maybeEvict()
+}
+
+// assignAndTrigger runs steps (1) and (2) of a record at frontier e.f.
+func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	// (1) assign and update
 	e.touched = e.touched[:0]
 	e.outOfRange = false
+	var err error
 	if e.spec.Window.Kind == Session {
 		err = e.assignSession(ks, ev, now)
 	} else {
@@ -274,12 +312,7 @@ func (e *Engine) Record(ev *Event, now int64) error {
 			return err
 		}
 	}
-	// (3) generator, (4) frontier, (5) firing
-	e.wm.Observe(ev.Partition, ev.Time, now)
-	if err := e.advance(); err != nil {
-		return err
-	}
-	return e.maybeEvict()
+	return nil
 }
 
 // Tick advances processing time to now.
@@ -301,6 +334,11 @@ func (e *Engine) Tick(now int64) error {
 func (e *Engine) Advance() error {
 	if err := e.advance(); err != nil {
 		return err
+	}
+	for shard := range e.catching {
+		if err := e.fireCatching(shard); err != nil {
+			return err
+		}
 	}
 	return e.maybeEvict()
 }

@@ -134,20 +134,89 @@ func (e *Engine) rewind(done, next *int64, deadline int64) {
 }
 
 // HoldTimers keeps the timers of partition p's shard from firing until
-// ReleaseTimers, while p stays in the frontier (ShardByPartition only). The
-// service holds a partition that joins with a watermark below the frontier
-// until its own records have caught up, so that its restored windows fire
-// with the records their previous owner had seen, not earlier.
+// ReleaseTimers, while p stays in the frontier (ShardByPartition only): the
+// state of a partition that is not assigned waits.
 func (e *Engine) HoldTimers(p int32) {
 	if e.opts.ShardByPartition {
 		delete(e.owned, e.shard(p))
+		delete(e.catching, e.shard(p))
 	}
 }
 
-// ReleaseTimers lets partition p's timers fire again, firing those already due.
+// CatchUp runs assigned partition p, which joins with a watermark below the
+// frontier, on its own frontier until ReleaseTimers(p) (ShardByPartition
+// only): the minimum of the frontier and p's watermark. Its records are on
+// time or late against it, and its windows fire as p's watermark passes
+// them, as they did on its previous owner, whose frontier was never ahead
+// of p's watermark. So the records that owner processed but did not log are
+// processed again into the same panes, and its restored windows fire with
+// the records it had seen, not before them. Processing-time timers of p
+// wait for the release.
+func (e *Engine) CatchUp(p int32) {
+	if !e.opts.ShardByPartition {
+		return
+	}
+	delete(e.owned, e.shard(p))
+	e.catching[e.shard(p)] = watermark.MinTime
+}
+
+// ReleaseTimers lets partition p's timers fire again at the frontier,
+// firing those already due.
 func (e *Engine) ReleaseTimers(p int32) error {
+	delete(e.catching, e.shard(p))
 	e.owned[e.shard(p)] = true
 	return e.FireDue()
+}
+
+// catchingFrontier is the frontier of a shard that is catching up.
+func (e *Engine) catchingFrontier(shard uint32) int64 {
+	g, ok := e.wm.Generator(int32(shard))
+	if !ok {
+		return watermark.MinTime
+	}
+	return min(e.f, g.Watermark)
+}
+
+// fireCatching runs the on-time and expiry steps of the windows of a
+// catching-up shard that its own frontier has passed since the last call.
+// Other shards' timers up to it have fired (it is at most the frontier),
+// apart from those of shards that wait too: the scan skips them.
+func (e *Engine) fireCatching(shard uint32) error {
+	done := e.catching[shard]
+	upTo := e.catchingFrontier(shard)
+	if upTo <= done || upTo == watermark.MinTime {
+		return nil
+	}
+	f := e.f
+	e.f = upTo
+	defer func() { e.f = f }()
+	const chunk = 1024
+	var cursor *Timer
+	for {
+		var err error
+		e.timers, err = e.store.DueTimers(EventTimer, after(done), upTo, cursor, chunk, e.timers[:0])
+		if err != nil {
+			return err
+		}
+		for _, t := range e.timers {
+			if t.Shard != shard {
+				continue
+			}
+			if err := e.fireWindow(t); err != nil {
+				return err
+			}
+		}
+		if err := e.maybeEvict(); err != nil {
+			return err
+		}
+		if len(e.timers) < chunk {
+			break
+		}
+		last := e.timers[len(e.timers)-1]
+		cursor = &last
+	}
+	e.catching[shard] = upTo
+	return nil
 }
 
 // FireDue fires every event-time timer due at the current frontier (after
@@ -170,6 +239,13 @@ func (e *Engine) Skip(ev *Event, now int64) error {
 	e.wm.Observe(ev.Partition, ev.Time, now)
 	if err := e.advance(); err != nil {
 		return err
+	}
+	if len(e.catching) > 0 {
+		if _, ok := e.catching[e.shard(ev.Partition)]; ok {
+			if err := e.fireCatching(e.shard(ev.Partition)); err != nil {
+				return err
+			}
+		}
 	}
 	return e.maybeEvict()
 }
