@@ -3,6 +3,7 @@ module github.com/windowd/windowd
 go 1.26.0
 
 require (
+	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54
 	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/dgryski/go-metro v0.0.0-20250106013310-edb8663e5e33
@@ -19,7 +20,6 @@ require (
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
-	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cockroachdb/crlib v0.0.0-20241112164430-1264a2edc35b // indirect

@@ -4,20 +4,28 @@
 // (frontier, partition generators, offsets).
 //
 // Invariants:
-//   - Every write goes into one indexed batch; reads see it; Commit applies
-//     it atomically, so state, timers and metadata of a checkpoint are
-//     durable together or not at all.
+//   - Every write goes into one indexed batch (timers: into an in-memory
+//     B-tree of pending changes, written into the batch at Commit); reads see
+//     it; Commit applies it atomically, so state, timers and metadata of a
+//     checkpoint are durable together or not at all.
+//   - A timer added and deleted between two commits never reaches Pebble: in
+//     windows of about one record each, most timers live that briefly, and
+//     an indexed-batch insert, a delete tombstone and the commit's sort of
+//     both cost more than the window's other work.
 //   - Timer keys sort by (kind, deadline, shard, key, start) with signed
 //     integers encoded order-preserving, so "everything due by T" is one
 //     bounded range scan.
 package state
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
+	"github.com/RaduBerinde/btreemap"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -55,6 +63,41 @@ type DB struct {
 	valBuf  []byte
 	timerLo []byte
 	timerHi []byte
+	// timers holds the timer changes since the last Commit.
+	timers *btreemap.BTreeMap[windowing.Timer, pendingTimer]
+	// due and pend are DueTimers' scratch lists.
+	due, pend []windowing.Timer
+}
+
+// pendingTimer is the uncommitted change to one timer.
+type pendingTimer struct {
+	present bool // in the index now
+	inDB    bool // in the committed database (or the batch)
+}
+
+// pendingTimerBytes estimates the memory of one pending timer beyond its
+// key string, for PendingBytes.
+const pendingTimerBytes = 64
+
+// compareTimers orders timers as their Pebble keys sort (timerKey).
+func compareTimers(a, b windowing.Timer) int {
+	switch {
+	case a.Kind != b.Kind:
+		return cmp.Compare(a.Kind, b.Kind)
+	case a.Deadline != b.Deadline:
+		return cmp.Compare(a.Deadline, b.Deadline)
+	case a.Shard != b.Shard:
+		return cmp.Compare(a.Shard, b.Shard)
+	case len(a.Key) != len(b.Key):
+		return cmp.Compare(len(a.Key), len(b.Key))
+	case a.Key != b.Key:
+		return strings.Compare(a.Key, b.Key)
+	}
+	return cmp.Compare(a.Start, b.Start)
+}
+
+func newTimerTree() *btreemap.BTreeMap[windowing.Timer, pendingTimer] {
+	return btreemap.New[windowing.Timer, pendingTimer](16, compareTimers)
 }
 
 var _ windowing.Store = (*DB)(nil)
@@ -100,7 +143,7 @@ func Open(dir string, o Options) (*DB, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
-	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch()}, nil
+	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), timers: newTimerTree()}, nil
 }
 
 // Close discards uncommitted writes and closes the database.
@@ -185,16 +228,49 @@ func parseTimerKey(k []byte) (windowing.Timer, error) {
 	return t, nil
 }
 
-// AddTimer implements windowing.Store.
+// AddTimer implements windowing.Store. A timer without a pending change is
+// taken to be absent from the database: the engine adds only timers it does
+// not hold.
 func (d *DB) AddTimer(t windowing.Timer) error {
-	d.keyBuf = timerKey(d.keyBuf[:0], t)
-	return d.batch.Set(d.keyBuf, nil, nil)
+	if _, v, replaced := d.timers.ReplaceOrInsert(t, pendingTimer{present: true}); replaced && v.inDB {
+		d.timers.ReplaceOrInsert(t, pendingTimer{present: true, inDB: true}) // deleted and added back
+	}
+	return nil
 }
 
-// DeleteTimer implements windowing.Store.
+// DeleteTimer implements windowing.Store. A timer without a pending change
+// is in the database: the engine deletes only timers it holds.
 func (d *DB) DeleteTimer(t windowing.Timer) error {
-	d.keyBuf = timerKey(d.keyBuf[:0], t)
-	return d.batch.Delete(d.keyBuf, nil)
+	if _, v, ok := d.timers.Delete(t); ok && !v.inDB {
+		return nil // added since the last commit: never written
+	}
+	d.timers.ReplaceOrInsert(t, pendingTimer{inDB: true})
+	return nil
+}
+
+// deletedTimer reports whether the database's timer t is deleted, uncommitted.
+func (d *DB) deletedTimer(t windowing.Timer) bool {
+	_, v, ok := d.timers.Get(t)
+	return ok && !v.present
+}
+
+// pendingTimers appends to dst up to max timers of kind added since the
+// last commit, with from <= deadline <= upTo, after after when it is set.
+func (d *DB) pendingTimers(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer, max int, dst []windowing.Timer) []windowing.Timer {
+	lo := btreemap.GE(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64})
+	if after != nil {
+		lo = btreemap.GT(*after)
+	}
+	d.timers.AscendFunc(lo, btreemap.Max[windowing.Timer](), func(t windowing.Timer, v pendingTimer) bool {
+		if t.Kind != kind || t.Deadline > upTo || len(dst) >= max {
+			return false
+		}
+		if v.present && !v.inDB {
+			dst = append(dst, t)
+		}
+		return true
+	})
+	return dst
 }
 
 // timerBounds sets the scan range of kind's timers with from <= deadline <= upTo,
@@ -212,22 +288,38 @@ func (d *DB) timerBounds(kind windowing.TimerKind, from, upTo int64, after *wind
 	d.timerHi = appendOrdered(append(d.timerHi[:0], prefixTimer, byte(kind)), upTo+1)
 }
 
-// DueTimers implements windowing.Store.
+// DueTimers implements windowing.Store: the database's timers not deleted
+// since the last commit, merged with those added since.
 func (d *DB) DueTimers(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer, max int, dst []windowing.Timer) ([]windowing.Timer, error) {
 	d.timerBounds(kind, from, upTo, after)
 	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: d.timerLo, UpperBound: d.timerHi})
 	if err != nil {
 		return dst, err
 	}
-	for ok := it.First(); ok && len(dst) < max; ok = it.Next() {
+	d.due = d.due[:0]
+	for ok := it.First(); ok && len(d.due) < max; ok = it.Next() {
 		t, err := parseTimerKey(it.Key())
 		if err != nil {
 			_ = it.Close()
 			return dst, err
 		}
-		dst = append(dst, t)
+		if !d.deletedTimer(t) {
+			d.due = append(d.due, t)
+		}
 	}
-	return dst, it.Close()
+	if err := it.Close(); err != nil {
+		return dst, err
+	}
+	d.pend = d.pendingTimers(kind, from, upTo, after, max, d.pend[:0])
+	a, b := d.due, d.pend
+	for len(dst) < max && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || (len(a) > 0 && compareTimers(a[0], b[0]) < 0) {
+			dst, a = append(dst, a[0]), a[1:]
+		} else {
+			dst, b = append(dst, b[0]), b[1:]
+		}
+	}
+	return dst, nil
 }
 
 // NextTimer implements windowing.Store.
@@ -237,14 +329,27 @@ func (d *DB) NextTimer(kind windowing.TimerKind, from int64) (int64, bool, error
 	if err != nil {
 		return 0, false, err
 	}
-	if !it.First() {
-		return 0, false, it.Close()
+	next, found := int64(0), false
+	for ok := it.First(); ok; ok = it.Next() {
+		t, err := parseTimerKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return 0, false, err
+		}
+		if !d.deletedTimer(t) {
+			next, found = t.Deadline, true
+			break
+		}
 	}
-	t, err := parseTimerKey(it.Key())
-	if cerr := it.Close(); err == nil {
-		err = cerr
+	if err := it.Close(); err != nil {
+		return 0, false, err
 	}
-	return t.Deadline, err == nil, err
+	if d.pend = d.pendingTimers(kind, from, math.MaxInt64, nil, 1, d.pend[:0]); len(d.pend) > 0 {
+		if !found || d.pend[0].Deadline < next {
+			next, found = d.pend[0].Deadline, true
+		}
+	}
+	return next, found, nil
 }
 
 func metaKey(b []byte, name string) []byte {
@@ -264,10 +369,35 @@ func (d *DB) PutMeta(name string, value []byte) error {
 }
 
 // PendingBytes implements windowing.Store.
-func (d *DB) PendingBytes() int { return d.batch.Len() }
+func (d *DB) PendingBytes() int { return d.batch.Len() + d.timers.Len()*pendingTimerBytes }
+
+// writeTimers moves the pending timer changes into the batch, in key order.
+func (d *DB) writeTimers() error {
+	var err error
+	d.timers.AscendFunc(btreemap.Min[windowing.Timer](), btreemap.Max[windowing.Timer](), func(t windowing.Timer, v pendingTimer) bool {
+		if v.present == v.inDB {
+			return true // added and deleted again, or deleted and added back
+		}
+		d.keyBuf = timerKey(d.keyBuf[:0], t)
+		if v.present {
+			err = d.batch.Set(d.keyBuf, nil, nil)
+		} else {
+			err = d.batch.Delete(d.keyBuf, nil)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	d.timers.Clear(true)
+	return nil
+}
 
 // Commit implements windowing.Store.
 func (d *DB) Commit(sync bool) error {
+	if err := d.writeTimers(); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
 	if d.batch.Empty() {
 		return nil
 	}
@@ -288,6 +418,7 @@ func (d *DB) Commit(sync bool) error {
 // Discard drops every write since the last Commit: reads see the last
 // committed state again.
 func (d *DB) Discard() error {
+	d.timers.Clear(true)
 	err := d.batch.Close()
 	d.batch = d.db.NewIndexedBatch()
 	return err
@@ -296,6 +427,7 @@ func (d *DB) Discard() error {
 // Clear deletes everything the database holds: state, timers and
 // metadata (uncommitted until the next Commit, like any write).
 func (d *DB) Clear() error {
+	d.timers.Clear(true)
 	return d.batch.DeleteRange([]byte{0}, []byte{0xff, 0xff}, nil)
 }
 

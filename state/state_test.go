@@ -1,8 +1,11 @@
 package state
 
 import (
+	"maps"
 	"math"
+	"math/rand"
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -189,5 +192,105 @@ func TestDiscardAndClear(t *testing.T) {
 	}
 	if _, ok, err := db.NextTimer(windowing.EventTimer, math.MinInt64); err != nil || ok {
 		t.Fatalf("timer after Clear: %v %v", ok, err)
+	}
+}
+
+// TestTimerChangesMatchModel: random timer additions and deletions, with
+// commits, discards, clears and reopenings in between, against a model of
+// the committed and the current timer sets. The index read by DueTimers
+// (whole, in chunks after a cursor, bounded by deadline) and NextTimer must
+// always be the current set in key order, and a reopened database the
+// committed one: pending changes are kept in memory until Commit.
+func TestTimerChangesMatchModel(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		fs := vfs.NewMem()
+		db := openMem(t, fs)
+		var universe []windowing.Timer
+		for _, kind := range []windowing.TimerKind{windowing.EventTimer, windowing.ProcTimer} {
+			for d := int64(-3); d <= 3; d++ {
+				for _, key := range []string{"a", "b", "ab", ""} {
+					for shard := uint32(0); shard < 2; shard++ {
+						universe = append(universe, windowing.Timer{Kind: kind, Deadline: d * 1000, Shard: shard, Key: key, Start: int64(rng.Intn(3)) - 1})
+					}
+				}
+			}
+		}
+		committed, current := map[windowing.Timer]bool{}, map[windowing.Timer]bool{}
+		sorted := func(kind windowing.TimerKind, from, upTo int64) []windowing.Timer {
+			var out []windowing.Timer
+			for tm := range current {
+				if tm.Kind == kind && tm.Deadline >= from && tm.Deadline <= upTo {
+					out = append(out, tm)
+				}
+			}
+			sort.Slice(out, func(i, j int) bool { return compareTimers(out[i], out[j]) < 0 })
+			return out
+		}
+		check := func(step int) {
+			t.Helper()
+			for _, kind := range []windowing.TimerKind{windowing.EventTimer, windowing.ProcTimer} {
+				from, upTo := int64(rng.Intn(7)-3)*1000-rng.Int63n(2), int64(rng.Intn(7)-3)*1000+rng.Int63n(2)
+				want := sorted(kind, from, upTo)
+				var got []windowing.Timer
+				var cursor *windowing.Timer
+				chunk := 1 + rng.Intn(4)
+				for {
+					part, err := db.DueTimers(kind, from, upTo, cursor, chunk, nil)
+					must(t, err)
+					got = append(got, part...)
+					if len(part) < chunk {
+						break
+					}
+					last := part[len(part)-1]
+					cursor = &last
+				}
+				if len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+					t.Fatalf("seed %d step %d: DueTimers(%d, %d, %d) by %d:\n got  %v\n want %v", seed, step, kind, from, upTo, chunk, got, want)
+				}
+				all := sorted(kind, from, math.MaxInt64)
+				d, ok, err := db.NextTimer(kind, from)
+				must(t, err)
+				if ok != (len(all) > 0) || (ok && d != all[0].Deadline) {
+					t.Fatalf("seed %d step %d: NextTimer(%d, %d) = %d %v, want %v", seed, step, kind, from, d, ok, all)
+				}
+			}
+		}
+		for step := 0; step < 400; step++ {
+			switch r := rng.Intn(100); {
+			case r < 45:
+				tm := universe[rng.Intn(len(universe))]
+				if current[tm] {
+					must(t, db.DeleteTimer(tm))
+					delete(current, tm)
+				} else {
+					must(t, db.AddTimer(tm))
+					current[tm] = true
+				}
+			case r < 80:
+				// The engine deletes what it fires: mostly the earliest timers.
+				if due := sorted(windowing.EventTimer, math.MinInt64, math.MaxInt64); len(due) > 0 {
+					tm := due[rng.Intn(min(len(due), 3))]
+					must(t, db.DeleteTimer(tm))
+					delete(current, tm)
+				}
+			case r < 88:
+				must(t, db.Commit(false))
+				committed = maps.Clone(current)
+			case r < 92:
+				must(t, db.Discard())
+				current = maps.Clone(committed)
+			case r < 94:
+				must(t, db.Clear())
+				current = map[windowing.Timer]bool{}
+			default:
+				must(t, db.Commit(true))
+				must(t, db.Close())
+				db = openMem(t, fs)
+				committed = maps.Clone(current)
+			}
+			check(step)
+		}
+		must(t, db.Close())
 	}
 }
