@@ -20,12 +20,18 @@ import (
 )
 
 // engineShapes are BenchmarkEngine's window shapes: bench/ configurations
-// (paths from this package's directory, where go test runs).
-var engineShapes = []struct{ name, config string }{
-	{"tumbling-10s-key", "../bench/tumbling.yaml"},
-	{"tumbling-10s-country", "../bench/tumbling-10s-country.yaml"},
-	{"hopping-60s-1s-country", "../bench/hopping-60s-1s-country.yaml"},
-	{"session-30s-country", "../bench/session-30s-country.yaml"},
+// (paths from this package's directory, where go test runs). noSlicing
+// aggregates every hopping window for itself (windowing.Options.NoSlicing),
+// to show what slicing saves in the same run.
+var engineShapes = []struct {
+	name, config string
+	noSlicing    bool
+}{
+	{"tumbling-10s-key", "../bench/tumbling.yaml", false},
+	{"tumbling-10s-country", "../bench/tumbling-10s-country.yaml", false},
+	{"hopping-60s-1s-country", "../bench/hopping-60s-1s-country.yaml", false},
+	{"hopping-60s-1s-country-per-window", "../bench/hopping-60s-1s-country.yaml", true},
+	{"session-30s-country", "../bench/session-30s-country.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.
@@ -153,9 +159,13 @@ func BenchmarkEngine(b *testing.B) {
 			b.Fatal(err)
 		}
 		p := &cfg.Pipelines[0]
-		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk) })
+		noSlicing := shape.noSlicing
+		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk, noSlicing) })
 	}
 	for _, shape := range engineShapes {
+		if shape.noSlicing {
+			continue
+		}
 		cfg, err := config.Load(shape.config)
 		if err != nil {
 			b.Fatal(err)
@@ -192,7 +202,7 @@ func (c *perRecord) report(b *testing.B, records int) {
 	b.ReportMetric(float64(c.bytes)/total, "B/record")
 }
 
-func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk bool) {
+func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool) {
 	var alloc perRecord
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -207,7 +217,7 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 			b.Fatal(err)
 		}
 		sink := &paneSink{specs: p.Spec.Aggregates}
-		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true})
+		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing})
 		if err != nil {
 			b.Fatal(err)
 		}

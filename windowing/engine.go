@@ -52,6 +52,9 @@ type Options struct {
 	// Only for runs that never restart from their state (replay): such a
 	// commit is not a checkpoint (no frontier, no offsets with it).
 	CommitWhenPending bool
+	// NoSlicing aggregates every hopping window for itself even where
+	// slicing applies (slices.go); for tests and benchmarks.
+	NoSlicing bool
 }
 
 // Stats are running counters of one engine.
@@ -116,6 +119,8 @@ type Engine struct {
 	pane       Pane
 	retract    Pane
 	encBuf     []byte
+	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
+	merged     []accum // a sliced window's aggregates as its pane shows them
 }
 
 // Metadata names the engine keeps in the store.
@@ -145,6 +150,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	}
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
+		e.sliceLen = sliceLen(&spec, &opts)
 	}
 	e.pane.Values = make([]Value, len(spec.Aggregates))
 	e.retract.Values = make([]Value, len(spec.Aggregates))
@@ -433,6 +439,11 @@ func (e *Engine) fireWindow(t Timer) error {
 		return err
 	}
 	ks.dirty = true
+	if ks.sliced {
+		if err := e.deriveSliced(ks, w); err != nil {
+			return err
+		}
+	}
 	trig := &e.spec.Trigger
 	expiry := addSat(w.end, e.spec.AllowedLateness)
 	if !w.onTimeDone {
@@ -508,7 +519,12 @@ func (e *Engine) recordTriggers(ks *keyState, w *window) error {
 // newWindow creates the window [start, end) at the current frontier. A
 // window first created by a late record is born with its on-time step done.
 func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
-	w := &window{start: start, end: end, acc: make([]accum, len(e.spec.Aggregates))}
+	w := &window{start: start, end: end}
+	size := windowBaseSize
+	if !ks.sliced {
+		w.acc = make([]accum, len(e.spec.Aggregates))
+		size += len(e.spec.Aggregates) * accumSize
+	}
 	deadline := end
 	if e.f >= end {
 		w.onTimeDone = true
@@ -517,8 +533,8 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	}
 	ks.insert(w)
 	e.open++
-	ks.size += windowBaseSize + len(e.spec.Aggregates)*accumSize
-	e.cacheBytes += windowBaseSize + len(e.spec.Aggregates)*accumSize
+	ks.size += size
+	e.cacheBytes += size
 	return w, e.setEventTimer(ks, w, deadline)
 }
 
@@ -548,6 +564,12 @@ func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
 }
 
 func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
+	if e.sliceLen > 0 && !ks.sliced && len(ks.windows) == 0 {
+		ks.sliced = true // a key restored from per-window state slices once its windows are gone
+	}
+	if ks.sliced {
+		return e.assignSliced(ks, ev)
+	}
 	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
 	e.outOfRange = len(e.starts) == 0
 	size := e.assigner.Size()
@@ -694,6 +716,9 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 	ks.remove(w)
 	e.open--
 	ks.dirty = true
+	if ks.sliced {
+		e.dropSlices(ks)
+	}
 	return nil
 }
 
@@ -709,8 +734,12 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	p := &e.pane
 	p.Key, p.Start, p.End = ks.key, w.start, w.end
 	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, e.spec.Mode, false
+	acc := w.acc
+	if ks.sliced {
+		acc = e.merged // deriveSliced ran when the window's timer fired
+	}
 	for i := range e.spec.Aggregates {
-		p.Values[i] = w.acc[i].result(&e.spec.Aggregates[i])
+		p.Values[i] = acc[i].result(&e.spec.Aggregates[i])
 	}
 	if err := e.emit.Pane(p); err != nil {
 		return err
@@ -726,6 +755,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 		}
 	}
 	w.sincePane = 0
+	w.paneSeq = ks.seq
 	if timing != Early {
 		w.settled = true
 	}
@@ -764,7 +794,7 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 		if err := decodeKeyState(b, ks, e.spec.Aggregates); err != nil {
 			return nil, fmt.Errorf("key %q: %w", key, err)
 		}
-		ks.size += len(b) + len(ks.windows)*windowBaseSize
+		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
 	}
 	e.cache[ck] = ks
 	e.cacheBytes += ks.size

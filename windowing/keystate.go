@@ -24,6 +24,7 @@ type window struct {
 	hasProc    bool
 	proc       int64 // deadline of its processing-time timer, when hasProc
 	last       *lastPane
+	paneSeq    uint64 // sliced key: its seq at the window's last pane
 }
 
 // lastPane is what a retraction repeats (retracting mode only).
@@ -41,6 +42,11 @@ type keyState struct {
 	windows []*window
 	dirty   bool
 	size    int // approximate bytes, for the cache budget
+	// sliced: the windows hold no aggregates; slices (in start order) do,
+	// and seq counts the key's records (slices.go).
+	sliced bool
+	slices []*slice
+	seq    uint64
 }
 
 func (ks *keyState) find(start int64) *window {
@@ -82,11 +88,20 @@ const (
 	flagHasLast
 )
 
-const keyStateVersion = 1
+// Key state encodings: per-window aggregates (1), or sliced (2): windows
+// with their paneSeq instead of aggregates, then seq and the slices.
+const (
+	keyStateVersion       = 1
+	keyStateVersionSliced = 2
+)
 
 // encodeKeyState appends the binary form of ks's windows.
 func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
-	b = append(b, keyStateVersion)
+	if ks.sliced {
+		b = append(b, keyStateVersionSliced)
+	} else {
+		b = append(b, keyStateVersion)
+	}
 	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
 	for _, w := range ks.windows {
 		var flags byte
@@ -114,23 +129,12 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 		if w.hasProc {
 			b = binary.AppendVarint(b, w.proc)
 		}
-		for i := range specs {
-			a := &w.acc[i]
-			b = binary.AppendVarint(b, a.n)
-			switch specs[i].Op {
-			case Sum, Avg, Min, Max:
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(a.f))
-			case DistinctApprox:
-				if a.hll == nil {
-					b = binary.AppendUvarint(b, 0)
-					continue
-				}
-				enc, err := a.hll.MarshalBinary()
-				if err != nil {
-					return nil, fmt.Errorf("encode %s: %w", specs[i].Name, err)
-				}
-				b = binary.AppendUvarint(b, uint64(len(enc)))
-				b = append(b, enc...)
+		if ks.sliced {
+			b = binary.AppendUvarint(b, w.paneSeq)
+		} else {
+			var err error
+			if b, err = appendAccums(b, w.acc, specs); err != nil {
+				return nil, err
 			}
 		}
 		if w.last != nil {
@@ -150,7 +154,66 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 			}
 		}
 	}
+	if ks.sliced {
+		b = binary.AppendUvarint(b, ks.seq)
+		b = binary.AppendUvarint(b, uint64(len(ks.slices)))
+		for _, sl := range ks.slices {
+			b = binary.AppendVarint(b, sl.start)
+			b = binary.AppendVarint(b, sl.lastF)
+			b = binary.AppendUvarint(b, sl.seq)
+			var err error
+			if b, err = appendAccums(b, sl.acc, specs); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return b, nil
+}
+
+// appendAccums appends the binary form of one set of accumulators.
+func appendAccums(b []byte, acc []accum, specs []AggSpec) ([]byte, error) {
+	for i := range specs {
+		a := &acc[i]
+		b = binary.AppendVarint(b, a.n)
+		switch specs[i].Op {
+		case Sum, Avg, Min, Max:
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(a.f))
+		case DistinctApprox:
+			if a.hll == nil {
+				b = binary.AppendUvarint(b, 0)
+				continue
+			}
+			enc, err := a.hll.MarshalBinary()
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", specs[i].Name, err)
+			}
+			b = binary.AppendUvarint(b, uint64(len(enc)))
+			b = append(b, enc...)
+		}
+	}
+	return b, nil
+}
+
+// accums decodes one set of accumulators.
+func (d *decoder) accums(specs []AggSpec) ([]accum, error) {
+	acc := make([]accum, len(specs))
+	for j := range specs {
+		a := &acc[j]
+		a.n = d.varint()
+		switch specs[j].Op {
+		case Sum, Avg, Min, Max:
+			a.f = d.float()
+		case DistinctApprox:
+			enc := d.bytes(d.uvarint())
+			if len(enc) > 0 && d.err == nil {
+				a.hll = new(hyperloglog.Sketch)
+				if err := a.hll.UnmarshalBinary(enc); err != nil {
+					return nil, fmt.Errorf("decode %s: %w", specs[j].Name, err)
+				}
+			}
+		}
+	}
+	return acc, nil
 }
 
 var errCorruptState = errors.New("windowing: corrupt window state")
@@ -219,7 +282,12 @@ func (d *decoder) bytes(n uint64) []byte {
 // decodeKeyState fills ks.windows from b (which it does not retain).
 func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	d := decoder{b: b}
-	if d.byte1() != keyStateVersion {
+	switch d.byte1() {
+	case keyStateVersion:
+		ks.sliced = false
+	case keyStateVersionSliced:
+		ks.sliced = true
+	default:
 		return errCorruptState
 	}
 	n := d.uvarint()
@@ -243,21 +311,12 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		if w.hasProc {
 			w.proc = d.varint()
 		}
-		w.acc = make([]accum, len(specs))
-		for j := range specs {
-			a := &w.acc[j]
-			a.n = d.varint()
-			switch specs[j].Op {
-			case Sum, Avg, Min, Max:
-				a.f = d.float()
-			case DistinctApprox:
-				enc := d.bytes(d.uvarint())
-				if len(enc) > 0 && d.err == nil {
-					a.hll = new(hyperloglog.Sketch)
-					if err := a.hll.UnmarshalBinary(enc); err != nil {
-						return fmt.Errorf("decode %s: %w", specs[j].Name, err)
-					}
-				}
+		if ks.sliced {
+			w.paneSeq = d.uvarint()
+		} else {
+			var err error
+			if w.acc, err = d.accums(specs); err != nil {
+				return err
 			}
 		}
 		if flags&flagHasLast != 0 {
@@ -279,6 +338,22 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 			w.last = l
 		}
 		ks.windows = append(ks.windows, w)
+	}
+	ks.slices = ks.slices[:0]
+	if ks.sliced {
+		ks.seq = d.uvarint()
+		n := d.uvarint()
+		if n > uint64(len(b)) {
+			return errCorruptState
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			sl := &slice{start: d.varint(), lastF: d.varint(), seq: d.uvarint()}
+			var err error
+			if sl.acc, err = d.accums(specs); err != nil {
+				return err
+			}
+			ks.slices = append(ks.slices, sl)
+		}
 	}
 	if d.err != nil {
 		return d.err

@@ -1,0 +1,195 @@
+package windowing
+
+import "math"
+
+// This file holds hopping windows by slicing. A hopping window of size S and
+// hop H overlaps S/H others, and aggregating each record into each of them
+// makes the work per record and the state grow with S/H. A sliced key keeps
+// its partial aggregates per slice instead: [s, s+G) for G = gcd(S, H),
+// aligned like the windows, so that every window is a run of S/G slices. A
+// record updates one slice; a window's pane merges its slices when it fires.
+// Windows keep only their trigger state (pane index, timers, last pane).
+//
+// Slicing is used when it gives the same panes as aggregating per window:
+// hopping windows, accumulating or retracting mode (discarding would reset
+// slices that later windows share), mergeable aggregates (count, sum, avg,
+// min, max; not distinct_approx, whose merged sketches may estimate
+// differently from one sketch), and triggers that need no per-window state
+// per record (on_time and closing; no early count or interval, no late
+// firing). Otherwise every window aggregates for itself.
+//
+// What a window knows per record is derived from its slices when it fires:
+//   - lateSeen: a slice of the window took a record while the frontier was
+//     at or past the window's end (slice.lastF >= end);
+//   - changed since its last pane (closing: if_changed): a slice of the
+//     window took a record after that pane (slice.seq > window.paneSeq, with
+//     seq counting the key's records).
+//
+// Invariant: every window that contains a slice and has not expired exists
+// from the slice's first record on (a new slice creates the missing windows
+// containing it), so every record of a window's slices arrived while the
+// window existed, and merging the slices gives the window's records exactly.
+// A slice goes when no window contains it any more (deleteWindow).
+
+// slice is the partial aggregate of one key over [start, start+G).
+type slice struct {
+	start int64
+	acc   []accum
+	lastF int64  // the largest frontier at which a record was added
+	seq   uint64 // the key's record sequence number of the last record added
+}
+
+const sliceBaseSize = 80 // slice struct, slice slot
+
+// sliceLen returns the slice length of spec, or 0 when spec is not sliced.
+func sliceLen(spec *Spec, opts *Options) int64 {
+	w := spec.Window
+	if opts.NoSlicing || w.Kind != Hopping || w.Hop <= 0 || w.Hop >= w.Size || spec.Mode == Discarding {
+		return 0
+	}
+	t := spec.Trigger
+	if t.EarlyCount > 0 || t.EarlyEvery > 0 || t.Late {
+		return 0
+	}
+	for _, a := range spec.Aggregates {
+		switch a.Op {
+		case Count, Sum, Avg, Min, Max:
+		default:
+			return 0
+		}
+	}
+	g, h := w.Size, w.Hop
+	for h != 0 {
+		g, h = h, g%h
+	}
+	return g
+}
+
+// findSlice returns ks's slice starting at start, or nil.
+func (ks *keyState) findSlice(start int64) *slice {
+	// Records mostly go to the newest slice.
+	if n := len(ks.slices); n > 0 && ks.slices[n-1].start == start {
+		return ks.slices[n-1]
+	}
+	lo, hi := 0, len(ks.slices)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ks.slices[m].start < start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(ks.slices) && ks.slices[lo].start == start {
+		return ks.slices[lo]
+	}
+	return nil
+}
+
+// insertSlice adds sl in start order.
+func (ks *keyState) insertSlice(sl *slice) {
+	i := len(ks.slices)
+	for i > 0 && ks.slices[i-1].start > sl.start {
+		i--
+	}
+	ks.slices = append(ks.slices, nil)
+	copy(ks.slices[i+1:], ks.slices[i:])
+	ks.slices[i] = sl
+}
+
+// assignSliced is assignFixed for a sliced key: the record goes into its
+// slice; a new slice first creates the missing windows that contain it.
+func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
+	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
+	e.outOfRange = len(e.starts) == 0
+	if e.outOfRange {
+		return nil
+	}
+	size := e.assigner.Size()
+	// Windows expire in start order: the newest one is the last to go.
+	newest := e.starts[len(e.starts)-1]
+	if e.f >= addSat(newest+size, e.spec.AllowedLateness) {
+		return nil // expired: dropped
+	}
+	start := ev.Time - floorMod(ev.Time-e.assigner.offset, e.sliceLen)
+	sl := ks.findSlice(start)
+	if sl == nil {
+		for _, s := range e.starts {
+			if e.f >= addSat(s+size, e.spec.AllowedLateness) || ks.find(s) != nil {
+				continue
+			}
+			if _, err := e.newWindow(ks, s, s+size); err != nil {
+				return err
+			}
+		}
+		sl = &slice{start: start, acc: make([]accum, len(e.spec.Aggregates)), lastF: math.MinInt64}
+		ks.insertSlice(sl)
+		ks.size += sliceBaseSize + len(e.spec.Aggregates)*accumSize
+		e.cacheBytes += sliceBaseSize + len(e.spec.Aggregates)*accumSize
+	}
+	for i := range e.spec.Aggregates {
+		sl.acc[i].add(&e.spec.Aggregates[i], &ev.Inputs[i])
+	}
+	sl.lastF = max(sl.lastF, e.f)
+	ks.seq++
+	sl.seq = ks.seq
+	ks.dirty = true
+	// One window stands for all (step 2 has nothing to do for a sliced spec).
+	if w := ks.find(newest); w != nil {
+		e.touched = append(e.touched, w)
+	}
+	return nil
+}
+
+// deriveSliced sets w's lateSeen and sincePane (0 or 1) from its slices and
+// merges its slices' aggregates into e.merged, the accumulators its pane
+// shows (see the file comment).
+func (e *Engine) deriveSliced(ks *keyState, w *window) error {
+	if cap(e.merged) < len(e.spec.Aggregates) {
+		e.merged = make([]accum, len(e.spec.Aggregates))
+	}
+	e.merged = e.merged[:len(e.spec.Aggregates)]
+	clear(e.merged)
+	w.sincePane = 0
+	for _, sl := range ks.slices {
+		if sl.start < w.start {
+			continue
+		}
+		if sl.start >= w.end {
+			break
+		}
+		if sl.lastF >= w.end {
+			w.lateSeen = true
+		}
+		if sl.seq > w.paneSeq {
+			w.sincePane = 1
+		}
+		for i := range e.spec.Aggregates {
+			if err := e.merged[i].merge(&e.spec.Aggregates[i], &sl.acc[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dropSlices removes the slices no remaining window of ks contains.
+func (e *Engine) dropSlices(ks *keyState) {
+	keep := int64(math.MaxInt64)
+	if len(ks.windows) > 0 {
+		keep = ks.windows[0].start
+	}
+	n := 0
+	for n < len(ks.slices) && ks.slices[n].start < keep {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	freed := n * (sliceBaseSize + len(e.spec.Aggregates)*accumSize)
+	ks.size -= freed
+	e.cacheBytes -= freed
+	copy(ks.slices, ks.slices[n:])
+	clear(ks.slices[len(ks.slices)-n:])
+	ks.slices = ks.slices[:len(ks.slices)-n]
+}
