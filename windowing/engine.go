@@ -121,6 +121,7 @@ type Engine struct {
 	encBuf     []byte
 	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
 	merged     []accum // a sliced window's aggregates as its pane shows them
+	slicedTook bool    // the current record went into a slice
 }
 
 // Metadata names the engine keeps in the store.
@@ -291,6 +292,7 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	// (1) assign and update
 	e.touched = e.touched[:0]
 	e.outOfRange = false
+	e.slicedTook = false
 	var err error
 	if e.spec.Window.Kind == Session {
 		err = e.assignSession(ks, ev, now)
@@ -300,7 +302,7 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	if err != nil {
 		return err
 	}
-	if len(e.touched) == 0 {
+	if len(e.touched) == 0 && !e.slicedTook {
 		reason := DropExpired
 		if e.outOfRange {
 			reason = DropOutOfRange

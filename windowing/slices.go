@@ -66,6 +66,12 @@ func sliceLen(spec *Spec, opts *Options) int64 {
 }
 
 // findSlice returns ks's slice starting at start, or nil.
+//
+// (A slice that exists has every unexpired window containing it, so a
+// record of it creates none. The one exception: a partition catching up on
+// a frontier below the one its previous owner expired windows at, which
+// per-window aggregation would re-create for a record that old owner
+// dropped as expired.)
 func (ks *keyState) findSlice(start int64) *slice {
 	// Records mostly go to the newest slice.
 	if n := len(ks.slices); n > 0 && ks.slices[n-1].start == start {
@@ -111,7 +117,9 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 	if e.f >= addSat(newest+size, e.spec.AllowedLateness) {
 		return nil // expired: dropped
 	}
-	start := ev.Time - floorMod(ev.Time-e.assigner.offset, e.sliceLen)
+	// As Starts does, without overflow: (t - offset) mod G is at most
+	// (t - offset) mod H, which Starts found representable.
+	start := ev.Time - floorMod(floorMod(ev.Time, e.sliceLen)-floorMod(e.assigner.offset, e.sliceLen), e.sliceLen)
 	sl := ks.findSlice(start)
 	if sl == nil {
 		for _, s := range e.starts {
@@ -134,10 +142,7 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 	ks.seq++
 	sl.seq = ks.seq
 	ks.dirty = true
-	// One window stands for all (step 2 has nothing to do for a sliced spec).
-	if w := ks.find(newest); w != nil {
-		e.touched = append(e.touched, w)
-	}
+	e.slicedTook = true // step 2 has nothing to do for a sliced spec
 	return nil
 }
 
@@ -151,10 +156,16 @@ func (e *Engine) deriveSliced(ks *keyState, w *window) error {
 	e.merged = e.merged[:len(e.spec.Aggregates)]
 	clear(e.merged)
 	w.sincePane = 0
-	for _, sl := range ks.slices {
-		if sl.start < w.start {
-			continue
+	lo, hi := 0, len(ks.slices)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ks.slices[m].start < w.start {
+			lo = m + 1
+		} else {
+			hi = m
 		}
+	}
+	for _, sl := range ks.slices[lo:] {
 		if sl.start >= w.end {
 			break
 		}
@@ -186,9 +197,8 @@ func (e *Engine) dropSlices(ks *keyState) {
 	if n == 0 {
 		return
 	}
-	freed := n * (sliceBaseSize + len(e.spec.Aggregates)*accumSize)
-	ks.size -= freed
-	e.cacheBytes -= freed
+	// The cache estimate is not lowered (as for deleted windows): it stays
+	// an upper bound until the next eviction.
 	copy(ks.slices, ks.slices[n:])
 	clear(ks.slices[len(ks.slices)-n:])
 	ks.slices = ks.slices[:len(ks.slices)-n]
