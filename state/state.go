@@ -18,6 +18,7 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -185,6 +186,39 @@ func (d *DB) get(k []byte) ([]byte, error) {
 		d.valBuf = []byte{}
 	}
 	return d.valBuf, nil
+}
+
+// GetKeys implements windowing.Store: one iterator, seeking forward from
+// key to key, so that consecutive keys read consecutive blocks (and no
+// filter block) instead of a point read each.
+func (d *DB) GetKeys(shard uint32, keys []string, fn func(key string, value []byte) error) error {
+	lo := append([]byte(nil), d.windowKey(shard, "")...)
+	hi := append([]byte(nil), d.windowKey(shard+1, "")...)
+	if shard == math.MaxUint32 {
+		hi = []byte{prefixKey + 1}
+	}
+	it, err := d.batch.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("state: get keys: %w", err)
+	}
+	for _, k := range keys {
+		kb := d.windowKey(shard, k)
+		var v []byte
+		if it.SeekGE(kb) && bytes.Equal(it.Key(), kb) {
+			if v, err = it.ValueAndErr(); err != nil {
+				_ = it.Close()
+				return fmt.Errorf("state: get keys: %w", err)
+			}
+			if v == nil {
+				v = []byte{}
+			}
+		}
+		if err := fn(k, v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
 }
 
 // PutKey implements windowing.Store.

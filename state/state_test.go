@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"math/rand"
@@ -292,5 +293,39 @@ func TestTimerChangesMatchModel(t *testing.T) {
 			check(step)
 		}
 		must(t, db.Close())
+	}
+}
+
+// TestGetKeysMatchesGetKey: GetKeys reads, in one ordered pass, what GetKey
+// reads key by key: committed, uncommitted, deleted and absent keys, and
+// nothing of the neighbouring shards.
+func TestGetKeysMatchesGetKey(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	defer db.Close()
+	must(t, db.PutKey(0, "b", []byte("shard 0")))
+	must(t, db.PutKey(2, "b", []byte("shard 2")))
+	for _, k := range []string{"a", "ab", "c", "d"} {
+		must(t, db.PutKey(1, k, []byte("committed "+k)))
+	}
+	must(t, db.Commit(false))
+	must(t, db.PutKey(1, "b", []byte("uncommitted b")))
+	must(t, db.DeleteKey(1, "c"))
+	keys := []string{"", "a", "aa", "ab", "b", "c", "d", "e"}
+	var got []string
+	must(t, db.GetKeys(1, keys, func(key string, value []byte) error {
+		got = append(got, fmt.Sprintf("%s=%q", key, value))
+		return nil
+	}))
+	var want []string
+	for _, k := range keys {
+		v, err := db.GetKey(1, k)
+		must(t, err)
+		want = append(want, fmt.Sprintf("%s=%q", k, v))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("GetKeys:\n got  %v\n want %v", got, want)
+	}
+	if want[2] != `aa=""` || want[4] != `b="uncommitted b"` || want[5] != `c=""` {
+		t.Fatalf("GetKey itself: %v", want)
 	}
 }

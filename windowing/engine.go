@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -122,6 +123,8 @@ type Engine struct {
 	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
 	merged     []accum // a sliced window's aggregates as its pane shows them
 	slicedTook bool    // the current record went into a slice
+	fetch      []cacheKey
+	fetchKeys  []string
 }
 
 // Metadata names the engine keeps in the store.
@@ -386,6 +389,9 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 		var err error
 		e.timers, err = e.store.DueTimers(kind, after(*done), upTo, cursor, chunk, e.timers[:0])
 		if err != nil {
+			return err
+		}
+		if err := e.prefetch(e.timers); err != nil {
 			return err
 		}
 		for _, t := range e.timers {
@@ -786,11 +792,17 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 	if ks, ok := e.cache[ck]; ok {
 		return ks, nil
 	}
-	ks := &keyState{shard: shard, key: key}
 	b, err := e.store.GetKey(shard, key)
 	if err != nil {
 		return nil, err
 	}
+	return e.cacheKey(shard, key, b)
+}
+
+// cacheKey decodes the stored value b of (shard, key) (nil: no window)
+// into the cache.
+func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error) {
+	ks := &keyState{shard: shard, key: key}
 	ks.size = keyBaseSize + len(key)
 	if b != nil {
 		if err := decodeKeyState(b, ks, e.spec.Aggregates); err != nil {
@@ -798,9 +810,48 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 		}
 		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
 	}
-	e.cache[ck] = ks
+	e.cache[cacheKey{shard, key}] = ks
 	e.cacheBytes += ks.size
 	return ks, nil
+}
+
+// prefetch loads the keys of timers that are not cached, shard by shard in
+// key order with one store scan each: firing many windows of keys that
+// left the cache (a frontier step past many deadlines, the end of input)
+// then reads the store sequentially instead of one point read per window.
+func (e *Engine) prefetch(timers []Timer) error {
+	e.fetch = e.fetch[:0]
+	for _, t := range timers {
+		if _, ok := e.cache[cacheKey{t.Shard, t.Key}]; !ok && e.mayFire(t.Shard) {
+			e.fetch = append(e.fetch, cacheKey{t.Shard, t.Key})
+		}
+	}
+	if len(e.fetch) < 2 {
+		return nil // keyState's point read will do
+	}
+	sort.Slice(e.fetch, func(i, j int) bool {
+		a, b := e.fetch[i], e.fetch[j]
+		return a.shard < b.shard || (a.shard == b.shard && a.key < b.key)
+	})
+	for i := 0; i < len(e.fetch); {
+		j := i
+		e.fetchKeys = e.fetchKeys[:0]
+		for ; j < len(e.fetch) && e.fetch[j].shard == e.fetch[i].shard; j++ {
+			if n := len(e.fetchKeys); n == 0 || e.fetchKeys[n-1] != e.fetch[j].key {
+				e.fetchKeys = append(e.fetchKeys, e.fetch[j].key)
+			}
+		}
+		shard := e.fetch[i].shard
+		err := e.store.GetKeys(shard, e.fetchKeys, func(key string, value []byte) error {
+			_, err := e.cacheKey(shard, key, value)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
 }
 
 // flush writes every dirty key to the store.

@@ -28,6 +28,11 @@ type Store interface {
 	// GetKey returns the windows value of (shard, key), or nil when absent.
 	// The returned bytes are valid until the next call on the store.
 	GetKey(shard uint32, key string) ([]byte, error)
+	// GetKeys calls fn with the windows value of each (shard, key) of keys,
+	// which are distinct and in ascending order (nil when absent), reading
+	// the store in order. The value is valid only during the call; fn must
+	// not write to the store.
+	GetKeys(shard uint32, keys []string, fn func(key string, value []byte) error) error
 	// PutKey sets the windows value of (shard, key).
 	PutKey(shard uint32, key string, value []byte) error
 	// DeleteKey removes the windows value of (shard, key).
