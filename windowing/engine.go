@@ -382,37 +382,16 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 	if *next > upTo {
 		return nil
 	}
-	const chunk = 1024
-	var cursor *Timer
 	waiting := watermark.MaxTime // earliest deadline of a timer whose shard is not owned
-	for {
-		var err error
-		e.timers, err = e.store.DueTimers(kind, after(*done), upTo, cursor, chunk, e.timers[:0])
-		if err != nil {
-			return err
+	err := e.eachDue(kind, after(*done), upTo, func(t Timer) error {
+		if !e.mayFire(t.Shard) {
+			waiting = min(waiting, t.Deadline)
+			return nil
 		}
-		if err := e.prefetch(e.timers); err != nil {
-			return err
-		}
-		for _, t := range e.timers {
-			if !e.mayFire(t.Shard) {
-				waiting = min(waiting, t.Deadline)
-				continue
-			}
-			if err := fire(t); err != nil {
-				return err
-			}
-		}
-		// One step may fire every open window (end of input): keep the
-		// cache within its budget between chunks.
-		if err := e.maybeEvict(); err != nil {
-			return err
-		}
-		if len(e.timers) < chunk {
-			break
-		}
-		last := e.timers[len(e.timers)-1]
-		cursor = &last
+		return fire(t)
+	})
+	if err != nil {
+		return err
 	}
 	*done = upTo
 	if waiting <= upTo {
@@ -420,9 +399,40 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 		// left waiting for its shard's assignment.
 		*done = before(waiting)
 	}
-	var err error
 	*next, err = e.nextDeadline(kind, *done)
 	return err
+}
+
+// eachDue calls each for every timer of kind with from <= deadline <= upTo,
+// in index order, read in chunks: the uncached keys of a chunk are loaded
+// first (prefetch), and the cache is kept within its budget between chunks
+// (one step may fire every open window: the end of input).
+func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer) error) error {
+	const chunk = 1024
+	var cursor *Timer
+	for {
+		var err error
+		e.timers, err = e.store.DueTimers(kind, from, upTo, cursor, chunk, e.timers[:0])
+		if err != nil {
+			return err
+		}
+		if err := e.prefetch(e.timers); err != nil {
+			return err
+		}
+		for _, t := range e.timers {
+			if err := each(t); err != nil {
+				return err
+			}
+		}
+		if err := e.maybeEvict(); err != nil {
+			return err
+		}
+		if len(e.timers) < chunk {
+			return nil
+		}
+		last := e.timers[len(e.timers)-1]
+		cursor = &last
+	}
 }
 
 func (e *Engine) timerWindow(t Timer) (*keyState, *window, error) {

@@ -190,30 +190,14 @@ func (e *Engine) fireCatching(shard uint32) error {
 	f := e.f
 	e.f = upTo
 	defer func() { e.f = f }()
-	const chunk = 1024
-	var cursor *Timer
-	for {
-		var err error
-		e.timers, err = e.store.DueTimers(EventTimer, after(done), upTo, cursor, chunk, e.timers[:0])
-		if err != nil {
-			return err
+	err := e.eachDue(EventTimer, after(done), upTo, func(t Timer) error {
+		if t.Shard != shard {
+			return nil
 		}
-		for _, t := range e.timers {
-			if t.Shard != shard {
-				continue
-			}
-			if err := e.fireWindow(t); err != nil {
-				return err
-			}
-		}
-		if err := e.maybeEvict(); err != nil {
-			return err
-		}
-		if len(e.timers) < chunk {
-			break
-		}
-		last := e.timers[len(e.timers)-1]
-		cursor = &last
+		return e.fireWindow(t)
+	})
+	if err != nil {
+		return err
 	}
 	e.catching[shard] = upTo
 	return nil
