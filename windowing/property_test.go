@@ -70,6 +70,28 @@ type rec struct {
 	x    float64
 }
 
+// event is r as the engine's event, with x as the input of each of
+// aggregates aggregates.
+func (r rec) event(aggregates int) windowing.Event {
+	ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Inputs: make([]windowing.Input, aggregates)}
+	for j := range ev.Inputs {
+		ev.Inputs[j].Num = r.x
+	}
+	return ev
+}
+
+// testAggregates are the aggregates of the random specs: one of each
+// mergeable op over x, in the order batchAgg.values reports them.
+func testAggregates() []windowing.AggSpec {
+	return []windowing.AggSpec{
+		{Name: "n", Op: windowing.Count},
+		{Name: "s", Op: windowing.Sum, Field: "x"},
+		{Name: "lo", Op: windowing.Min, Field: "x"},
+		{Name: "hi", Op: windowing.Max, Field: "x"},
+		{Name: "avg", Op: windowing.Avg, Field: "x"},
+	}
+}
+
 // batch computes every window's aggregates from the records at once.
 func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
 	out := map[winID]batchAgg{}
@@ -111,14 +133,8 @@ func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
 
 func randomSpec(rng *rand.Rand) windowing.Spec {
 	spec := windowing.Spec{
-		Mode: windowing.Mode(rng.Intn(3)),
-		Aggregates: []windowing.AggSpec{
-			{Name: "n", Op: windowing.Count},
-			{Name: "s", Op: windowing.Sum, Field: "x"},
-			{Name: "lo", Op: windowing.Min, Field: "x"},
-			{Name: "hi", Op: windowing.Max, Field: "x"},
-			{Name: "avg", Op: windowing.Avg, Field: "x"},
-		},
+		Mode:            windowing.Mode(rng.Intn(3)),
+		Aggregates:      testAggregates(),
 		AllowedLateness: []int64{0, 0, 500, 5000}[rng.Intn(4)],
 		Trigger:         windowing.TriggerSpec{OnTime: rng.Intn(4) != 0, Closing: windowing.ClosingPolicy(rng.Intn(3))},
 	}
@@ -216,10 +232,7 @@ func TestFinalPanesEqualBatch(t *testing.T) {
 			}
 			now := int64(0)
 			for i, r := range recs {
-				ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Inputs: make([]windowing.Input, len(spec.Aggregates))}
-				for j := range ev.Inputs {
-					ev.Inputs[j].Num = r.x
-				}
+				ev := r.event(len(spec.Aggregates))
 				if err := eng.Record(&ev, now); err != nil {
 					t.Fatal(err)
 				}

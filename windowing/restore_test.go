@@ -1,7 +1,6 @@
 package windowing_test
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -21,6 +20,24 @@ func paneLines(spec windowing.Spec, panes []windowing.Pane) []string {
 		out[i] = string(windowing.AppendJSON(nil, &panes[i], spec.Aggregates))
 	}
 	return out
+}
+
+// samePanes fails t at the first pane where got and want (pane lines, in
+// emission order) differ, or where one of them ends first.
+func samePanes(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	for i := 0; i < max(len(got), len(want)); i++ {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Fatalf("pane %d of %d %s (%d):\n got  %s\n want %s", i, len(got), what, len(want), g, w)
+		}
+	}
 }
 
 type restoreRun struct {
@@ -51,10 +68,7 @@ func newRestoreRun(t *testing.T, spec windowing.Spec, wm watermark.Spec, cache i
 // few records, and returns the processing time reached.
 func (r *restoreRun) feed(recs []rec, now int64) int64 {
 	for i, x := range recs {
-		ev := windowing.Event{Partition: x.part, Key: x.key, Time: x.t, Inputs: make([]windowing.Input, len(r.spec.Aggregates))}
-		for j := range ev.Inputs {
-			ev.Inputs[j].Num = x.x
-		}
+		ev := x.event(len(r.spec.Aggregates))
 		r.keys[x.key] = true
 		if err := r.eng.Record(&ev, now); err != nil {
 			r.t.Fatal(err)
@@ -157,18 +171,7 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal("no pane after the move: the test shows nothing")
 			}
-			for i := 0; i < max(len(got), len(want)); i++ {
-				var g, w string
-				if i < len(got) {
-					g = got[i]
-				}
-				if i < len(want) {
-					w = want[i]
-				}
-				if !bytes.Equal([]byte(g), []byte(w)) {
-					t.Fatalf("pane %d after the move:\n got  %s\n want %s", i, g, w)
-				}
-			}
+			samePanes(t, "after the move", got, want)
 			if moved.eng.OpenWindows() != 0 {
 				t.Fatalf("%d windows open after the end", moved.eng.OpenWindows())
 			}
@@ -295,18 +298,7 @@ func TestCatchingUpPartitionRepeatsPanes(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal("no pane: the test shows nothing")
 			}
-			for i := 0; i < max(len(got), len(want)); i++ {
-				var g, w string
-				if i < len(got) {
-					g = got[i]
-				}
-				if i < len(want) {
-					w = want[i]
-				}
-				if g != w {
-					t.Fatalf("pane %d of %d (previous owner: %d):\n got  %s\n want %s", i, len(got), len(want), g, w)
-				}
-			}
+			samePanes(t, "of the new owner against the previous owner's", got, want)
 		})
 	}
 }

@@ -22,15 +22,9 @@ func slicedSpec(rng *rand.Rand) windowing.Spec {
 		size += int64(1+rng.Intn(3)) * 50 // not a multiple: slices of gcd(size, hop)
 	}
 	spec := windowing.Spec{
-		Window: windowing.WindowSpec{Kind: windowing.Hopping, Size: size, Hop: hop, Offset: int64(rng.Intn(16)) * 25},
-		Mode:   []windowing.Mode{windowing.Accumulating, windowing.Retracting}[rng.Intn(2)],
-		Aggregates: []windowing.AggSpec{
-			{Name: "n", Op: windowing.Count},
-			{Name: "s", Op: windowing.Sum, Field: "x"},
-			{Name: "lo", Op: windowing.Min, Field: "x"},
-			{Name: "hi", Op: windowing.Max, Field: "x"},
-			{Name: "avg", Op: windowing.Avg, Field: "x"},
-		},
+		Window:          windowing.WindowSpec{Kind: windowing.Hopping, Size: size, Hop: hop, Offset: int64(rng.Intn(16)) * 25},
+		Mode:            []windowing.Mode{windowing.Accumulating, windowing.Retracting}[rng.Intn(2)],
+		Aggregates:      testAggregates(),
 		AllowedLateness: []int64{0, 300, 2000}[rng.Intn(3)],
 		Trigger:         windowing.TriggerSpec{OnTime: rng.Intn(2) != 0, Closing: windowing.ClosingPolicy(rng.Intn(3))},
 	}
@@ -111,10 +105,7 @@ func TestSlicedHoppingEqualsPerWindow(t *testing.T) {
 				}
 				now := int64(0)
 				for i, x := range recs {
-					ev := windowing.Event{Partition: x.part, Key: x.key, Time: x.t, Inputs: make([]windowing.Input, len(spec.Aggregates))}
-					for j := range ev.Inputs {
-						ev.Inputs[j].Num = x.x
-					}
+					ev := x.event(len(spec.Aggregates))
 					if err := r.eng.Record(&ev, now); err != nil {
 						t.Fatal(err)
 					}
@@ -141,18 +132,7 @@ func TestSlicedHoppingEqualsPerWindow(t *testing.T) {
 			if len(perWindow) == 0 {
 				t.Fatal("no pane: the test shows nothing")
 			}
-			for i := 0; i < max(len(sliced), len(perWindow)); i++ {
-				var g, w string
-				if i < len(sliced) {
-					g = sliced[i]
-				}
-				if i < len(perWindow) {
-					w = perWindow[i]
-				}
-				if g != w {
-					t.Fatalf("pane %d of %d (per window: %d):\n sliced     %s\n per window %s", i, len(sliced), len(perWindow), g, w)
-				}
-			}
+			samePanes(t, "sliced against per window", sliced, perWindow)
 			if runs[0].col.dropped != runs[1].col.dropped {
 				t.Fatalf("dropped: sliced %d, per window %d", runs[0].col.dropped, runs[1].col.dropped)
 			}
@@ -190,10 +170,7 @@ func TestSlicingTakesOverPerWindowState(t *testing.T) {
 						eng.Assign(p, 0, true)
 					}
 					for _, x := range part {
-						ev := windowing.Event{Partition: x.part, Key: x.key, Time: x.t, Inputs: make([]windowing.Input, len(spec.Aggregates))}
-						for j := range ev.Inputs {
-							ev.Inputs[j].Num = x.x
-						}
+						ev := x.event(len(spec.Aggregates))
 						if err := eng.Record(&ev, 0); err != nil {
 							t.Fatal(err)
 						}
@@ -212,14 +189,7 @@ func TestSlicingTakesOverPerWindowState(t *testing.T) {
 			if len(got[1]) == 0 {
 				t.Fatal("no pane after the switch: the test shows nothing")
 			}
-			if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
-				for i := range min(len(got[0]), len(got[1])) {
-					if got[0][i] != got[1][i] {
-						t.Fatalf("pane %d after the switch:\n slicing    %s\n per window %s", i, got[0][i], got[1][i])
-					}
-				}
-				t.Fatalf("%d panes after the switch to slicing, %d without", len(got[0]), len(got[1]))
-			}
+			samePanes(t, "after the switch to slicing against without it", got[0], got[1])
 		})
 	}
 }
