@@ -537,12 +537,13 @@ func (e *Engine) recordTriggers(ks *keyState, w *window) error {
 // newWindow creates the window [start, end) at the current frontier. A
 // window first created by a late record is born with its on-time step done.
 func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
-	w := &window{start: start, end: end}
-	size := windowBaseSize
+	size, nAcc := windowBaseSize, 0
 	if !ks.sliced {
-		w.acc = make([]accum, len(e.spec.Aggregates))
-		size += len(e.spec.Aggregates) * accumSize
+		nAcc = len(e.spec.Aggregates)
+		size += nAcc * accumSize
 	}
+	w := allocWindow(nAcc)
+	w.start, w.end = start, end
 	deadline := end
 	if e.f >= end {
 		w.onTimeDone = true

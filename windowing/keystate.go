@@ -27,6 +27,37 @@ type window struct {
 	paneSeq    uint64 // sliced key: its seq at the window's last pane
 }
 
+// windowAccs2 and windowAccs4 are a window and its aggregates in one
+// allocation: most pipelines have a few aggregates, and in windows of about
+// one record each allocation is a share of the window's cost.
+type (
+	windowAccs2 struct {
+		w   window
+		acc [2]accum
+	}
+	windowAccs4 struct {
+		w   window
+		acc [4]accum
+	}
+)
+
+// allocWindow returns a zero window with n zero aggregates.
+func allocWindow(n int) *window {
+	switch {
+	case n == 0:
+		return &window{}
+	case n <= 2:
+		x := &windowAccs2{}
+		x.w.acc = x.acc[:n:n]
+		return &x.w
+	case n <= 4:
+		x := &windowAccs4{}
+		x.w.acc = x.acc[:n:n]
+		return &x.w
+	}
+	return &window{acc: make([]accum, n)}
+}
+
 // lastPane is what a retraction repeats (retracting mode only).
 type lastPane struct {
 	start, end int64
@@ -197,6 +228,11 @@ func appendAccums(b []byte, acc []accum, specs []AggSpec) ([]byte, error) {
 // accums decodes one set of accumulators.
 func (d *decoder) accums(specs []AggSpec) ([]accum, error) {
 	acc := make([]accum, len(specs))
+	return acc, d.accumsInto(acc, specs)
+}
+
+// accumsInto decodes the aggregates of specs into acc (len(specs) long).
+func (d *decoder) accumsInto(acc []accum, specs []AggSpec) error {
 	for j := range specs {
 		a := &acc[j]
 		a.n = d.varint()
@@ -208,12 +244,12 @@ func (d *decoder) accums(specs []AggSpec) ([]accum, error) {
 			if len(enc) > 0 && d.err == nil {
 				a.hll = new(hyperloglog.Sketch)
 				if err := a.hll.UnmarshalBinary(enc); err != nil {
-					return nil, fmt.Errorf("decode %s: %w", specs[j].Name, err)
+					return fmt.Errorf("decode %s: %w", specs[j].Name, err)
 				}
 			}
 		}
 	}
-	return acc, nil
+	return nil
 }
 
 var errCorruptState = errors.New("windowing: corrupt window state")
@@ -297,12 +333,15 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	ks.windows = make([]*window, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		flags := d.byte1()
-		w := &window{
-			onTimeDone: flags&flagOnTimeDone != 0,
-			lateSeen:   flags&flagLateSeen != 0,
-			settled:    flags&flagSettled != 0,
-			hasProc:    flags&flagHasProc != 0,
+		nAcc := len(specs)
+		if ks.sliced {
+			nAcc = 0
 		}
+		w := allocWindow(nAcc)
+		w.onTimeDone = flags&flagOnTimeDone != 0
+		w.lateSeen = flags&flagLateSeen != 0
+		w.settled = flags&flagSettled != 0
+		w.hasProc = flags&flagHasProc != 0
 		w.start = d.varint()
 		w.end = d.varint()
 		w.nextIndex = uint32(d.uvarint())
@@ -314,8 +353,7 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		if ks.sliced {
 			w.paneSeq = d.uvarint()
 		} else {
-			var err error
-			if w.acc, err = d.accums(specs); err != nil {
+			if err := d.accumsInto(w.acc, specs); err != nil {
 				return err
 			}
 		}
