@@ -5,9 +5,9 @@
 //
 // Invariants:
 //   - Every write goes into one indexed batch (timers: into an in-memory
-//     B-tree of pending changes, written into the batch at Commit); reads see
-//     it; Commit applies it atomically, so state, timers and metadata of a
-//     checkpoint are durable together or not at all.
+//     B-tree of additions and a set of deletions, written into the batch at
+//     Commit); reads see it; Commit applies it atomically, so state, timers
+//     and metadata of a checkpoint are durable together or not at all.
 //   - A timer added and deleted between two commits never reaches Pebble: in
 //     windows of about one record each, most timers live that briefly, and
 //     an indexed-batch insert, a delete tombstone and the commit's sort of
@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/RaduBerinde/btreemap"
@@ -64,16 +65,14 @@ type DB struct {
 	valBuf  []byte
 	timerLo []byte
 	timerHi []byte
-	// timers holds the timer changes since the last Commit.
-	timers *btreemap.BTreeMap[windowing.Timer, pendingTimer]
-	// due and pend are DueTimers' scratch lists.
-	due, pend []windowing.Timer
-}
-
-// pendingTimer is the uncommitted change to one timer.
-type pendingTimer struct {
-	present bool // in the index now
-	inDB    bool // in the committed database (or the batch)
+	// added holds the timers added since the last Commit that the
+	// committed database does not hold, in key order; deleted, the
+	// committed timers deleted since (a timer deleted and added back has
+	// no pending change).
+	added   *btreemap.BTreeMap[windowing.Timer, struct{}]
+	deleted map[windowing.Timer]struct{}
+	// due and pend are DueTimers' scratch lists, dels writeTimers'.
+	due, pend, dels []windowing.Timer
 }
 
 // pendingTimerBytes estimates the memory of one pending timer beyond its
@@ -97,8 +96,8 @@ func compareTimers(a, b windowing.Timer) int {
 	return cmp.Compare(a.Start, b.Start)
 }
 
-func newTimerTree() *btreemap.BTreeMap[windowing.Timer, pendingTimer] {
-	return btreemap.New[windowing.Timer, pendingTimer](16, compareTimers)
+func newTimerTree() *btreemap.BTreeMap[windowing.Timer, struct{}] {
+	return btreemap.New[windowing.Timer, struct{}](16, compareTimers)
 }
 
 var _ windowing.Store = (*DB)(nil)
@@ -144,7 +143,7 @@ func Open(dir string, o Options) (*DB, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
-	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), timers: newTimerTree()}, nil
+	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), added: newTimerTree(), deleted: map[windowing.Timer]struct{}{}}, nil
 }
 
 // Close discards uncommitted writes and closes the database.
@@ -266,26 +265,34 @@ func parseTimerKey(k []byte) (windowing.Timer, error) {
 // taken to be absent from the database: the engine adds only timers it does
 // not hold.
 func (d *DB) AddTimer(t windowing.Timer) error {
-	if _, v, replaced := d.timers.ReplaceOrInsert(t, pendingTimer{present: true}); replaced && v.inDB {
-		d.timers.ReplaceOrInsert(t, pendingTimer{present: true, inDB: true}) // deleted and added back
+	if _, ok := d.deleted[t]; ok {
+		delete(d.deleted, t) // deleted and added back: as committed
+		return nil
 	}
+	d.added.ReplaceOrInsert(t, struct{}{})
 	return nil
 }
 
 // DeleteTimer implements windowing.Store. A timer without a pending change
 // is in the database: the engine deletes only timers it holds.
 func (d *DB) DeleteTimer(t windowing.Timer) error {
-	if _, v, ok := d.timers.Delete(t); ok && !v.inDB {
-		return nil // added since the last commit: never written
+	// Added since the last commit: never written. Windows fire in timer
+	// order, so it is mostly the first one, removed without a search.
+	if first, _, ok := d.added.Min(); ok && first == t {
+		d.added.DeleteMin()
+		return nil
 	}
-	d.timers.ReplaceOrInsert(t, pendingTimer{inDB: true})
+	if _, _, ok := d.added.Delete(t); ok {
+		return nil
+	}
+	d.deleted[t] = struct{}{}
 	return nil
 }
 
 // deletedTimer reports whether the database's timer t is deleted, uncommitted.
 func (d *DB) deletedTimer(t windowing.Timer) bool {
-	_, v, ok := d.timers.Get(t)
-	return ok && !v.present
+	_, ok := d.deleted[t]
+	return ok
 }
 
 // pendingTimers appends to dst up to max timers of kind added since the
@@ -295,13 +302,11 @@ func (d *DB) pendingTimers(kind windowing.TimerKind, from, upTo int64, after *wi
 	if after != nil {
 		lo = btreemap.GT(*after)
 	}
-	d.timers.AscendFunc(lo, btreemap.Max[windowing.Timer](), func(t windowing.Timer, v pendingTimer) bool {
+	d.added.AscendFunc(lo, btreemap.Max[windowing.Timer](), func(t windowing.Timer, _ struct{}) bool {
 		if t.Kind != kind || t.Deadline > upTo || len(dst) >= max {
 			return false
 		}
-		if v.present && !v.inDB {
-			dst = append(dst, t)
-		}
+		dst = append(dst, t)
 		return true
 	})
 	return dst
@@ -403,28 +408,42 @@ func (d *DB) PutMeta(name string, value []byte) error {
 }
 
 // PendingBytes implements windowing.Store.
-func (d *DB) PendingBytes() int { return d.batch.Len() + d.timers.Len()*pendingTimerBytes }
+func (d *DB) PendingBytes() int {
+	return d.batch.Len() + (d.added.Len()+len(d.deleted))*pendingTimerBytes
+}
 
-// writeTimers moves the pending timer changes into the batch, in key order.
+// writeTimers moves the pending timer changes into the batch, each kind of
+// change in key order.
 func (d *DB) writeTimers() error {
 	var err error
-	d.timers.AscendFunc(btreemap.Min[windowing.Timer](), btreemap.Max[windowing.Timer](), func(t windowing.Timer, v pendingTimer) bool {
-		if v.present == v.inDB {
-			return true // added and deleted again, or deleted and added back
-		}
+	d.added.AscendFunc(btreemap.Min[windowing.Timer](), btreemap.Max[windowing.Timer](), func(t windowing.Timer, _ struct{}) bool {
 		d.keyBuf = timerKey(d.keyBuf[:0], t)
-		if v.present {
-			err = d.batch.Set(d.keyBuf, nil, nil)
-		} else {
-			err = d.batch.Delete(d.keyBuf, nil)
-		}
+		err = d.batch.Set(d.keyBuf, nil, nil)
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
-	d.timers.Clear(true)
+	d.dels = d.dels[:0]
+	for t := range d.deleted {
+		d.dels = append(d.dels, t)
+	}
+	slices.SortFunc(d.dels, compareTimers)
+	for _, t := range d.dels {
+		d.keyBuf = timerKey(d.keyBuf[:0], t)
+		if err := d.batch.Delete(d.keyBuf, nil); err != nil {
+			return err
+		}
+	}
+	clear(d.dels)
+	d.clearTimers()
 	return nil
+}
+
+// clearTimers drops the pending timer changes.
+func (d *DB) clearTimers() {
+	d.added.Clear(true)
+	clear(d.deleted)
 }
 
 // Commit implements windowing.Store.
@@ -452,7 +471,7 @@ func (d *DB) Commit(sync bool) error {
 // Discard drops every write since the last Commit: reads see the last
 // committed state again.
 func (d *DB) Discard() error {
-	d.timers.Clear(true)
+	d.clearTimers()
 	err := d.batch.Close()
 	d.batch = d.db.NewIndexedBatch()
 	return err
@@ -461,7 +480,7 @@ func (d *DB) Discard() error {
 // Clear deletes everything the database holds: state, timers and
 // metadata (uncommitted until the next Commit, like any write).
 func (d *DB) Clear() error {
-	d.timers.Clear(true)
+	d.clearTimers()
 	return d.batch.DeleteRange([]byte{0}, []byte{0xff, 0xff}, nil)
 }
 
