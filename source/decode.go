@@ -83,9 +83,10 @@ func tooDeep(v []byte) bool {
 
 // fieldPath is a precomputed lookup of one dotted path.
 type fieldPath struct {
-	name string   // the dotted path as configured
-	path string   // gjson path for a single segment
-	segs []string // gjson-escaped segments when the path is nested
+	name  string   // the dotted path as configured
+	path  string   // gjson path for a single segment
+	segs  []string // gjson-escaped segments when the path is nested
+	first string   // the first segment: the member name it matches
 }
 
 // get returns the value at the path in obj, a JSON object. Each segment is a
@@ -106,16 +107,31 @@ func (f *fieldPath) get(obj string) gjson.Result {
 	return res
 }
 
+// rest returns the value at the path's segments after the first in v, the
+// value of the member its first segment names.
+func (f *fieldPath) rest(v gjson.Result) gjson.Result {
+	if len(f.segs) > 1 {
+		for _, seg := range f.segs[1:] {
+			if !v.IsObject() {
+				return gjson.Result{}
+			}
+			v = gjson.Get(v.Raw, seg)
+		}
+	}
+	return v
+}
+
 func newFieldPath(name string) fieldPath {
 	f := fieldPath{name: name}
 	parts := strings.Split(name, ".")
+	f.first = parts[0]
 	if len(parts) == 1 && parts[0] != "" {
 		f.path = gjson.Escape(parts[0])
 		return f
 	}
 	// Nested, or an empty name or segment: walk it (an empty segment
-	// matches no member, and a path such as "..x" must not reach gjson,
-	// which reads a leading ".." as JSON Lines).
+	// matches the member named "", and a path such as "..x" must not
+	// reach gjson, which reads a leading ".." as JSON Lines).
 	f.segs = make([]string, len(parts))
 	for i, p := range parts {
 		f.segs[i] = gjson.Escape(p)
@@ -243,9 +259,7 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 		if obj[0] != '{' {
 			return fail("value is not a JSON object")
 		}
-		for i := range d.fields {
-			d.results[i] = d.fields[i].get(obj)
-		}
+		d.lookUp(obj)
 	}
 
 	// Key.

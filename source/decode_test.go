@@ -12,6 +12,8 @@ import (
 
 	metro "github.com/dgryski/go-metro"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/windowing"
 )
@@ -713,6 +715,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
 		var ev windowing.Event
 		for _, d := range ds {
+			sameLookUp(t, d, value)
 			err := d.Decode(&Record{Key: key, Value: value, Timestamp: ts}, &ev)
 			if err != nil {
 				var de *DecodeError
@@ -726,6 +729,61 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameLookUp checks that the decoder's one walk over a valid JSON object
+// finds for every field what a gjson lookup of the field alone finds.
+func sameLookUp(t *testing.T, d *Decoder, value []byte) {
+	t.Helper()
+	obj := strings.TrimLeft(string(value), " \t\r\n")
+	if CheckJSON(value) != "" || !strings.HasPrefix(obj, "{") {
+		return
+	}
+	var names, raws []string
+	eachMember(obj, func(name, value string) bool {
+		names, raws = append(names, name), append(raws, value)
+		return true
+	})
+	i := 0
+	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
+		if i >= len(names) || names[i] != k.Str || raws[i] != v.Raw {
+			t.Fatalf("member %d of %q: eachMember gives %q, %q; gjson's ForEach %q, %q", i, obj, names, raws, k.Str, v.Raw)
+		}
+		i++
+		return true
+	})
+	if i != len(names) {
+		t.Fatalf("eachMember gives %d members of %q, gjson's ForEach %d", len(names), obj, i)
+	}
+	d.lookUp(obj)
+	for i := range d.fields {
+		got, want := d.results[i], d.fields[i].get(obj)
+		if got.Type != want.Type || got.Raw != want.Raw || got.Str != want.Str || got.Exists() != want.Exists() ||
+			!(got.Num == want.Num || (math.IsNaN(got.Num) && math.IsNaN(want.Num))) {
+			t.Fatalf("field %q of %q: one walk finds %#v, gjson %#v", d.fields[i].name, obj, got, want)
+		}
+	}
+}
+
+// The walk and gjson agree on names with escapes, duplicates, members
+// after nested values with brackets and quotes in strings, and space.
+func TestLookUpMatchesGjson(t *testing.T) {
+	d := NewDecoder(pipeline("k", "ts", config.UnixMS,
+		windowing.AggSpec{Name: "s", Op: windowing.Sum, Field: "v"},
+		windowing.AggSpec{Name: "m", Op: windowing.Max, Field: "a.b"},
+		windowing.AggSpec{Name: "q", Op: windowing.Sum, Field: "x.y.z"},
+	))
+	for _, v := range []string{
+		`{"k":"u","ts":1,"v":2,"a":{"b":3},"x":{"y":{"z":4}}}`,
+		`{ "k" : "u" , "ts" : 1 , "v" : 2 }`,
+		`{"\u006b":"escaped name","k":"plain","v":[1,{"v":9}],"ts":"\"}{[","a":{"b":"]}\\"},"v":5}`,
+		`{"s":"{\"k\":1}","o":{"k":"inner","ts":{"a":[[["]"]]]}},"k":7,"ts":-1.5e3}`,
+		`{"a":1,"a":{"b":2},"x":{"y":[1]},"x":{"y":{"z":3}}}`,
+		`{"k":null,"ts":true,"v":false,"a":{"b":null},"x":{}}`,
+		`{}`, "{\n\t\"k\"\r:\n\"u\"}",
+	} {
+		sameLookUp(t, d, []byte(v))
+	}
 }
 
 func BenchmarkDecode(b *testing.B) {

@@ -1,0 +1,128 @@
+package source
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// lookUp sets d.results for the JSON object obj (valid JSON, starting with
+// '{') in one walk over its members: each field's first segment is matched
+// against every member name (gjson matches an empty segment to the member
+// named ""), the first member of a name wins, and only a
+// nested field then reads further, inside that member's value. The results
+// are what fieldPath.get returns for each field (FuzzDecode compares them);
+// a separate gjson.Get per field would walk the members before it once per
+// field.
+func (d *Decoder) lookUp(obj string) {
+	clear(d.results)
+	if len(d.fields) > 64 {
+		for i := range d.fields {
+			d.results[i] = d.fields[i].get(obj)
+		}
+		return
+	}
+	var found uint64
+	all := uint64(1)<<len(d.fields) - 1
+	eachMember(obj, func(name, value string) bool {
+		for j := range d.fields {
+			f := &d.fields[j]
+			if found&(1<<j) != 0 || f.first != name {
+				continue
+			}
+			found |= 1 << j
+			d.results[j] = f.rest(gjson.Parse(value))
+		}
+		return found != all
+	})
+}
+
+// eachMember calls fn with the name (unescaped) and the raw value of each
+// member of the JSON object obj, in order, until fn returns false. obj must
+// be valid JSON and start with '{' (it skips values without checking them).
+func eachMember(obj string, fn func(name, value string) bool) {
+	n := len(obj)
+	for i := 1; ; {
+		i = skipSpace(obj, i)
+		if i >= n || obj[i] != '"' {
+			return // '}': no more members
+		}
+		end, escaped := stringEnd(obj, i)
+		name := obj[i+1 : end-1]
+		if escaped {
+			name = gjson.Parse(obj[i:end]).Str
+		}
+		i = skipSpace(obj, end)
+		if i >= n || obj[i] != ':' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+		start := i
+		i = valueEnd(obj, i)
+		if !fn(name, obj[start:i]) {
+			return
+		}
+		i = skipSpace(obj, i)
+		if i < n && obj[i] == ',' {
+			i++
+		}
+	}
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts at s[i] == '"',
+// and whether it holds a backslash escape.
+func stringEnd(s string, i int) (int, bool) {
+	escaped := false
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return i + 1, escaped
+		}
+	}
+	return len(s), escaped
+}
+
+// valueEnd returns the index after the JSON value that starts at s[i].
+func valueEnd(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '"':
+		end, _ := stringEnd(s, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for i < len(s) {
+			switch s[i] {
+			case '"':
+				i, _ = stringEnd(s, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(s) {
+		switch s[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
