@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	metro "github.com/dgryski/go-metro"
 	"github.com/tidwall/gjson"
@@ -245,18 +244,16 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 	ev.Partition = rec.Partition
 	ev.Offset = rec.Offset
 
-	if !rec.ValidJSON {
-		if why := CheckJSON(rec.Value); why != "" {
-			return fail("value is " + why)
-		}
-	}
 	// The value is only read during this call, and nothing derived from it
 	// that points into it is kept (the key is cloned), so a no-copy string
 	// view is safe and saves a copy of every value.
-	obj := unsafe.String(unsafe.SliceData(rec.Value), len(rec.Value))
-	if len(d.fields) > 0 {
-		obj = strings.TrimLeft(obj, " \t\r\n")
-		if obj[0] != '{' {
+	if !rec.ValidJSON {
+		if why := d.checkAndLookUp(rec.Value); why != "" {
+			return fail(why)
+		}
+	} else if len(d.fields) > 0 {
+		obj := strings.TrimLeft(bytesString(rec.Value), " \t\r\n")
+		if obj == "" || obj[0] != '{' {
 			return fail("value is not a JSON object")
 		}
 		d.lookUp(obj)

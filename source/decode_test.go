@@ -711,11 +711,22 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"a":`+strings.Repeat(`{"b":`, maxDepth+1)+`1`+strings.Repeat("}", maxDepth+1)+`}`), int64(0))
 	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"s":"`+strings.Repeat(`[\"`, deepCheckLen/3+1)+`"}`), int64(0))
 	f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"s":"\\\"`+strings.Repeat(`{`, deepCheckLen+1)+`"}`), int64(0))
+	// Grammar edges for the validating pass: each must be judged as
+	// gjson.ValidBytes judges it.
+	for _, v := range []string{
+		`-`, `01`, `1.`, `1.e1`, `1e`, `1e+`, `-0.0e-0`, `"\u12"`, `"\u12G4"`, `"\x"`, "\"a\x01\"", "\"a\tb\"", "\"\x1f\"", "\"a\x7f\xff\"",
+		`tru`, `nul`, `falsey`, `[1,]`, `[,1]`, `[]`, `[ ]`, `{"a" 1}`, `{"a":}`, `{:1}`, `{"a":1,}`, `{,}`,
+		`{} x`, `{}}`, `{"a":[1,{"b":[]}]} `, `{"a":"\"}`, `{"a\"b":1}`, `{"a":01}`, `{"a":-}`, `{"a":1 2}`,
+	} {
+		f.Add([]byte("k"), []byte(`{"k":"u","ts":1,"v":`+v+`}`), int64(0))
+		f.Add([]byte("k"), []byte(v), int64(0))
+	}
 	ds := fuzzDecoders()
 	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
 		var ev windowing.Event
 		for _, d := range ds {
 			sameLookUp(t, d, value)
+			sameCheckAndLookUp(t, d, value)
 			err := d.Decode(&Record{Key: key, Value: value, Timestamp: ts}, &ev)
 			if err != nil {
 				var de *DecodeError
@@ -756,13 +767,40 @@ func sameLookUp(t *testing.T, d *Decoder, value []byte) {
 		t.Fatalf("eachMember gives %d members of %q, gjson's ForEach %d", len(names), obj, i)
 	}
 	d.lookUp(obj)
+	sameResults(t, "one walk", d, obj)
+}
+
+// sameResults checks that d.results hold, for every field, what a gjson
+// lookup of the field alone finds in obj.
+func sameResults(t *testing.T, how string, d *Decoder, obj string) {
+	t.Helper()
 	for i := range d.fields {
 		got, want := d.results[i], d.fields[i].get(obj)
 		if got.Type != want.Type || got.Raw != want.Raw || got.Str != want.Str || got.Exists() != want.Exists() ||
 			!(got.Num == want.Num || (math.IsNaN(got.Num) && math.IsNaN(want.Num))) {
-			t.Fatalf("field %q of %q: one walk finds %#v, gjson %#v", d.fields[i].name, obj, got, want)
+			t.Fatalf("field %q of %q: %s finds %#v, gjson %#v", d.fields[i].name, obj, how, got, want)
 		}
 	}
+}
+
+// sameCheckAndLookUp checks that the one pass that validates a value and
+// finds the fields gives the reason CheckJSON and the object check give,
+// and for a good value what a gjson lookup of each field alone finds.
+func sameCheckAndLookUp(t *testing.T, d *Decoder, value []byte) {
+	t.Helper()
+	want := ""
+	if why := CheckJSON(value); why != "" {
+		want = "value is " + why
+	} else if obj := strings.TrimLeft(string(value), " \t\r\n"); len(d.fields) > 0 && !strings.HasPrefix(obj, "{") {
+		want = "value is not a JSON object"
+	}
+	if got := d.checkAndLookUp(value); got != want {
+		t.Fatalf("value %q: one pass gives %q, CheckJSON and the object check %q", value, got, want)
+	}
+	if want != "" || len(d.fields) == 0 {
+		return
+	}
+	sameResults(t, "one pass", d, strings.TrimLeft(string(value), " \t\r\n"))
 }
 
 // The walk and gjson agree on names with escapes, duplicates, members
