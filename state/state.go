@@ -436,6 +436,9 @@ func (d *DB) writeTimers() error {
 		}
 	}
 	clear(d.dels)
+	if cap(d.dels) > maxReusedDeletes {
+		d.dels = nil
+	}
 	d.clearTimers()
 	return nil
 }
@@ -443,8 +446,18 @@ func (d *DB) writeTimers() error {
 // clearTimers drops the pending timer changes.
 func (d *DB) clearTimers() {
 	d.added.Clear(true)
-	clear(d.deleted)
+	if len(d.deleted) > maxReusedDeletes {
+		// A cleared map keeps its size: let a large one go, so that what
+		// stays allocated between commits is not what the largest pending
+		// set once needed.
+		d.deleted = map[windowing.Timer]struct{}{}
+	} else {
+		clear(d.deleted)
+	}
 }
+
+// maxReusedDeletes bounds the deleted-timer sets kept for reuse after a commit.
+const maxReusedDeletes = 1 << 14
 
 // Commit implements windowing.Store.
 func (d *DB) Commit(sync bool) error {
