@@ -6,12 +6,12 @@ import (
 
 // lookUp sets d.results for the JSON object obj (valid JSON, starting with
 // '{') in one walk over its members: each field's first segment is matched
-// against every member name (gjson matches an empty segment to the member
-// named ""), the first member of a name wins, and only a
-// nested field then reads further, inside that member's value. The results
-// are what fieldPath.get returns for each field (FuzzDecode compares them);
-// a separate gjson.Get per field would walk the members before it once per
-// field.
+// against every member name (an empty segment matches the member named "",
+// as in gjson), the first member of a name wins, and only a nested field
+// then reads further, inside that member's value. The results are what
+// fieldPath.get returns for each field (FuzzDecode compares them); a
+// separate gjson.Get per field would walk the members before it once per
+// field. Values not validated before go through checkAndLookUp instead.
 func (d *Decoder) lookUp(obj string) {
 	clear(d.results)
 	if len(d.fields) > 64 {
