@@ -185,13 +185,24 @@ kafka_tool() {
 	"${TOOL_CMD[@]}" "$@"
 }
 
-pid_alive() {
+# The process exists and is not a zombie. Right after the script starts the
+# broker in the background, the child may still be this script's forked
+# shell (the exec of java has not happened yet).
+process_exists() {
 	local pid="$1" state
 	kill -0 "$pid" 2>/dev/null || return 1
 	if [[ -r /proc/$pid/stat ]]; then
 		state="$(sed 's/^.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
 		[[ $state != Z ]] || return 1
 	fi
+	return 0
+}
+
+# The process is alive and is a broker (a pid file can outlive its process,
+# and the pid be reused).
+pid_alive() {
+	local pid="$1"
+	process_exists "$pid" || return 1
 	if [[ -r /proc/$pid/cmdline ]]; then
 		tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'kafka\.Kafka' || return 1
 	fi
@@ -234,7 +245,9 @@ wait_ready() {
 	while ((SECONDS < deadline)); do
 		pid=""
 		[[ -f $PID_FILE ]] && pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-		if [[ $pid =~ ^[0-9]+$ ]] && ! pid_alive "$pid"; then
+		# Not pid_alive: until the fork has exec'd java, its command line
+		# is this script's, and a loaded machine can take a while.
+		if [[ $pid =~ ^[0-9]+$ ]] && ! process_exists "$pid"; then
 			echo "kafka: broker process $pid exited during startup" >&2
 			return 1
 		fi
@@ -251,13 +264,13 @@ kill_pid() {
 	local pid="$1" i
 	kill -TERM "$pid" 2>/dev/null || return 0
 	for ((i = 0; i < 100; i++)); do
-		pid_alive "$pid" || return 0
+		process_exists "$pid" || return 0
 		sleep 0.2
 	done
 	echo "kafka: pid $pid did not stop within 20s, killing" >&2
 	kill -KILL "$pid" 2>/dev/null || true
 	for ((i = 0; i < 25; i++)); do
-		pid_alive "$pid" || return 0
+		process_exists "$pid" || return 0
 		sleep 0.2
 	done
 }
