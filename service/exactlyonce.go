@@ -188,6 +188,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 // nil: nothing was produced).
 func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
 	p.txnRecords = false
+	p.countCommittedDuplicates()
 	if err := p.checkpoint(acks); err != nil {
 		return err
 	}
@@ -404,6 +405,7 @@ func (p *pipeline) rollback() error {
 	}
 	clear(p.store.dirty)
 	p.loggedWrites = p.store.writes
+	p.txnDuplicates = 0 // processed again after the rewind
 	p.offMu.Lock()
 	p.stored = map[int32]int64{}
 	p.offMu.Unlock()

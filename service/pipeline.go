@@ -93,11 +93,15 @@ type pipeline struct {
 	relMu        sync.Mutex
 	released     []int32
 	awaitSettle  bool
-	revokes      int       // revoke and lost callbacks so far
-	revokesAtEnd int       // revokes before the last transaction end began
-	txnRecords   bool      // the open transaction holds produced records (mu)
-	abortNext    bool      // the open transaction must abort (mu)
-	lastSettle   time.Time // last settleAssignment attempt (mu)
+	revokes      int  // revoke and lost callbacks so far
+	revokesAtEnd int  // revokes before the last transaction end began
+	txnRecords   bool // the open transaction holds produced records (mu)
+	// txnDuplicates counts the repartitioned records the open transaction
+	// dropped as duplicates (exactly_once, mu): the metric takes them when
+	// it commits, as a rollback processes and drops them again.
+	txnDuplicates int
+	abortNext     bool      // the open transaction must abort (mu)
+	lastSettle    time.Time // last settleAssignment attempt (mu)
 
 	rp    *stage2        // repartition: true (repartition.go); nil otherwise
 	split *splitDetector // key.field without repartition: notices split keys

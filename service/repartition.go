@@ -256,11 +256,32 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 		return false, nil // not written by stage 1: processed as it is
 	}
 	if off < u.next[up] {
-		p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
+		p.duplicateDropped()
 		return true, nil
 	}
 	u.next[up] = off + 1
 	return false, nil
+}
+
+// duplicateDropped counts a repartitioned record dropped as a duplicate:
+// at once under at_least_once; under exactly_once when its transaction
+// commits (countCommittedDuplicates), since a rollback reprocesses it and
+// drops it again.
+func (p *pipeline) duplicateDropped() {
+	if p.eos {
+		p.txnDuplicates++
+		return
+	}
+	p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
+}
+
+// countCommittedDuplicates adds the duplicates of the transaction that
+// committed to the metric.
+func (p *pipeline) countCommittedDuplicates() {
+	if p.txnDuplicates > 0 {
+		p.m.duplicates.WithLabelValues(p.cfg.Name).Add(float64(p.txnDuplicates))
+		p.txnDuplicates = 0
+	}
 }
 
 // splitDetector notices, without repartitioning, a key.field value seen on

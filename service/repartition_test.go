@@ -130,6 +130,19 @@ pipelines:
 	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 {
 		t.Errorf("duplicates %v, want 2", got)
 	}
+	// Under exactly_once a duplicate counts when its transaction commits:
+	// a rollback would process it, and drop it, again.
+	p.eos = true
+	if err := p.handle(data(0, 11, "1600"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 || p.txnDuplicates != 1 {
+		t.Errorf("exactly_once: duplicates %v and %d in the open transaction, want 2 and 1", got, p.txnDuplicates)
+	}
+	p.countCommittedDuplicates()
+	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 3 || p.txnDuplicates != 0 {
+		t.Errorf("exactly_once, committed: duplicates %v and %d in the open transaction, want 3 and 0", got, p.txnDuplicates)
+	}
 	if got := testutil.ToFloat64(p.m.upstreamWatermark.WithLabelValues("r", "1")); got != 2500 {
 		t.Errorf("upstream 1 watermark gauge %v, want 2500", got)
 	}
