@@ -442,9 +442,18 @@ func (p *pipeline) rollback() error {
 		// processing had reached; they come again from the rewound one.
 		pre := st.position
 		p.offMu.Lock()
-		stored, ok := p.stored[part]
+		off, ok := p.stored[part]
 		p.offMu.Unlock()
-		off := st.rewind(stored, ok)
+		switch {
+		case ok:
+			st.position = off
+		case st.first >= 0:
+			st.position, off = -1, st.first
+		default:
+			st.position = -1
+			off = -1
+		}
+		st.marked, st.first = st.position, -1
 		st.stale = 0
 		if off >= 0 {
 			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
@@ -457,22 +466,4 @@ func (p *pipeline) rollback() error {
 	}
 	p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: rewind})
 	return nil
-}
-
-// rewind returns the partition to its checkpoint in a rollback: the stored
-// position when ok, or else no position. It returns the offset the consumer
-// must fetch from again, -1 for none: the stored position, or where the
-// records processed without one began (first).
-func (st *partition) rewind(stored int64, ok bool) int64 {
-	off := int64(-1)
-	switch {
-	case ok:
-		st.position, off = stored, stored
-	case st.first >= 0:
-		st.position, off = -1, st.first
-	default:
-		st.position = -1
-	}
-	st.marked, st.first, st.inferred = st.position, -1, false
-	return off
 }

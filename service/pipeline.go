@@ -43,11 +43,7 @@ type partition struct {
 	position int64 // next offset to process; -1 until known
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
-	// first is the offset of the first record processed while no position
-	// was known or only inferred (startAt); -1: none. A rollback rewinds to
-	// it when no position was stored.
-	first    int64
-	inferred bool // position was set by startAt, not by a record or a checkpoint
+	first    int64 // offset of the first record processed while position was unknown; -1: none
 	// stale > 0: a rollback rewound the partition from this offset
 	// (exactly_once). A record at or past it was polled before the
 	// rollback (a poll can wait for mu while a callback rolls back) and is
@@ -474,10 +470,10 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 
 // advancePosition moves part past r (mu held).
 func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
-	if part.first < 0 && (part.position < 0 || part.inferred) {
+	if part.position < 0 && part.first < 0 {
 		part.first = r.Offset
 	}
-	part.position, part.inferred = r.Offset+1, false
+	part.position = r.Offset + 1
 	if skip := p.skip[r.Partition]; skip != nil && part.position >= skip.max {
 		delete(p.skip, r.Partition)
 	}
@@ -668,15 +664,13 @@ func isFatal(err error) bool {
 // refreshEnds lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEnds(ctx context.Context) {
-	refreshEnds(ctx, p.adm, p.cfg.Input.Topic, p.parts, p.cl.CommittedOffsets()[p.cfg.Input.Topic], p.eng.Watermarks())
+	refreshEnds(ctx, p.adm, p.cfg.Input.Topic, p.parts, p.eng.Watermarks())
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and
-// tells wm which of them are caught up. A partition whose position is not
-// known yet (nothing stored, no record processed) is taken to be where the
-// consumer starts fetching it: the group's committed offset, or else the
-// log start (the reset policy).
-func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]*partition, committed map[int32]kgo.EpochOffset, wm *watermark.Frontier) {
+// tells wm which of them are caught up; a partition whose position is not
+// known yet (nothing stored or committed) starts at the log start.
+func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]*partition, wm *watermark.Frontier) {
 	if len(parts) == 0 {
 		return
 	}
@@ -691,9 +685,6 @@ func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[
 		if e, ok := ends.Lookup(topic, part); ok && e.Err == nil && e.Offset > st.end {
 			st.end = e.Offset
 		}
-		if eo, ok := committed[part]; ok && st.position < 0 && eo.Offset >= 0 {
-			st.startAt(eo.Offset)
-		}
 		if st.position < 0 {
 			if starts == nil {
 				if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
@@ -701,20 +692,12 @@ func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[
 				}
 			}
 			if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
-				st.startAt(s.Offset)
+				st.position = s.Offset
 			}
 		}
 		caughtUp := st.position >= 0 && st.end >= 0 && st.position >= st.end
 		wm.SetCaughtUp(part, caughtUp)
 	}
-}
-
-// startAt sets the position of a partition that has none to off, where the
-// consumer is taken to have started fetching it: a guess for idleness (the
-// group's offsets arrive after the assignment), not where a rollback may
-// rewind to.
-func (st *partition) startAt(off int64) {
-	st.position, st.inferred = off, true
 }
 
 // commit runs the commit cycle (mu held): write the changed keys and the
@@ -899,7 +882,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		st := p.partitionState(part)
 		p.offMu.Lock()
 		if off, ok := p.stored[part]; ok {
-			st.position, st.marked, st.inferred = off, off, false
+			st.position, st.marked = off, off
 		}
 		p.offMu.Unlock()
 		p.eng.Assign(part, p.nowMS(), false)

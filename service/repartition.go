@@ -496,7 +496,13 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 		r.lastEnds = now
 		// The group's offsets of newly assigned partitions arrive after
 		// their assignment: until a record comes, they are the position.
-		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, r.parts, r.cl.CommittedOffsets()[r.cfg.Input.Topic], r.wm)
+		committed := r.cl.CommittedOffsets()[r.cfg.Input.Topic]
+		for part, st := range r.parts {
+			if eo, ok := committed[part]; ok && st.position < 0 && eo.Offset >= 0 {
+				st.position = eo.Offset
+			}
+		}
+		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, r.parts, r.wm)
 	}
 	r.wm.Tick(nowMS)
 	r.broadcast(nowMS, now.Sub(r.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
