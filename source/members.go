@@ -23,16 +23,30 @@ func (d *Decoder) lookUp(obj string) {
 	var found uint64
 	all := uint64(1)<<len(d.fields) - 1
 	eachMember(obj, func(name, value string) bool {
-		for j := range d.fields {
-			f := &d.fields[j]
-			if found&(1<<j) != 0 || f.first != name {
-				continue
-			}
-			found |= 1 << j
-			d.results[j] = f.rest(gjson.Parse(value))
-		}
+		d.match(&found, name, value)
 		return found != all
 	})
+}
+
+// match sets the result of each field not found yet (a bit of found, which
+// it sets) whose first segment is the member name, from the member's raw
+// value: the first member of a name wins.
+func (d *Decoder) match(found *uint64, name, value string) {
+	for j := range d.fields {
+		f := &d.fields[j]
+		if *found&(1<<j) == 0 && f.first == name {
+			*found |= 1 << j
+			d.results[j] = f.rest(gjson.Parse(value))
+		}
+	}
+}
+
+// memberName is the name of a member from its quoted form.
+func memberName(quoted string, escaped bool) string {
+	if escaped {
+		return gjson.Parse(quoted).Str
+	}
+	return quoted[1 : len(quoted)-1]
 }
 
 // eachMember calls fn with the name (unescaped) and the raw value of each
@@ -46,10 +60,7 @@ func eachMember(obj string, fn func(name, value string) bool) {
 			return // '}': no more members
 		}
 		end, escaped := stringEnd(obj, i)
-		name := obj[i+1 : end-1]
-		if escaped {
-			name = gjson.Parse(obj[i:end]).Str
-		}
+		name := memberName(obj[i:end], escaped)
 		i = skipSpace(obj, end)
 		if i >= n || obj[i] != ':' {
 			return
@@ -67,7 +78,9 @@ func eachMember(obj string, fn func(name, value string) bool) {
 	}
 }
 
-func skipSpace(s string, i int) int {
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace[T string | []byte](s T, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}

@@ -1,10 +1,6 @@
 package source
 
-import (
-	"unsafe"
-
-	"github.com/tidwall/gjson"
-)
+import "unsafe"
 
 // checkAndLookUp is CheckJSON, the object check and lookUp of Decode in one
 // pass over the value b, for values not validated before: it validates
@@ -15,7 +11,7 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 	if len(b) > deepCheckLen && tooDeep(b) {
 		return "value is nested too deeply"
 	}
-	i := skipSpaceBytes(b, 0)
+	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' || len(d.fields) > 64 {
 		if why := CheckJSON(b); why != "" {
 			return "value is " + why
@@ -32,55 +28,12 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 	clear(d.results)
 	var found uint64
 	all := uint64(1)<<len(d.fields) - 1
-	obj := bytesString(b)
-	i = skipSpaceBytes(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return "value is not valid JSON"
-			}
-			end, escaped, ok := validString(b, i+1)
-			if !ok {
-				return "value is not valid JSON"
-			}
-			nameStart := i
-			i = skipSpaceBytes(b, end)
-			if i >= len(b) || b[i] != ':' {
-				return "value is not valid JSON"
-			}
-			i = skipSpaceBytes(b, i+1)
-			start := i
-			if i, ok = validValue(b, i); !ok {
-				return "value is not valid JSON"
-			}
-			if found != all {
-				name := obj[nameStart+1 : end-1]
-				if escaped {
-					name = gjson.Parse(obj[nameStart:end]).Str
-				}
-				for j := range d.fields {
-					f := &d.fields[j]
-					if found&(1<<j) == 0 && f.first == name {
-						found |= 1 << j
-						d.results[j] = f.rest(gjson.Parse(obj[start:i]))
-					}
-				}
-			}
-			i = skipSpaceBytes(b, i)
-			if i < len(b) && b[i] == ',' {
-				i = skipSpaceBytes(b, i+1)
-				continue
-			}
-			if i < len(b) && b[i] == '}' {
-				i++
-				break
-			}
-			return "value is not valid JSON"
+	end, ok := validObject(b, i+1, func(name, value string) {
+		if found != all {
+			d.match(&found, name, value)
 		}
-	}
-	if skipSpaceBytes(b, i) != len(b) {
+	})
+	if !ok || skipSpace(b, end) != len(b) {
 		return "value is not valid JSON"
 	}
 	return ""
@@ -88,13 +41,6 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 
 // bytesString is a no-copy string view of b, valid while b is not changed.
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-func skipSpaceBytes(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
 
 // validValue returns the index after the valid JSON value at b[i] (no
 // space before it), and whether there is one.
@@ -107,7 +53,7 @@ func validValue(b []byte, i int) (int, bool) {
 		end, _, ok := validString(b, i+1)
 		return end, ok
 	case c == '{':
-		return validObject(b, i+1)
+		return validObject(b, i+1, nil)
 	case c == '[':
 		return validArray(b, i+1)
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -203,9 +149,10 @@ func validNumber(b []byte, i int) (int, bool) {
 	return i, true
 }
 
-// validObject checks the object whose '{' is before b[i].
-func validObject(b []byte, i int) (int, bool) {
-	i = skipSpaceBytes(b, i)
+// validObject checks the object whose '{' is before b[i]. member, when not
+// nil, is called with the name (unescaped) and the raw value of each member.
+func validObject(b []byte, i int, member func(name, value string)) (int, bool) {
+	i = skipSpace(b, i)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -213,51 +160,57 @@ func validObject(b []byte, i int) (int, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return i, false
 		}
-		var ok bool
-		if i, _, ok = validString(b, i+1); !ok {
+		nameAt := i
+		end, escaped, ok := validString(b, i+1)
+		if !ok {
+			return end, false
+		}
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
 			return i, false
 		}
-		if i = skipSpaceBytes(b, i); i >= len(b) || b[i] != ':' {
+		start := skipSpace(b, i+1)
+		if i, ok = validValue(b, start); !ok {
 			return i, false
 		}
-		if i, ok = validValue(b, skipSpaceBytes(b, i+1)); !ok {
-			return i, false
+		if member != nil {
+			member(memberName(bytesString(b[nameAt:end]), escaped), bytesString(b[start:i]))
 		}
-		if i = skipSpaceBytes(b, i); i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case '}':
-			return i + 1, true
-		case ',':
-			i = skipSpaceBytes(b, i+1)
-		default:
-			return i, false
+		closed := false
+		if i, closed, ok = nextElement(b, i, '}'); !ok || closed {
+			return i, ok
 		}
 	}
 }
 
+// nextElement reads what follows an element of an object or array that end
+// closes: the index of the next element, or the index after end and
+// closed; not ok when neither follows.
+func nextElement(b []byte, i int, end byte) (next int, closed, ok bool) {
+	if i = skipSpace(b, i); i >= len(b) {
+		return i, false, false
+	}
+	switch b[i] {
+	case end:
+		return i + 1, true, true
+	case ',':
+		return skipSpace(b, i+1), false, true
+	}
+	return i, false, false
+}
+
 // validArray checks the array whose '[' is before b[i].
 func validArray(b []byte, i int) (int, bool) {
-	i = skipSpaceBytes(b, i)
+	i = skipSpace(b, i)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
 	for {
-		var ok bool
+		var ok, closed bool
 		if i, ok = validValue(b, i); !ok {
 			return i, false
 		}
-		if i = skipSpaceBytes(b, i); i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ']':
-			return i + 1, true
-		case ',':
-			i = skipSpaceBytes(b, i+1)
-		default:
-			return i, false
+		if i, closed, ok = nextElement(b, i, ']'); !ok || closed {
+			return i, ok
 		}
 	}
 }
