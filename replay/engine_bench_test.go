@@ -121,8 +121,8 @@ func (s *paneSink) Dropped(*windowing.Event, windowing.DropReason) error {
 //   - <shape>: the records are split from their lines beforehand (partition,
 //     key and value bytes, as a Kafka fetch delivers them); one op is one
 //     pass over all of them: source.Decoder.Decode (JSON check, field
-//     extraction: key, ts, x), windowing.Engine.Record, a checkpoint every
-//     65,536 records or 64 MiB of pending writes, Finish and the last
+//     extraction: key, ts, x), windowing.Engine.Record, a checkpoint whenever
+//     64 MiB of writes are pending (as in replay), Finish and the last
 //     checkpoint, panes encoded as JSON and discarded. Pebble is on
 //     vfs.NewMem(), or in a temporary directory with WINDOWD_BENCH_FS=disk.
 //     Opening and closing the store is not timed.
@@ -229,7 +229,6 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 		alloc.start()
 		b.StartTimer()
 
-		since := 0
 		for j := range in.records {
 			if err := dec.Decode(&in.records[j], &ev); err != nil {
 				b.Fatalf("record %d: %v", j, err)
@@ -237,8 +236,7 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 			if err := eng.Record(&ev, 0); err != nil {
 				b.Fatal(err)
 			}
-			if since++; since >= checkpointRecords || eng.NeedsCheckpoint() {
-				since = 0
+			if eng.NeedsCheckpoint() { // as replay does
 				if err := eng.Checkpoint(false); err != nil {
 					b.Fatal(err)
 				}

@@ -31,10 +31,6 @@ import (
 // MaxLineBytes is the longest input line read; a longer one is dead-lettered.
 const MaxLineBytes = 16 << 20
 
-// checkpointRecords is how many records a replay batches between commits of
-// its Pebble state, bounding the uncommitted batch.
-const checkpointRecords = 65536
-
 // Options configure one replay.
 type Options struct {
 	Pipeline   *config.Pipeline
@@ -261,7 +257,6 @@ func (r *runner) run(eng *windowing.Engine) error {
 	var ev windowing.Event
 	var rec source.Record
 	br := bufio.NewReaderSize(r.opts.Input, 1<<16)
-	sinceCheckpoint := 0
 	for {
 		line, rerr := readLine(br)
 		eof := errors.Is(rerr, io.EOF)
@@ -283,8 +278,13 @@ func (r *runner) run(eng *windowing.Engine) error {
 			if err := r.handle(eng, dec, line, &now, offsets, &rec, &ev); err != nil {
 				return err
 			}
-			if sinceCheckpoint++; sinceCheckpoint >= checkpointRecords || eng.NeedsCheckpoint() {
-				sinceCheckpoint = 0
+			// A replay commits its Pebble state only to bound memory:
+			// when the uncommitted writes pass the engine's budget
+			// (cache evictions, timers), and at the end. Nothing reads
+			// a replay's checkpoints, so committing every N records
+			// would only write windows that open and close between two
+			// commits to Pebble and delete them again.
+			if eng.NeedsCheckpoint() {
 				if err := eng.Checkpoint(false); err != nil {
 					return err
 				}
