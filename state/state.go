@@ -5,8 +5,8 @@
 //
 // Invariants:
 //   - Every write goes into one indexed batch (timers: into an in-memory
-//     B-tree of additions and a set of deletions, written into the batch at
-//     Commit); reads see it; Commit applies it atomically, so state, timers
+//     set of additions, timerSet, and a set of deletions, written into the
+//     batch at Commit); reads see it; Commit applies it atomically, so state, timers
 //     and metadata of a checkpoint are durable together or not at all.
 //   - A timer added and deleted between two commits never reaches Pebble: in
 //     windows of about one record each, most timers live that briefly, and
@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/RaduBerinde/btreemap"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -66,18 +65,19 @@ type DB struct {
 	timerLo []byte
 	timerHi []byte
 	// added holds the timers added since the last Commit that the
-	// committed database does not hold, in key order; deleted, the
+	// committed database does not hold; deleted, the
 	// committed timers deleted since (a timer deleted and added back has
 	// no pending change).
-	added   *btreemap.BTreeMap[windowing.Timer, struct{}]
+	added   *timerSet
 	deleted map[windowing.Timer]struct{}
 	// due and pend are DueTimers' scratch lists, dels writeTimers'.
 	due, pend, dels []windowing.Timer
 }
 
 // pendingTimerBytes estimates the memory of one pending timer beyond its
-// key string, for PendingBytes.
-const pendingTimerBytes = 64
+// key string, for PendingBytes: a 64-byte timerSet entry in a slice that
+// grows by doubling, or an entry of the deleted map.
+const pendingTimerBytes = 96
 
 // compareTimers orders timers as their Pebble keys sort (timerKey).
 func compareTimers(a, b windowing.Timer) int {
@@ -94,10 +94,6 @@ func compareTimers(a, b windowing.Timer) int {
 		return strings.Compare(a.Key, b.Key)
 	}
 	return cmp.Compare(a.Start, b.Start)
-}
-
-func newTimerTree() *btreemap.BTreeMap[windowing.Timer, struct{}] {
-	return btreemap.New[windowing.Timer, struct{}](16, compareTimers)
 }
 
 var _ windowing.Store = (*DB)(nil)
@@ -143,7 +139,7 @@ func Open(dir string, o Options) (*DB, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
-	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), added: newTimerTree(), deleted: map[windowing.Timer]struct{}{}}, nil
+	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), added: newTimerSet(), deleted: map[windowing.Timer]struct{}{}}, nil
 }
 
 // Close discards uncommitted writes and closes the database.
@@ -269,21 +265,15 @@ func (d *DB) AddTimer(t windowing.Timer) error {
 		delete(d.deleted, t) // deleted and added back: as committed
 		return nil
 	}
-	d.added.ReplaceOrInsert(t, struct{}{})
+	d.added.add(t)
 	return nil
 }
 
 // DeleteTimer implements windowing.Store. A timer without a pending change
 // is in the database: the engine deletes only timers it holds.
 func (d *DB) DeleteTimer(t windowing.Timer) error {
-	// Added since the last commit: never written. Windows fire in timer
-	// order, so it is mostly the first one, removed without a search.
-	if first, _, ok := d.added.Min(); ok && first == t {
-		d.added.DeleteMin()
-		return nil
-	}
-	if _, _, ok := d.added.Delete(t); ok {
-		return nil
+	if d.added.remove(t) {
+		return nil // added since the last commit: never written
 	}
 	d.deleted[t] = struct{}{}
 	return nil
@@ -298,16 +288,12 @@ func (d *DB) deletedTimer(t windowing.Timer) bool {
 // pendingTimers appends to dst up to max timers of kind added since the
 // last commit, with from <= deadline <= upTo, after after when it is set.
 func (d *DB) pendingTimers(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer, max int, dst []windowing.Timer) []windowing.Timer {
-	lo := btreemap.GE(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64})
-	if after != nil {
-		lo = btreemap.GT(*after)
+	if max <= 0 {
+		return dst
 	}
-	d.added.AscendFunc(lo, btreemap.Max[windowing.Timer](), func(t windowing.Timer, _ struct{}) bool {
-		if t.Kind != kind || t.Deadline > upTo || len(dst) >= max {
-			return false
-		}
+	d.added.ascend(kind, from, upTo, after, func(t windowing.Timer) bool {
 		dst = append(dst, t)
-		return true
+		return len(dst) < max
 	})
 	return dst
 }
@@ -409,14 +395,14 @@ func (d *DB) PutMeta(name string, value []byte) error {
 
 // PendingBytes implements windowing.Store.
 func (d *DB) PendingBytes() int {
-	return d.batch.Len() + (d.added.Len()+len(d.deleted))*pendingTimerBytes
+	return d.batch.Len() + (d.added.len()+len(d.deleted))*pendingTimerBytes
 }
 
 // writeTimers moves the pending timer changes into the batch, each kind of
 // change in key order.
 func (d *DB) writeTimers() error {
 	var err error
-	d.added.AscendFunc(btreemap.Min[windowing.Timer](), btreemap.Max[windowing.Timer](), func(t windowing.Timer, _ struct{}) bool {
+	d.added.each(func(t windowing.Timer) bool {
 		d.keyBuf = timerKey(d.keyBuf[:0], t)
 		err = d.batch.Set(d.keyBuf, nil, nil)
 		return err == nil
@@ -445,7 +431,7 @@ func (d *DB) writeTimers() error {
 
 // clearTimers drops the pending timer changes.
 func (d *DB) clearTimers() {
-	d.added.Clear(true)
+	d.added.clear()
 	if len(d.deleted) > maxReusedDeletes {
 		// A cleared map keeps its size: let a large one go, so that what
 		// stays allocated between commits is not what the largest pending

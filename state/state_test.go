@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -196,6 +197,37 @@ func TestDiscardAndClear(t *testing.T) {
 	}
 }
 
+// The pending timers' order (an integer prefix of the key compared first)
+// is compareTimers' order, which is the order of the timers' Pebble keys:
+// keys that share their first 8 bytes, differ in length or hold NUL bytes
+// included.
+func TestTimerOrdersAgree(t *testing.T) {
+	keys := []string{"", "a", "b", "a\x00", "ab", "abcdefgh", "abcdefgh\x00", "abcdefgh1", "abcdefgh2", "abcdefgi", "\xff\xff", "u7887", "u4425", "abcdefgh\x001"}
+	var timers []windowing.Timer
+	for _, kind := range []windowing.TimerKind{windowing.EventTimer, windowing.ProcTimer} {
+		for _, deadline := range []int64{math.MinInt64, -1, 0, 1, math.MaxInt64} {
+			for _, shard := range []uint32{0, 1, math.MaxUint32} {
+				for _, key := range keys {
+					for _, start := range []int64{math.MinInt64, 0, 5} {
+						timers = append(timers, windowing.Timer{Kind: kind, Deadline: deadline, Shard: shard, Key: key, Start: start})
+					}
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 200000; i++ {
+		a, b := timers[rng.Intn(len(timers))], timers[rng.Intn(len(timers))]
+		byKey := bytes.Compare(timerKey(nil, a), timerKey(nil, b))
+		if c := compareTimers(a, b); c != byKey {
+			t.Fatalf("compareTimers(%+v, %+v) = %d, Pebble key order %d", a, b, c, byKey)
+		}
+		if c := comparePending(pending(a), pending(b)); c != byKey {
+			t.Fatalf("comparePending(%+v, %+v) = %d, Pebble key order %d", a, b, c, byKey)
+		}
+	}
+}
+
 // TestTimerChangesMatchModel: random timer additions and deletions, with
 // commits, discards, clears and reopenings in between, against a model of
 // the committed and the current timer sets. The index read by DueTimers
@@ -210,7 +242,7 @@ func TestTimerChangesMatchModel(t *testing.T) {
 		var universe []windowing.Timer
 		for _, kind := range []windowing.TimerKind{windowing.EventTimer, windowing.ProcTimer} {
 			for d := int64(-3); d <= 3; d++ {
-				for _, key := range []string{"a", "b", "ab", ""} {
+				for _, key := range []string{"a", "b", "ab", "", "a\x00", "abcdefgh1", "abcdefgh2", "abcdefgh\x001"} {
 					for shard := uint32(0); shard < 2; shard++ {
 						universe = append(universe, windowing.Timer{Kind: kind, Deadline: d * 1000, Shard: shard, Key: key, Start: int64(rng.Intn(3)) - 1})
 					}

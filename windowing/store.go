@@ -37,9 +37,9 @@ type Store interface {
 	PutKey(shard uint32, key string, value []byte) error
 	// DeleteKey removes the windows value of (shard, key).
 	DeleteKey(shard uint32, key string) error
-	// AddTimer inserts t into its index.
+	// AddTimer inserts t, which is not in it, into its index.
 	AddTimer(t Timer) error
-	// DeleteTimer removes t from its index.
+	// DeleteTimer removes t, which is in it, from its index.
 	DeleteTimer(t Timer) error
 	// DueTimers appends to dst up to max timers of kind with from <= Deadline <= upTo,
 	// in index order; with after set, the scan starts just after that timer.
