@@ -310,23 +310,15 @@ func bytesView(s string) []byte {
 
 // handle processes one non-blank input line.
 func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
-	if why := source.CheckJSON(line); why != "" {
-		return r.deadLetter("line is "+why, -1, 0, line)
-	}
-	// The line is only read during this call and nothing that points into
-	// it outlives the call (the decoder clones the group key), so gjson
-	// reads a no-copy view of it, and the record's key and value point
-	// into it.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(line), len(line)))
-	if !root.IsObject() {
-		return r.deadLetter("line is not a JSON object", -1, 0, line)
-	}
-	// One pass over the members; the first of duplicate names wins (as
-	// gjson.Get would).
+	// One pass validates the line and hands out its members; the first
+	// of duplicate names wins (as gjson.Get would). The line is only read
+	// during this call and nothing that points into it outlives the call
+	// (the decoder clones the group key), so the members are no-copy
+	// views of it, and so are the record's key and value.
 	var clock, pv, kv, tv, vv gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
+	why, object := source.CheckObject(line, func(name, value string) {
 		var dst *gjson.Result
-		switch k.Str {
+		switch name {
 		case "clock":
 			dst = &clock
 		case "partition":
@@ -338,13 +330,18 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		case "value":
 			dst = &vv
 		default:
-			return true
+			return
 		}
 		if !dst.Exists() {
-			*dst = v
+			*dst = member(value)
 		}
-		return true
 	})
+	if why != "" {
+		return r.deadLetter("line is "+why, -1, 0, line)
+	}
+	if !object {
+		return r.deadLetter("line is not a JSON object", -1, 0, line)
+	}
 	if clock.Exists() {
 		v, ok := wholeNumber(clock)
 		if !ok {
@@ -406,6 +403,16 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return r.rp.record(eng, ev, *now)
 	}
 	return eng.Record(ev, *now)
+}
+
+// member is the gjson.Result of a member's raw value: parsed for strings
+// (escapes) and numbers, only typed for objects and arrays, which are
+// passed on as raw bytes.
+func member(raw string) gjson.Result {
+	if raw[0] == '{' || raw[0] == '[' {
+		return gjson.Result{Type: gjson.JSON, Raw: raw}
+	}
+	return gjson.Parse(raw)
 }
 
 // wholeNumber reads an integral JSON number.

@@ -723,6 +723,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	ds := fuzzDecoders()
 	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
+		sameCheckObject(t, value)
 		var ev windowing.Event
 		for _, d := range ds {
 			sameLookUp(t, d, value)
@@ -768,6 +769,40 @@ func sameLookUp(t *testing.T, d *Decoder, value []byte) {
 	}
 	d.lookUp(obj)
 	sameResults(t, "one walk", d, obj)
+}
+
+// sameCheckObject checks that CheckObject gives CheckJSON's reason, tells
+// an object, and for a valid object hands out the members gjson's ForEach
+// gives (the envelope of a replay line is read this way).
+func sameCheckObject(t *testing.T, b []byte) {
+	t.Helper()
+	var names, raws []string
+	why, object := CheckObject(b, func(name, value string) {
+		names, raws = append(names, name), append(raws, value)
+	})
+	if want := CheckJSON(b); why != want {
+		t.Fatalf("%q: CheckObject gives %q, CheckJSON %q", b, why, want)
+	}
+	if why != "" {
+		return
+	}
+	if want := gjson.ParseBytes(b).IsObject(); object != want {
+		t.Fatalf("%q: CheckObject says object %v, gjson %v", b, object, want)
+	}
+	if !object {
+		return
+	}
+	i := 0
+	gjson.ParseBytes(b).ForEach(func(k, v gjson.Result) bool {
+		if i >= len(names) || names[i] != k.Str || raws[i] != v.Raw {
+			t.Fatalf("member %d of %q: CheckObject gives %q, %q; gjson's ForEach %q, %q", i, b, names, raws, k.Str, v.Raw)
+		}
+		i++
+		return true
+	})
+	if i != len(names) {
+		t.Fatalf("CheckObject gives %d members of %q, gjson's ForEach %d", len(names), b, i)
+	}
 }
 
 // sameResults checks that d.results hold, for every field, what a gjson
@@ -821,6 +856,10 @@ func TestLookUpMatchesGjson(t *testing.T) {
 		`{}`, "{\n\t\"k\"\r:\n\"u\"}",
 	} {
 		sameLookUp(t, d, []byte(v))
+		sameCheckObject(t, []byte(v))
+	}
+	for _, v := range []string{``, ` `, `[1]`, `"s"`, `{"a":1`, `{"a":1}x`, `{"a":01}`, ` {"p":0,"v":{"x":[1,2]}} `, `{"a":{"b":` + strings.Repeat("[", deepCheckLen) + `}}`} {
+		sameCheckObject(t, []byte(v))
 	}
 }
 

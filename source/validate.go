@@ -39,6 +39,26 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 	return ""
 }
 
+// CheckObject is CheckJSON for b and, when b is a JSON object, a walk over
+// its members, in one pass: it returns CheckJSON's reason, or "", and
+// whether b is an object; for an object, member gets the name (unescaped)
+// and the raw value of each member, in order, as the pass reaches them, so
+// members before an error have been handed out when the reason is not "".
+func CheckObject(b []byte, member func(name, value string)) (why string, object bool) {
+	if len(b) > deepCheckLen && tooDeep(b) {
+		return "nested too deeply", false
+	}
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return CheckJSON(b), false
+	}
+	end, ok := validObject(b, i+1, member)
+	if !ok || skipSpace(b, end) != len(b) {
+		return "not valid JSON", true
+	}
+	return "", true
+}
+
 // bytesString is a no-copy string view of b, valid while b is not changed.
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
