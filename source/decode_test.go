@@ -879,3 +879,25 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// validString stops at every byte that needs a check: each special byte at
+// each offset of a string gives gjson.ValidBytes' verdict and the string's
+// end.
+func TestValidStringFindsEverySpecialByte(t *testing.T) {
+	for _, special := range []string{`"`, `\`, `\"`, `\n`, `\u00e9`, `\x`, "\x00", "\x1f", "\t", " ", "\x7f", "\x80", "\xff", "é"} {
+		for off := 0; off < 20; off++ {
+			for tail := 0; tail < 12; tail++ {
+				str := strings.Repeat("a", off) + special + strings.Repeat("b", tail)
+				doc := []byte(`"` + str + `"`)
+				end, _, ok := validString(doc, 1)
+				if want := gjson.ValidBytes(doc); ok != want || (ok && end != len(doc)) {
+					// A lone quote ends the string early: the document is invalid, but the string is valid up to it.
+					if special == `"` && ok && end == 1+off+1 && !want {
+						continue
+					}
+					t.Fatalf("%q: validString ends at %d, ok %v; gjson valid %v (len %d)", doc, end, ok, want, len(doc))
+				}
+			}
+		}
+	}
+}
