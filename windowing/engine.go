@@ -125,6 +125,7 @@ type Engine struct {
 	slicedTook bool    // the current record went into a slice
 	fetch      []cacheKey
 	fetchKeys  []string
+	dueKeys    []*keyState // prefetch: the cached key state of each timer, or nil
 }
 
 // Metadata names the engine keeps in the store.
@@ -378,17 +379,17 @@ func (e *Engine) fireEvent(f int64) error {
 }
 
 // fireDue fires every timer of kind due by upTo, in index order, in chunks.
-func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire func(Timer) error) error {
+func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire func(Timer, *keyState) error) error {
 	if *next > upTo {
 		return nil
 	}
 	waiting := watermark.MaxTime // earliest deadline of a timer whose shard is not owned
-	err := e.eachDue(kind, after(*done), upTo, func(t Timer) error {
+	err := e.eachDue(kind, after(*done), upTo, func(t Timer, ks *keyState) error {
 		if !e.mayFire(t.Shard) {
 			waiting = min(waiting, t.Deadline)
 			return nil
 		}
-		return fire(t)
+		return fire(t, ks)
 	})
 	if err != nil {
 		return err
@@ -406,8 +407,9 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 // eachDue calls each for every timer of kind with from <= deadline <= upTo,
 // in index order, read in chunks: the uncached keys of a chunk are loaded
 // first (prefetch), and the cache is kept within its budget between chunks
-// (one step may fire every open window: the end of input).
-func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer) error) error {
+// (one step may fire every open window: the end of input). each also gets
+// the timer's key state when prefetch found it cached, or nil.
+func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer, *keyState) error) error {
 	const chunk = 1024
 	var cursor *Timer
 	for {
@@ -419,11 +421,12 @@ func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer) erro
 		if err := e.prefetch(e.timers); err != nil {
 			return err
 		}
-		for _, t := range e.timers {
-			if err := each(t); err != nil {
+		for i, t := range e.timers {
+			if err := each(t, e.dueKeys[i]); err != nil {
 				return err
 			}
 		}
+		clear(e.dueKeys) // the cache may let them go
 		if err := e.maybeEvict(); err != nil {
 			return err
 		}
@@ -435,10 +438,14 @@ func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer) erro
 	}
 }
 
-func (e *Engine) timerWindow(t Timer) (*keyState, *window, error) {
-	ks, err := e.keyState(t.Shard, t.Key)
-	if err != nil {
-		return nil, nil, err
+// timerWindow returns the key state (ks, when not nil: t's, cached) and
+// the window of timer t.
+func (e *Engine) timerWindow(t Timer, ks *keyState) (*keyState, *window, error) {
+	if ks == nil {
+		var err error
+		if ks, err = e.keyState(t.Shard, t.Key); err != nil {
+			return nil, nil, err
+		}
 	}
 	w := ks.find(t.Start)
 	if w == nil {
@@ -447,9 +454,10 @@ func (e *Engine) timerWindow(t Timer) (*keyState, *window, error) {
 	return ks, w, nil
 }
 
-// fireWindow runs the on-time step or the expiry of one window.
-func (e *Engine) fireWindow(t Timer) error {
-	ks, w, err := e.timerWindow(t)
+// fireWindow runs the on-time step or the expiry of one window (ks: as
+// for timerWindow).
+func (e *Engine) fireWindow(t Timer, ks *keyState) error {
+	ks, w, err := e.timerWindow(t, ks)
 	if err != nil {
 		return err
 	}
@@ -499,9 +507,10 @@ func (e *Engine) fireWindow(t Timer) error {
 	return e.deleteWindow(ks, w)
 }
 
-// fireProc runs a due early or late processing-time trigger.
-func (e *Engine) fireProc(t Timer) error {
-	ks, w, err := e.timerWindow(t)
+// fireProc runs a due early or late processing-time trigger (ks: as for
+// timerWindow).
+func (e *Engine) fireProc(t Timer, ks *keyState) error {
+	ks, w, err := e.timerWindow(t, ks)
 	if err != nil {
 		return err
 	}
@@ -831,9 +840,11 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 // left the cache (a frontier step past many deadlines, the end of input)
 // then reads the store sequentially instead of one point read per window.
 func (e *Engine) prefetch(timers []Timer) error {
-	e.fetch = e.fetch[:0]
+	e.fetch, e.dueKeys = e.fetch[:0], e.dueKeys[:0]
 	for _, t := range timers {
-		if _, ok := e.cache[cacheKey{t.Shard, t.Key}]; !ok && e.mayFire(t.Shard) {
+		ks := e.cache[cacheKey{t.Shard, t.Key}]
+		e.dueKeys = append(e.dueKeys, ks)
+		if ks == nil && e.mayFire(t.Shard) {
 			e.fetch = append(e.fetch, cacheKey{t.Shard, t.Key})
 		}
 	}

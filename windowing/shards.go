@@ -190,11 +190,11 @@ func (e *Engine) fireCatching(shard uint32) error {
 	f := e.f
 	e.f = upTo
 	defer func() { e.f = f }()
-	err := e.eachDue(EventTimer, after(done), upTo, func(t Timer) error {
+	err := e.eachDue(EventTimer, after(done), upTo, func(t Timer, ks *keyState) error {
 		if t.Shard != shard {
 			return nil
 		}
-		return e.fireWindow(t)
+		return e.fireWindow(t, ks)
 	})
 	if err != nil {
 		return err
