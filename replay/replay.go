@@ -313,8 +313,8 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	// One pass validates the line and hands out its members; the first
 	// of duplicate names wins (as gjson.Get would). The line is only read
 	// during this call and nothing that points into it outlives the call
-	// (the decoder clones the group key), so the members are no-copy
-	// views of it, and so are the record's key and value.
+	// (the engine copies the group keys it keeps), so the members are
+	// no-copy views of it, and so are the record's key and value.
 	var clock, pv, kv, tv, vv gjson.Result
 	why, object := source.CheckObject(line, func(name, value string) {
 		var dst *gjson.Result

@@ -239,14 +239,15 @@ func CheckJSON(b []byte) string {
 
 // Decode fills ev from rec. ev.Inputs is reused (resliced to the number of
 // aggregates). On a bad record it returns a *DecodeError and leaves ev
-// partly filled. ev keeps no reference to rec's buffers.
+// partly filled. ev.Key may point into rec's buffers (Event.Key): it is
+// valid while they are not changed.
 func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 	ev.Partition = rec.Partition
 	ev.Offset = rec.Offset
 
 	// The value is only read during this call, and nothing derived from it
-	// that points into it is kept (the key is cloned), so a no-copy string
-	// view is safe and saves a copy of every value.
+	// that points into it is kept but the key (see above), so a no-copy
+	// string view is safe and saves a copy of every value.
 	if !rec.ValidJSON {
 		if why := d.checkAndLookUp(rec.Value); why != "" {
 			return fail(why)
@@ -264,7 +265,7 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 		if rec.Key == nil {
 			return fail("record key is null")
 		}
-		ev.Key = string(rec.Key)
+		ev.Key = bytesString(rec.Key)
 	} else {
 		r := &d.results[d.keyIdx]
 		switch r.Type {
@@ -274,9 +275,9 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 			}
 			return fail(d.errs.keyNull)
 		case gjson.String:
-			ev.Key = strings.Clone(r.Str)
+			ev.Key = r.Str
 		default:
-			ev.Key = strings.Clone(r.Raw)
+			ev.Key = r.Raw
 		}
 	}
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -816,7 +817,9 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.cacheKey(shard, key, b)
+	// key may point into a record's buffers (Event.Key): the cache keeps
+	// a copy.
+	return e.cacheKey(shard, strings.Clone(key), b)
 }
 
 // cacheKey decodes the stored value b of (shard, key) (nil: no window)

@@ -3,8 +3,8 @@ package windowing
 // Event is one decoded input record, ready for window assignment.
 type Event struct {
 	Partition int32
-	Offset    int64 // position in the partition (Kafka offset, or replay sequence)
-	Key       string
+	Offset    int64   // position in the partition (Kafka offset, or replay sequence)
+	Key       string  // group key; may point into the record's buffers (the engine copies the keys it keeps)
 	Time      int64   // event time, Unix ms UTC
 	Inputs    []Input // one per aggregate, aligned with Spec.Aggregates
 }

@@ -5,8 +5,10 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
 
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
@@ -300,5 +302,53 @@ func TestCatchingUpPartitionRepeatsPanes(t *testing.T) {
 			}
 			samePanes(t, "of the new owner against the previous owner's", got, want)
 		})
+	}
+}
+
+// An event's key may point into the record's buffer (source.Decoder gives
+// no-copy views): the engine keeps copies, so a buffer overwritten after
+// each record leaves the panes, the timers and a restore from the stored
+// state with the keys as they were.
+func TestEventKeysMayBeOverwritten(t *testing.T) {
+	for _, kind := range []windowing.WindowKind{windowing.Tumbling, windowing.Session} {
+		spec := windowing.Spec{
+			Window:     windowing.WindowSpec{Kind: kind, Size: 1000, Hop: 1000, Gap: 500},
+			Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+			Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
+		}
+		wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
+		r := newRestoreRun(t, spec, wm, 1<<20)
+		r.eng.Assign(0, 0, true)
+		buf := make([]byte, 8)
+		for i, key := range []string{"alpha", "beta", "alpha", "gamma"} {
+			copy(buf, key)
+			ev := windowing.Event{Key: unsafe.String(&buf[0], len(key)), Time: int64(100 * i), Inputs: make([]windowing.Input, 1)}
+			if err := r.eng.Record(&ev, 0); err != nil {
+				t.Fatal(err)
+			}
+			copy(buf, "XXXXXXXX")
+		}
+		if err := r.eng.Checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]int{}
+		if err := r.db.ScanShard(0, func(key string, _ []byte) error { keys[key]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 3 || keys["alpha"] != 1 || keys["beta"] != 1 || keys["gamma"] != 1 {
+			t.Fatalf("%s: stored keys %v, want alpha, beta, gamma", kind, keys)
+		}
+		if err := r.eng.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, line := range paneLines(spec, r.col.panes) {
+			got = append(got, gjson.Get(line, "key").Str+":"+gjson.Get(line, "aggregates.n").Raw)
+		}
+		sort.Strings(got)
+		want := []string{"alpha:2", "beta:1", "gamma:1"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: panes %v, want %v", kind, got, want)
+		}
 	}
 }
