@@ -32,6 +32,40 @@ func TestPaneRecord(t *testing.T) {
 	}
 }
 
+// A pane record costs two allocations (the record with its headers, one
+// buffer for every byte field), and its fields do not overlap: appending
+// to one leaves the others as they are.
+func TestPaneRecordAllocations(t *testing.T) {
+	specs := []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}}
+	p := &windowing.Pane{Key: "user-0001", Start: 1700000000000, End: 1700000010000, Timing: windowing.OnTime, Mode: windowing.Accumulating,
+		Values: []windowing.Value{{Kind: windowing.IntValue, Int: 3}, {Kind: windowing.NumValue, Num: 1234.5}}}
+	if allocs := testing.AllocsPerRun(100, func() { PaneRecord("out", p, specs) }); allocs > 2 {
+		t.Errorf("allocations per pane record: %v, want 2", allocs)
+	}
+	r := PaneRecord("out", p, specs)
+	before := map[string]string{"value": string(r.Value), "key": string(r.Key)}
+	for _, h := range r.Headers {
+		before[h.Key] = string(h.Value)
+	}
+	_ = append(r.Value, "XXXX"...)
+	_ = append(r.Key, "XXXX"...)
+	for _, h := range r.Headers {
+		_ = append(h.Value, "XXXX"...)
+	}
+	after := map[string]string{"value": string(r.Value), "key": string(r.Key)}
+	for _, h := range r.Headers {
+		after[h.Key] = string(h.Value)
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed from %q to %q by appends to the other fields", k, v, after[k])
+		}
+	}
+	if before["pane_id"] != p.ID() {
+		t.Errorf("pane_id %q, want %q", before["pane_id"], p.ID())
+	}
+}
+
 func TestDivertedRecord(t *testing.T) {
 	src := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("{bad"),
 		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}}

@@ -45,15 +45,18 @@ type Pane struct {
 
 // ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop duplicates by.
 func (p *Pane) ID() string {
-	b := make([]byte, 0, len(p.Key)+48)
+	return string(p.AppendID(make([]byte, 0, len(p.Key)+48)))
+}
+
+// AppendID appends the pane's ID (see ID) to b.
+func (p *Pane) AppendID(b []byte) []byte {
 	b = append(b, p.Key...)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, p.Start, 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, p.End, 10)
 	b = append(b, '/')
-	b = strconv.AppendUint(b, uint64(p.Index), 10)
-	return string(b)
+	return strconv.AppendUint(b, uint64(p.Index), 10)
 }
 
 // AppendJSON appends the pane as the JSON object of DESIGN.md §8, with
