@@ -109,7 +109,8 @@ type pipeline struct {
 	// callbacks (which BlockRebalanceOnPoll already serialises with polls).
 	mu           sync.Mutex
 	parts        map[int32]*partition
-	cur          *kgo.Record // the record being processed, for Dropped
+	cur          *kgo.Record                            // the record being processed, for Dropped
+	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
 	ev           windowing.Event
 	rec          source.Record
 	lastCommit   time.Time
@@ -376,9 +377,20 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 		p.stdout.writeLine(r.Value)
 	}
 	if !pn.Retraction {
-		p.m.panes.WithLabelValues(p.cfg.Name, pn.Timing.String()).Inc()
+		p.paneCounter(pn.Timing).Inc()
 	}
 	return nil
+}
+
+// paneCounter returns the pane counter of timing t.
+func (p *pipeline) paneCounter(t windowing.Timing) prometheus.Counter {
+	if int(t) >= len(p.paneCounters) {
+		return p.m.panes.WithLabelValues(p.cfg.Name, t.String())
+	}
+	if p.paneCounters[t] == nil {
+		p.paneCounters[t] = p.m.panes.WithLabelValues(p.cfg.Name, t.String())
+	}
+	return p.paneCounters[t]
 }
 
 // Dropped implements windowing.Emitter: late records are counted and go to
