@@ -369,10 +369,8 @@ func (d *DB) NextTimer(kind windowing.TimerKind, from int64) (int64, bool, error
 	if err := it.Close(); err != nil {
 		return 0, false, err
 	}
-	if d.pend = d.pendingTimers(kind, from, math.MaxInt64, nil, 1, d.pend[:0]); len(d.pend) > 0 {
-		if !found || d.pend[0].Deadline < next {
-			next, found = d.pend[0].Deadline, true
-		}
+	if d, ok := d.added.next(kind, from); ok && (!found || d < next) {
+		next, found = d, true
 	}
 	return next, found, nil
 }

@@ -295,6 +295,37 @@ func (s *timerSet) ascend(kind windowing.TimerKind, from, upTo int64, after *win
 	})
 }
 
+// next returns the earliest deadline at or after from of the timers of
+// kind, and whether there is one. It does not sort: the first bucket with
+// such a timer holds the earliest, found by a binary search when the
+// bucket is sorted and by a scan otherwise (the bucket still filling,
+// which a sort would only leave to be merged again).
+func (s *timerSet) next(kind windowing.TimerKind, from int64) (next int64, found bool) {
+	s.buckets.AscendFunc(btreemap.GE(bucketID{kind, from >> bucketShift}), btreemap.Max[bucketID](), func(id bucketID, b *timerBucket) bool {
+		if id.kind != kind {
+			return false
+		}
+		if b.sorted == len(b.timers) {
+			entries := b.timers[b.head:]
+			i, _ := slices.BinarySearchFunc(entries, pending(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64}), comparePending)
+			for ; i < len(entries); i++ {
+				if !entries[i].dead {
+					next, found = entries[i].Deadline, true
+					break
+				}
+			}
+			return !found
+		}
+		for j := b.head; j < len(b.timers); j++ {
+			if p := &b.timers[j]; !p.dead && p.Deadline >= from && (!found || p.Deadline < next) {
+				next, found = p.Deadline, true
+			}
+		}
+		return !found
+	})
+	return next, found
+}
+
 // each calls fn with every timer of the set, in order, until fn returns false.
 func (s *timerSet) each(fn func(windowing.Timer) bool) {
 	s.buckets.AscendFunc(btreemap.Min[bucketID](), btreemap.Max[bucketID](), func(_ bucketID, b *timerBucket) bool {

@@ -71,6 +71,14 @@ func TestTimerSetMatchesModel(t *testing.T) {
 			if step%50 != 0 {
 				continue
 			}
+			// next first: the reads below sort the buckets.
+			for _, kind := range []windowing.TimerKind{windowing.EventTimer, windowing.ProcTimer} {
+				from := int64(rng.Intn(8000) - 3000)
+				w := want(kind, from, math.MaxInt64)
+				if d, ok := s.next(kind, from); ok != (len(w) > 0) || (ok && d != w[0].Deadline) {
+					t.Fatalf("seed %d step %d: next(%d, %d) = %d %v, want %v", seed, step, kind, from, d, ok, w[:min(len(w), 1)])
+				}
+			}
 			var all []windowing.Timer
 			s.each(func(tm windowing.Timer) bool { all = append(all, tm); return true })
 			wantAll := append(want(windowing.EventTimer, math.MinInt64, math.MaxInt64), want(windowing.ProcTimer, math.MinInt64, math.MaxInt64)...)
