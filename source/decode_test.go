@@ -736,17 +736,7 @@ func sameLookUp(t *testing.T, d *Decoder, value []byte) {
 		names, raws = append(names, name), append(raws, value)
 		return true
 	})
-	i := 0
-	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
-		if i >= len(names) || names[i] != k.Str || raws[i] != v.Raw {
-			t.Fatalf("member %d of %q: eachMember gives %q, %q; gjson's ForEach %q, %q", i, obj, names, raws, k.Str, v.Raw)
-		}
-		i++
-		return true
-	})
-	if i != len(names) {
-		t.Fatalf("eachMember gives %d members of %q, gjson's ForEach %d", len(names), obj, i)
-	}
+	sameMembers(t, "eachMember", obj, names, raws)
 	d.lookUp(obj)
 	sameResults(t, "one walk", d, obj)
 }
@@ -772,16 +762,23 @@ func sameCheckObject(t *testing.T, b []byte) {
 	if !object {
 		return
 	}
+	sameMembers(t, "CheckObject", string(b), names, raws)
+}
+
+// sameMembers checks that how handed out the names and raw values of the
+// members of the JSON object obj that gjson's ForEach gives, in order.
+func sameMembers(t *testing.T, how, obj string, names, raws []string) {
+	t.Helper()
 	i := 0
-	gjson.ParseBytes(b).ForEach(func(k, v gjson.Result) bool {
+	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
 		if i >= len(names) || names[i] != k.Str || raws[i] != v.Raw {
-			t.Fatalf("member %d of %q: CheckObject gives %q, %q; gjson's ForEach %q, %q", i, b, names, raws, k.Str, v.Raw)
+			t.Fatalf("member %d of %q: %s gives %q, %q; gjson's ForEach %q, %q", i, obj, how, names, raws, k.Str, v.Raw)
 		}
 		i++
 		return true
 	})
 	if i != len(names) {
-		t.Fatalf("CheckObject gives %d members of %q, gjson's ForEach %d", len(names), b, i)
+		t.Fatalf("%s gives %d members of %q, gjson's ForEach %d", how, len(names), obj, i)
 	}
 }
 

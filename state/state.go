@@ -19,13 +19,11 @@ package state
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -81,19 +79,7 @@ const pendingTimerBytes = 96
 
 // compareTimers orders timers as their Pebble keys sort (timerKey).
 func compareTimers(a, b windowing.Timer) int {
-	switch {
-	case a.Kind != b.Kind:
-		return cmp.Compare(a.Kind, b.Kind)
-	case a.Deadline != b.Deadline:
-		return cmp.Compare(a.Deadline, b.Deadline)
-	case a.Shard != b.Shard:
-		return cmp.Compare(a.Shard, b.Shard)
-	case len(a.Key) != len(b.Key):
-		return cmp.Compare(len(a.Key), len(b.Key))
-	case a.Key != b.Key:
-		return strings.Compare(a.Key, b.Key)
-	}
-	return cmp.Compare(a.Start, b.Start)
+	return comparePending(pending(a), pending(b))
 }
 
 var _ windowing.Store = (*DB)(nil)
