@@ -115,6 +115,9 @@ func (b *timerBucket) sort(scratch *[]pendingTimer) {
 			}
 		}
 		clear(add)
+		if cap(add) > maxReusedDeletes {
+			add = nil // a one-off large merge: let it go
+		}
 		*scratch = add
 	}
 	b.sorted = len(b.timers)
@@ -142,13 +145,13 @@ func (b *timerBucket) find(t windowing.Timer, scratch *[]pendingTimer) int {
 }
 
 // timerSet is the set of timers added since the last commit (DB.added),
-// in buckets of nearby deadlines. As windowing.Store says, a timer is added
-// only when it is not in the set and deleted only when it is in the
-// database: the set does not look for a timer it adds. In windows of about one record each,
-// every record adds a timer and a later one deletes it, mostly in deadline
-// order: an ordered tree would pay a search for each addition and a shift
-// of a node for each deletion, where a bucket pays an append, its share of
-// one sort, and an increment.
+// in buckets of nearby deadlines. As windowing.Store says, a timer is
+// added only when it is not in the set and deleted only when it is in the
+// database: the set does not look for a timer it adds. In windows of about
+// one record each, every record adds a timer and a later one deletes it,
+// mostly in deadline order: an ordered tree would pay a search for each
+// addition and a shift of a node for each deletion, where a bucket pays an
+// append, its share of one sort, and an increment.
 type timerSet struct {
 	n       int // timers in the set
 	buckets *btreemap.BTreeMap[bucketID, *timerBucket]
