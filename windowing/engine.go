@@ -73,6 +73,7 @@ const (
 	defaultMaxPendingBytes = 64 << 20
 )
 
+// cacheKey names a key state: its shard and group key.
 type cacheKey struct {
 	shard uint32
 	key   string
@@ -95,7 +96,7 @@ type Engine struct {
 	wm       *watermark.Frontier
 	f        int64 // frontier as last acted upon
 
-	cache      map[cacheKey]*keyState
+	cache      keyCache
 	cacheBytes int
 
 	// owned holds the shards whose timers may fire (ShardByPartition only):
@@ -150,7 +151,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		store:    store,
 		emit:     emit,
 		wm:       watermark.NewFrontier(wmSpec),
-		cache:    map[cacheKey]*keyState{},
+		cache:    newKeyCache(),
 		owned:    map[uint32]bool{},
 		catching: map[uint32]int64{},
 	}
@@ -809,8 +810,7 @@ const (
 
 // keyState returns the cached state of (shard, key), loading it from the store on a miss.
 func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
-	ck := cacheKey{shard, key}
-	if ks, ok := e.cache[ck]; ok {
+	if ks := e.cache.get(shard, key); ks != nil {
 		return ks, nil
 	}
 	b, err := e.store.GetKey(shard, key)
@@ -833,7 +833,7 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 		}
 		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
 	}
-	e.cache[cacheKey{shard, key}] = ks
+	e.cache.put(ks)
 	e.cacheBytes += ks.size
 	return ks, nil
 }
@@ -845,7 +845,7 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 func (e *Engine) prefetch(timers []Timer) error {
 	e.fetch, e.dueKeys = e.fetch[:0], e.dueKeys[:0]
 	for _, t := range timers {
-		ks := e.cache[cacheKey{t.Shard, t.Key}]
+		ks := e.cache.get(t.Shard, t.Key)
 		e.dueKeys = append(e.dueKeys, ks)
 		if ks == nil && e.mayFire(t.Shard) {
 			e.fetch = append(e.fetch, cacheKey{t.Shard, t.Key})
@@ -881,9 +881,9 @@ func (e *Engine) prefetch(timers []Timer) error {
 
 // flush writes every dirty key to the store.
 func (e *Engine) flush() error {
-	for _, ks := range e.cache {
+	return e.cache.each(func(ks *keyState) error {
 		if !ks.dirty {
-			continue
+			return nil
 		}
 		if len(ks.windows) == 0 {
 			if err := e.store.DeleteKey(ks.shard, ks.key); err != nil {
@@ -900,8 +900,8 @@ func (e *Engine) flush() error {
 			}
 		}
 		ks.dirty = false
-	}
-	return nil
+		return nil
+	})
 }
 
 // maybeEvict empties the cache, after flushing it, when it is over budget.
@@ -912,7 +912,7 @@ func (e *Engine) maybeEvict() error {
 	if err := e.flush(); err != nil {
 		return err
 	}
-	clear(e.cache)
+	e.cache.clear()
 	e.cacheBytes = 0
 	if e.opts.CommitWhenPending && e.NeedsCheckpoint() {
 		return e.store.Commit(false)

@@ -401,3 +401,81 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	}
 	return nil
 }
+
+// keyCache holds the engine's cached key states by shard and key: a map per
+// shard, so that a lookup hashes the key string alone (Go's string-keyed
+// map path, about three times faster than a struct key of shard and key).
+type keyCache struct {
+	shards    map[uint32]map[string]*keyState
+	lastShard uint32
+	last      map[string]*keyState // shards[lastShard]; nil: none
+}
+
+func newKeyCache() keyCache {
+	return keyCache{shards: map[uint32]map[string]*keyState{}}
+}
+
+// shard returns the map of shard, creating it when create is set; nil when
+// there is none.
+func (c *keyCache) shard(shard uint32, create bool) map[string]*keyState {
+	if c.last != nil && c.lastShard == shard {
+		return c.last
+	}
+	m := c.shards[shard]
+	if m == nil {
+		if !create {
+			return nil
+		}
+		m = map[string]*keyState{}
+		c.shards[shard] = m
+	}
+	c.lastShard, c.last = shard, m
+	return m
+}
+
+// get returns the cached state of (shard, key), or nil.
+func (c *keyCache) get(shard uint32, key string) *keyState {
+	return c.shard(shard, false)[key]
+}
+
+// put caches ks.
+func (c *keyCache) put(ks *keyState) {
+	c.shard(ks.shard, true)[ks.key] = ks
+}
+
+// delete drops (shard, key) from the cache.
+func (c *keyCache) delete(shard uint32, key string) {
+	delete(c.shard(shard, false), key)
+}
+
+// dropShard drops every key of shard and returns the bytes they were
+// counted for.
+func (c *keyCache) dropShard(shard uint32) (size int) {
+	for _, ks := range c.shards[shard] {
+		size += ks.size
+	}
+	delete(c.shards, shard)
+	if c.lastShard == shard {
+		c.last = nil
+	}
+	return size
+}
+
+// each calls fn with every cached key state until it returns an error.
+func (c *keyCache) each(fn func(*keyState) error) error {
+	for _, m := range c.shards {
+		for _, ks := range m {
+			if err := fn(ks); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clear drops every key.
+func (c *keyCache) clear() {
+	for _, m := range c.shards {
+		clear(m)
+	}
+}

@@ -33,12 +33,7 @@ func (e *Engine) DropShard(p int32) error {
 	if err := e.flush(); err != nil {
 		return err
 	}
-	for ck, ks := range e.cache {
-		if ck.shard == shard {
-			e.cacheBytes -= ks.size
-			delete(e.cache, ck)
-		}
-	}
+	e.cacheBytes -= e.cache.dropShard(shard)
 	var keys []string
 	var timers []Timer
 	ks := &keyState{shard: shard}
@@ -104,7 +99,7 @@ func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
 	}
 	e.open += int64(len(nks.windows) - len(old.windows))
 	e.cacheBytes -= old.size
-	delete(e.cache, cacheKey{shard, key})
+	e.cache.delete(shard, key)
 	e.timers = appendTimers(e.timers[:0], nks)
 	for _, t := range e.timers {
 		if err := e.store.AddTimer(t); err != nil {
