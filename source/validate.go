@@ -8,33 +8,27 @@ import "unsafe"
 // while it walks the top-level object it matches the fields. It returns
 // Decode's reason for a bad value, or "".
 func (d *Decoder) checkAndLookUp(b []byte) string {
-	if len(b) > deepCheckLen && tooDeep(b) {
-		return "value is nested too deeply"
-	}
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' || len(d.fields) > 64 {
-		if why := CheckJSON(b); why != "" {
-			return "value is " + why
-		}
-		if len(d.fields) == 0 {
-			return ""
-		}
-		if i >= len(b) || b[i] != '{' {
-			return "value is not a JSON object"
-		}
-		d.lookUp(bytesString(b[i:]))
-		return ""
-	}
 	clear(d.results)
 	var found uint64
 	all := uint64(1)<<len(d.fields) - 1
-	end, ok := validObject(b, i+1, func(name, value string) {
+	match := func(name, value string) {
 		if found != all {
 			d.match(&found, name, value)
 		}
-	})
-	if !ok || skipSpace(b, end) != len(b) {
-		return "value is not valid JSON"
+	}
+	if len(d.fields) > 64 {
+		match = nil // found has a bit per field: lookUp reads them one by one
+	}
+	why, object := CheckObject(b, match)
+	switch {
+	case why != "":
+		return "value is " + why
+	case len(d.fields) == 0:
+		return ""
+	case !object:
+		return "value is not a JSON object"
+	case match == nil:
+		d.lookUp(bytesString(b[skipSpace(b, 0):]))
 	}
 	return ""
 }
