@@ -6,8 +6,9 @@
 // Invariants:
 //   - Every write goes into one indexed batch (timers: into an in-memory
 //     set of additions, timerSet, and a set of deletions, written into the
-//     batch at Commit); reads see it; Commit applies it atomically, so state, timers
-//     and metadata of a checkpoint are durable together or not at all.
+//     batch at Commit); reads see it; Commit applies it atomically, so
+//     state, timers and metadata of a checkpoint are durable together or
+//     not at all.
 //   - A timer added and deleted between two commits never reaches Pebble: in
 //     windows of about one record each, most timers live that briefly, and
 //     an indexed-batch insert, a delete tombstone and the commit's sort of
@@ -63,9 +64,8 @@ type DB struct {
 	timerLo []byte
 	timerHi []byte
 	// added holds the timers added since the last Commit that the
-	// committed database does not hold; deleted, the
-	// committed timers deleted since (a timer deleted and added back has
-	// no pending change).
+	// committed database does not hold; deleted, the committed timers
+	// deleted since (a timer deleted and added back has no pending change).
 	added   *timerSet
 	deleted map[windowing.Timer]struct{}
 	// due and pend are DueTimers' scratch lists, dels writeTimers'.
@@ -355,8 +355,8 @@ func (d *DB) NextTimer(kind windowing.TimerKind, from int64) (int64, bool, error
 	if err := it.Close(); err != nil {
 		return 0, false, err
 	}
-	if d, ok := d.added.next(kind, from); ok && (!found || d < next) {
-		next, found = d, true
+	if deadline, ok := d.added.next(kind, from); ok && (!found || deadline < next) {
+		next, found = deadline, true
 	}
 	return next, found, nil
 }
