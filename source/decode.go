@@ -86,6 +86,20 @@ type fieldPath struct {
 	path  string   // gjson path for a single segment
 	segs  []string // gjson-escaped segments when the path is nested
 	first string   // the first segment: the member name it matches
+	// numeric: the field is an aggregate's number. For the other fields
+	// (key, timestamp, distinct_approx) a number's text is all that is
+	// read, so lookUp leaves its Num unset (see parse).
+	numeric bool
+}
+
+// parse is gjson.Parse of a member's raw value (valid JSON), except that a
+// number of a field that is not numeric is only typed: its Raw is set and
+// its Num, a float conversion nothing reads, is left zero.
+func (f *fieldPath) parse(raw string) gjson.Result {
+	if !f.numeric && raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return gjson.Result{Type: gjson.Number, Raw: raw}
+	}
+	return gjson.Parse(raw)
 }
 
 // get returns the value at the path in obj, a JSON object. Each segment is a
@@ -211,6 +225,9 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		in := aggInput{op: a.Op, field: -1}
 		if a.Op.NeedsNumber() || a.Op == windowing.DistinctApprox {
 			in.field = index(a.Field)
+			if a.Op.NeedsNumber() {
+				d.fields[in.field].numeric = true
+			}
 			q := "field " + strconv.Quote(a.Field) + " (aggregate " + a.Name + ")"
 			in.missing = q + " is missing"
 			in.null = q + " is null"
