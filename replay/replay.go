@@ -61,12 +61,8 @@ func ScanPartitions(r io.Reader) (int, error) {
 	largest := int64(0)
 	for {
 		line, err := readLine(br)
-		if len(line) > 0 {
-			if p := gjson.GetBytes(line, "partition"); p.Type == gjson.Number {
-				if v := p.Int(); v > largest && float64(v) == p.Num && v < math.MaxInt32 {
-					largest = v
-				}
-			}
+		if v, ok := linePartition(line); ok && v > largest {
+			largest = v
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -76,6 +72,33 @@ func ScanPartitions(r io.Reader) (int, error) {
 		}
 	}
 	return int(largest) + 1, nil
+}
+
+// linePartition returns the partition a line names, as ScanPartitions
+// counts it: the "partition" member's value when it is a whole number in
+// [0, MaxInt32). A line that begins with that member and a plain number
+// (the form bench/gen and most writers use) is read directly; any other
+// goes through gjson, which gives the same for those.
+func linePartition(line []byte) (int64, bool) {
+	const lead = `{"partition":`
+	if len(line) > len(lead) && string(line[:len(lead)]) == lead {
+		v, i := int64(0), len(lead)
+		for ; i < len(line) && i < len(lead)+9 && line[i] >= '0' && line[i] <= '9'; i++ {
+			v = v*10 + int64(line[i]-'0')
+		}
+		if i > len(lead) && i < len(line) && (line[i] == ',' || line[i] == '}') {
+			return v, true
+		}
+	}
+	if len(line) == 0 {
+		return 0, false
+	}
+	p := gjson.GetBytes(line, "partition")
+	if p.Type != gjson.Number {
+		return 0, false
+	}
+	v := p.Int()
+	return v, v >= 0 && float64(v) == p.Num && v < math.MaxInt32
 }
 
 var errLineTooLong = errors.New("line longer than 16 MiB")
@@ -406,11 +429,15 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 }
 
 // member is the gjson.Result of a member's raw value: parsed for strings
-// (escapes) and numbers, only typed for objects and arrays, which are
-// passed on as raw bytes.
+// (escapes) and literals; only typed for objects and arrays, which are
+// passed on as raw bytes, and for numbers, which wholeNumber reads from
+// their text (Num is left zero).
 func member(raw string) gjson.Result {
-	if raw[0] == '{' || raw[0] == '[' {
+	switch c := raw[0]; {
+	case c == '{' || c == '[':
 		return gjson.Result{Type: gjson.JSON, Raw: raw}
+	case c == '-' || c >= '0' && c <= '9':
+		return gjson.Result{Type: gjson.Number, Raw: raw}
 	}
 	return gjson.Parse(raw)
 }
