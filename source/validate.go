@@ -93,6 +93,9 @@ func validLiteral(b []byte, i int, lit string) (int, bool) {
 // returns the index after the closing quote, and whether it holds an escape.
 func validString(b []byte, i int) (end int, escaped, ok bool) {
 	for ; i < len(b); i++ {
+		if !stringSpecial[b[i]] {
+			continue
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, escaped, true
@@ -117,6 +120,16 @@ func validString(b []byte, i int) (end int, escaped, ok bool) {
 	}
 	return i, escaped, false
 }
+
+// stringSpecial marks the bytes validString stops at inside a string: the
+// quote, the backslash and the control characters.
+var stringSpecial = func() (t [256]bool) {
+	for c := 0; c < ' '; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
