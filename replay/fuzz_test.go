@@ -612,3 +612,29 @@ func TestLinePartition(t *testing.T) {
 		t.Fatalf("linePartition gives %d %v, want 42 true", v, ok)
 	}
 }
+
+// TestCRLFLines checks that a line's "\r\n" ending is not part of the line:
+// the same input with CRLF endings gives the same panes, dead letters (which
+// echo the line) and summary.
+func TestCRLFLines(t *testing.T) {
+	ps, err := fuzzPipelines()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := `{"partition":0,"key":"u1","value":{"ts":1000,"x":1.5}}
+{"partition":1,"key":"u2","value":{"ts":2500,"x":-2}}
+{"partition":0,"key":"u1","value":{"ts":"bad","x":1}}
+not json
+{"partition":1,"key":"u1","value":{"ts":12000,"x":3}}
+{"clock":40000}
+`
+	crlf := strings.ReplaceAll(lf, "\n", "\r\n")
+	want := fuzzReplay(t, &ps[0], []byte(lf), 0)
+	got := fuzzReplay(t, &ps[0], []byte(crlf), 0)
+	if want.sum.DeadLetters != 2 || want.sum.Panes == 0 {
+		t.Fatalf("LF input: %+v, want 2 dead letters and panes", want.sum)
+	}
+	if got.sum != want.sum || !bytes.Equal(got.out, want.out) || !bytes.Equal(got.errs, want.errs) {
+		t.Fatalf("CRLF input differs from LF:\n--- LF %+v\n%s%s--- CRLF %+v\n%s%s", want.sum, want.out, want.errs, got.sum, got.out, got.errs)
+	}
+}

@@ -126,8 +126,11 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		if long != nil {
 			frag = append(long, frag...)
 		}
-		frag = bytes.TrimRight(frag, "\r\n")
-		return frag, err
+		n := len(frag) // bytes.TrimRight(frag, "\r\n"), without its set
+		for n > 0 && (frag[n-1] == '\n' || frag[n-1] == '\r') {
+			n--
+		}
+		return frag[:n], err
 	}
 }
 
