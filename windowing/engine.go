@@ -548,11 +548,11 @@ func (e *Engine) recordTriggers(ks *keyState, w *window) error {
 // newWindow creates the window [start, end) at the current frontier. A
 // window first created by a late record is born with its on-time step done.
 func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
-	size, nAcc := windowBaseSize, 0
+	nAcc := 0
 	if !ks.sliced {
 		nAcc = len(e.spec.Aggregates)
-		size += nAcc * accumSize
 	}
+	size := e.windowBytes(ks)
 	w := allocWindow(nAcc)
 	w.start, w.end = start, end
 	deadline := end
@@ -566,6 +566,27 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	ks.size += size
 	e.cacheBytes += size
 	return w, e.setEventTimer(ks, w, deadline)
+}
+
+// windowBytes is the cache estimate of one window of ks: its aggregates
+// live in the window unless ks is sliced.
+func (e *Engine) windowBytes(ks *keyState) int {
+	if ks.sliced {
+		return windowBaseSize
+	}
+	return windowBaseSize + len(e.spec.Aggregates)*accumSize
+}
+
+// release lowers the cache estimate of ks by n bytes of windows or slices
+// it no longer holds, never below the key's own share: the estimate
+// follows what is live, so windows that open and close do not fill the
+// budget and force an eviction of every key.
+func (e *Engine) release(ks *keyState, n int) {
+	n = min(n, ks.size-keyBaseSize-len(ks.key))
+	if n > 0 {
+		ks.size -= n
+		e.cacheBytes -= n
+	}
 }
 
 // update adds ev to w and arms the processing-time trigger of its phase.
@@ -685,6 +706,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		survivor.lateSeen = survivor.lateSeen || a.lateSeen
 		survivor.settled = survivor.settled || a.settled
 		ks.remove(a)
+		e.release(ks, e.windowBytes(ks))
 		e.open--
 	}
 	survivor.start, survivor.end = newStart, newEnd
@@ -744,6 +766,7 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 		return err
 	}
 	ks.remove(w)
+	e.release(ks, e.windowBytes(ks))
 	e.open--
 	ks.dirty = true
 	if ks.sliced {

@@ -197,8 +197,7 @@ func (e *Engine) dropSlices(ks *keyState) {
 	if n == 0 {
 		return
 	}
-	// The cache estimate is not lowered (as for deleted windows): it stays
-	// an upper bound until the next eviction.
+	e.release(ks, n*(sliceBaseSize+len(e.spec.Aggregates)*accumSize))
 	copy(ks.slices, ks.slices[n:])
 	clear(ks.slices[len(ks.slices)-n:])
 	ks.slices = ks.slices[:len(ks.slices)-n]

@@ -1,0 +1,60 @@
+package windowing_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// TestCacheEstimateFollowsLiveWindows: the cache's byte estimate follows
+// the windows and slices the cached keys hold, through windows that fire
+// and close, sessions that merge and slices that are dropped, so that
+// windows opening and closing do not fill the budget and force an eviction
+// of every key. The budget is large: no key leaves the cache.
+func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
+	specs := map[string]windowing.Spec{
+		"tumbling": {Window: windowing.WindowSpec{Kind: windowing.Tumbling, Size: 500}},
+		"hopping":  {Window: windowing.WindowSpec{Kind: windowing.Hopping, Size: 600, Hop: 100}},
+		"session":  {Window: windowing.WindowSpec{Kind: windowing.Session, Gap: 300}},
+	}
+	for name, spec := range specs {
+		spec.Aggregates = testAggregates()
+		spec.Trigger = windowing.TriggerSpec{OnTime: true}
+		spec.AllowedLateness = 200
+		for seed := int64(1); seed <= 5; seed++ {
+			t.Run(fmt.Sprintf("%s-seed%d", name, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewSource(seed))
+				delay := int64(100)
+				wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: delay}
+				r := newSlicingRun(t, spec, wm, 1<<30, false)
+				for p := int32(0); p < 2; p++ {
+					r.eng.Assign(p, 0, true)
+				}
+				recs := lateStream(rng, 2, 2000, delay)
+				peak := 0
+				for i, x := range recs {
+					ev := x.event(len(spec.Aggregates))
+					if err := r.eng.Record(&ev, 0); err != nil {
+						t.Fatal(err)
+					}
+					if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want {
+						t.Fatalf("after record %d: cache estimate %d, the cached windows and slices %d", i, got, want)
+					}
+					peak = max(peak, r.eng.CacheEstimate())
+				}
+				if err := r.eng.Finish(); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want || got >= peak {
+					t.Fatalf("after Finish: cache estimate %d, the cached keys %d, peak %d", got, want, peak)
+				}
+				if len(r.col.panes) == 0 {
+					t.Fatal("no pane")
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,18 @@
+package windowing
+
+// CacheEstimate is the engine's running estimate of the cache's bytes.
+func (e *Engine) CacheEstimate() int { return e.cacheBytes }
+
+// LiveEstimate recomputes the estimate from what the cache holds: each
+// key's own share and, per window and slice it holds now, what adding them
+// counted. It equals CacheEstimate while every cached key was created in
+// memory (keys loaded from the store also count their stored bytes).
+func (e *Engine) LiveEstimate() int {
+	n := 0
+	_ = e.cache.each(func(ks *keyState) error {
+		n += keyBaseSize + len(ks.key) + len(ks.windows)*e.windowBytes(ks) +
+			len(ks.slices)*(sliceBaseSize+len(e.spec.Aggregates)*accumSize)
+		return nil
+	})
+	return n
+}
