@@ -13,7 +13,9 @@ import (
 // the windows and slices the cached keys hold, through windows that fire
 // and close, sessions that merge and slices that are dropped, so that
 // windows opening and closing do not fill the budget and force an eviction
-// of every key. The budget is large: no key leaves the cache.
+// of every key; and a key left without windows or slices does not keep a
+// long list for them, which the estimate would not count. The budget is
+// large: no key leaves the cache.
 func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
 	specs := map[string]windowing.Spec{
 		"tumbling": {Window: windowing.WindowSpec{Kind: windowing.Tumbling, Size: 500}},
@@ -43,6 +45,9 @@ func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
 					if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want {
 						t.Fatalf("after record %d: cache estimate %d, the cached windows and slices %d", i, got, want)
 					}
+					if n := r.eng.EmptiedKeySlots(); n > windowing.KeptSlots {
+						t.Fatalf("after record %d: a key without windows or slices keeps %d slots", i, n)
+					}
 					peak = max(peak, r.eng.CacheEstimate())
 				}
 				if err := r.eng.Finish(); err != nil {
@@ -50,6 +55,9 @@ func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
 				}
 				if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want || got >= peak {
 					t.Fatalf("after Finish: cache estimate %d, the cached keys %d, peak %d", got, want, peak)
+				}
+				if n := r.eng.EmptiedKeySlots(); n > windowing.KeptSlots {
+					t.Fatalf("after Finish: a key without windows or slices keeps %d slots", n)
 				}
 				if len(r.col.panes) == 0 {
 					t.Fatal("no pane")

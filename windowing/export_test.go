@@ -16,3 +16,22 @@ func (e *Engine) LiveEstimate() int {
 	})
 	return n
 }
+
+// EmptiedKeySlots is the largest capacity of a window or slice list that
+// a cached key holds with no window or slice in it.
+func (e *Engine) EmptiedKeySlots() int {
+	n := 0
+	_ = e.cache.each(func(ks *keyState) error {
+		if len(ks.windows) == 0 {
+			n = max(n, cap(ks.windows))
+		}
+		if len(ks.slices) == 0 {
+			n = max(n, cap(ks.slices))
+		}
+		return nil
+	})
+	return n
+}
+
+// KeptSlots is keptSlots.
+const KeptSlots = keptSlots

@@ -107,12 +107,20 @@ func (ks *keyState) insert(w *window) {
 	ks.windows[i] = w
 }
 
+// keptSlots is the capacity of an emptied window or slice list that a key
+// keeps for its next window (a key of a tumbling pipeline goes from none
+// to one and back); a larger one is released.
+const keptSlots = 2
+
 func (ks *keyState) remove(w *window) {
 	for i, x := range ks.windows {
 		if x == w {
 			copy(ks.windows[i:], ks.windows[i+1:])
 			ks.windows[len(ks.windows)-1] = nil
 			ks.windows = ks.windows[:len(ks.windows)-1]
+			if len(ks.windows) == 0 && cap(ks.windows) > keptSlots {
+				ks.windows = nil // the estimate of a key without windows does not count it
+			}
 			return
 		}
 	}

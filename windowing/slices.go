@@ -198,6 +198,10 @@ func (e *Engine) dropSlices(ks *keyState) {
 		return
 	}
 	e.release(ks, n*(sliceBaseSize+len(e.spec.Aggregates)*accumSize))
+	if n == len(ks.slices) && cap(ks.slices) > keptSlots {
+		ks.slices = nil
+		return
+	}
 	copy(ks.slices, ks.slices[n:])
 	clear(ks.slices[len(ks.slices)-n:])
 	ks.slices = ks.slices[:len(ks.slices)-n]
