@@ -187,11 +187,25 @@ func TestRunMatchesReplay(t *testing.T) {
 }
 
 // TestRunSinglePartitionEveryPane: with one partition and no
-// processing-time triggers, every pane matches replay in order.
-func TestRunSinglePartitionEveryPane(t *testing.T) {
+// processing-time triggers, every pane matches replay in order. The window
+// cache never passes its budget: no eviction is counted.
+func TestRunSinglePartitionEveryPane(t *testing.T) { runSinglePartition(t, 0) }
+
+// TestRunTinyCacheEveryPane: the same with a one-byte window cache, so
+// that every record's step flushes and empties the cache and keys are read
+// back from Pebble: the panes do not change, and the evictions are counted
+// in windowd_cache_evictions_total.
+func TestRunTinyCacheEveryPane(t *testing.T) { runSinglePartition(t, 1) }
+
+// runSinglePartition runs the single-partition pipeline with the cache
+// budget cacheBytes (0: the default) against replay's panes (default cache).
+func runSinglePartition(t *testing.T, cacheBytes int64) {
 	e := newEnv(t, 1, "")
 	s := newStream(2, 1, 150)
 	want, _, _ := expectedPanes(t, e, s)
+	if cacheBytes > 0 {
+		e.cfg.State.CacheBytes = cacheBytes // below config's 1 MiB minimum: set after replay ran
+	}
 	inst := e.startInProcess()
 	feed(t, e, inst, s)
 	out := e.reader(e.out)
@@ -199,6 +213,13 @@ func TestRunSinglePartitionEveryPane(t *testing.T) {
 	out.poll(time.Second)
 	if g := values(out.got); strings.Join(g, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("output differs from replay (in order): got %d, want %d\n%s", len(g), len(want), diff(g, want))
+	}
+	evictions, found := inst.metric(t, "windowd_cache_evictions_total", "pipeline", "p")
+	if !found || (cacheBytes > 0) != (evictions > 0) {
+		t.Fatalf("windowd_cache_evictions_total = %v (found %v) with a cache of %d bytes (0: default)", evictions, found, cacheBytes)
+	}
+	if _, found := inst.metric(t, "windowd_cache_bytes", "pipeline", "p"); !found {
+		t.Fatal("/metrics has no windowd_cache_bytes")
 	}
 	if err := inst.stop(); err != nil {
 		t.Fatalf("stop: %v", err)

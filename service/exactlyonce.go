@@ -417,7 +417,8 @@ func (p *pipeline) rollback() error {
 	if err != nil {
 		return err
 	}
-	p.eng = eng
+	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(p.eng.Stats().Evictions - p.countedEvictions))
+	p.eng, p.countedEvictions = eng, 0
 	p.gated = map[int32]int64{}
 	inCheckpoint := map[int32]bool{}
 	for part := range p.clNext {

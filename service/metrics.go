@@ -18,6 +18,8 @@ type metrics struct {
 	frontier       *prometheus.GaugeVec
 	frontierLag    *prometheus.GaugeVec
 	openWindows    *prometheus.GaugeVec
+	cacheBytes     *prometheus.GaugeVec
+	evictions      *prometheus.CounterVec
 	stateBytes     *prometheus.GaugeVec
 	commitLatency  *prometheus.HistogramVec
 	ready          *prometheus.GaugeVec
@@ -55,7 +57,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		frontier:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_frontier_ms", Help: "Event-time frontier of the pipeline, Unix ms (NaN before the first)."}, p),
 		frontierLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_frontier_lag_seconds", Help: "Wall clock minus the frontier, in seconds."}, p),
 		openWindows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_open_windows", Help: "Windows holding state."}, p),
-		stateBytes:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
+		cacheBytes:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_cache_bytes", Help: "Estimated bytes of window state in the in-memory cache, held against state.cache_bytes."}, p),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_cache_evictions_total",
+			Help: "Times the window cache passed state.cache_bytes and was flushed and emptied (its keys are then read back from Pebble)."}, p),
+		stateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_commit_latency_seconds", Help: "Duration of a commit cycle (flush output, sync state, commit offsets).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, p),
 		ready:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_pipeline_ready", Help: "1 when the pipeline has its assignment and commits succeed."}, p),
@@ -83,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
-		m.frontier, m.frontierLag, m.openWindows, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
+		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.transactions)
 	return m
 }

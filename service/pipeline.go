@@ -122,8 +122,11 @@ type pipeline struct {
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	loggedWrites int64              // store.writes already counted in the metric
-	faultAfter   int                // see faultEnv; 0: off
-	gated        map[int32]int64    // partitions catching up on their own frontier: the frontier when they joined
+	// countedEvictions: the engine's Stats().Evictions already counted in
+	// the metric (0 again with a rollback's new engine).
+	countedEvictions int64
+	faultAfter       int             // see faultEnv; 0: off
+	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
 
 	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
 	// (which runs on the group goroutine and must not wait for mu).
@@ -1175,6 +1178,10 @@ func (p *pipeline) updateMetrics() {
 		p.m.frontierLag.WithLabelValues(name).Set(float64(p.nowMS()-f) / 1000)
 	}
 	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
+	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
+	n := p.eng.Stats().Evictions
+	p.m.evictions.WithLabelValues(name).Add(float64(n - p.countedEvictions))
+	p.countedEvictions = n
 	p.m.assigned.WithLabelValues(name).Set(float64(len(p.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))

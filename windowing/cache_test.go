@@ -42,18 +42,18 @@ func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
 					if err := r.eng.Record(&ev, 0); err != nil {
 						t.Fatal(err)
 					}
-					if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want {
+					if got, want := r.eng.CacheBytes(), r.eng.LiveEstimate(); got != want {
 						t.Fatalf("after record %d: cache estimate %d, the cached windows and slices %d", i, got, want)
 					}
 					if n := r.eng.EmptiedKeySlots(); n > windowing.KeptSlots {
 						t.Fatalf("after record %d: a key without windows or slices keeps %d slots", i, n)
 					}
-					peak = max(peak, r.eng.CacheEstimate())
+					peak = max(peak, r.eng.CacheBytes())
 				}
 				if err := r.eng.Finish(); err != nil {
 					t.Fatal(err)
 				}
-				if got, want := r.eng.CacheEstimate(), r.eng.LiveEstimate(); got != want || got >= peak {
+				if got, want := r.eng.CacheBytes(), r.eng.LiveEstimate(); got != want || got >= peak {
 					t.Fatalf("after Finish: cache estimate %d, the cached keys %d, peak %d", got, want, peak)
 				}
 				if n := r.eng.EmptiedKeySlots(); n > windowing.KeptSlots {
@@ -62,7 +62,42 @@ func TestCacheEstimateFollowsLiveWindows(t *testing.T) {
 				if len(r.col.panes) == 0 {
 					t.Fatal("no pane")
 				}
+				if n := r.eng.Stats().Evictions; n != 0 {
+					t.Fatalf("%d evictions under a budget never reached", n)
+				}
 			})
 		}
+	}
+}
+
+// TestCacheEvictionsCounted: under a small budget the cache is flushed and
+// emptied whenever a step leaves it over the budget, Stats counts each time,
+// and after each record the estimate is within the budget again.
+func TestCacheEvictionsCounted(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 500},
+		Aggregates: testAggregates(),
+		Trigger:    windowing.TriggerSpec{OnTime: true},
+	}
+	const budget = 4000
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 100}
+	r := newSlicingRun(t, spec, wm, budget, false)
+	for p := int32(0); p < 2; p++ {
+		r.eng.Assign(p, 0, true)
+	}
+	var last int64
+	for i, x := range lateStream(rand.New(rand.NewSource(7)), 2, 2000, 100) {
+		ev := x.event(len(spec.Aggregates))
+		if err := r.eng.Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+		n, got := r.eng.Stats().Evictions, r.eng.CacheBytes()
+		if got > budget || (n > last && got != 0) {
+			t.Fatalf("after record %d: estimate %d (budget %d), evictions %d -> %d (an eviction empties the cache)", i, got, budget, last, n)
+		}
+		last = n
+	}
+	if last == 0 {
+		t.Fatal("no eviction under a 4000-byte budget")
 	}
 }

@@ -66,6 +66,10 @@ type Stats struct {
 	OutOfRange  int64
 	Panes       [3]int64 // by Timing
 	Retractions int64
+	// Evictions counts the times the cache passed its budget and was
+	// flushed and emptied (its keys are read back from the store as they
+	// are needed).
+	Evictions int64
 }
 
 const (
@@ -225,6 +229,10 @@ func (e *Engine) Watermarks() *watermark.Frontier { return e.wm }
 
 // OpenWindows is the number of windows holding state.
 func (e *Engine) OpenWindows() int64 { return e.open }
+
+// CacheBytes is the estimate of what the window cache holds, in bytes: the
+// figure held against Options.CacheBytes.
+func (e *Engine) CacheBytes() int { return e.cacheBytes }
 
 // Stats returns the running counters.
 func (e *Engine) Stats() Stats { return e.stats }
@@ -940,6 +948,7 @@ func (e *Engine) maybeEvict() error {
 	}
 	e.cache.clear()
 	e.cacheBytes = 0
+	e.stats.Evictions++
 	if e.opts.CommitWhenPending && e.NeedsCheckpoint() {
 		return e.store.Commit(false)
 	}

@@ -1,8 +1,5 @@
 package windowing
 
-// CacheEstimate is the engine's running estimate of the cache's bytes.
-func (e *Engine) CacheEstimate() int { return e.cacheBytes }
-
 // LiveEstimate recomputes the estimate from what the cache holds: each
 // key's own share and, per window and slice it holds now, what adding them
 // counted. It equals CacheEstimate while every cached key was created in
