@@ -560,7 +560,6 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	if !ks.sliced {
 		nAcc = len(e.spec.Aggregates)
 	}
-	size := e.windowBytes(ks)
 	w := allocWindow(nAcc)
 	w.start, w.end = start, end
 	deadline := end
@@ -571,8 +570,7 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	}
 	ks.insert(w)
 	e.open++
-	ks.size += size
-	e.cacheBytes += size
+	e.grow(ks, e.windowBytes(ks))
 	return w, e.setEventTimer(ks, w, deadline)
 }
 
@@ -583,6 +581,18 @@ func (e *Engine) windowBytes(ks *keyState) int {
 		return windowBaseSize
 	}
 	return windowBaseSize + len(e.spec.Aggregates)*accumSize
+}
+
+// sliceBytes is the cache estimate of one slice.
+func (e *Engine) sliceBytes() int {
+	return sliceBaseSize + len(e.spec.Aggregates)*accumSize
+}
+
+// grow raises the cache estimate of ks by n bytes of a window or slice it
+// now holds; release gives them back.
+func (e *Engine) grow(ks *keyState, n int) {
+	ks.size += n
+	e.cacheBytes += n
 }
 
 // release lowers the cache estimate of ks by n bytes of windows or slices

@@ -7,8 +7,7 @@ package windowing
 func (e *Engine) LiveEstimate() int {
 	n := 0
 	_ = e.cache.each(func(ks *keyState) error {
-		n += keyBaseSize + len(ks.key) + len(ks.windows)*e.windowBytes(ks) +
-			len(ks.slices)*(sliceBaseSize+len(e.spec.Aggregates)*accumSize)
+		n += keyBaseSize + len(ks.key) + len(ks.windows)*e.windowBytes(ks) + len(ks.slices)*e.sliceBytes()
 		return nil
 	})
 	return n

@@ -132,8 +132,7 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 		}
 		sl = &slice{start: start, acc: make([]accum, len(e.spec.Aggregates)), lastF: math.MinInt64}
 		ks.insertSlice(sl)
-		ks.size += sliceBaseSize + len(e.spec.Aggregates)*accumSize
-		e.cacheBytes += sliceBaseSize + len(e.spec.Aggregates)*accumSize
+		e.grow(ks, e.sliceBytes())
 	}
 	for i := range e.spec.Aggregates {
 		sl.acc[i].add(&e.spec.Aggregates[i], &ev.Inputs[i])
@@ -197,7 +196,7 @@ func (e *Engine) dropSlices(ks *keyState) {
 	if n == 0 {
 		return
 	}
-	e.release(ks, n*(sliceBaseSize+len(e.spec.Aggregates)*accumSize))
+	e.release(ks, n*e.sliceBytes())
 	if n == len(ks.slices) && cap(ks.slices) > keptSlots {
 		ks.slices = nil
 		return
