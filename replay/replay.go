@@ -359,7 +359,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 			return
 		}
 		if !dst.Exists() {
-			*dst = member(value)
+			*dst = source.ParseMember(value, false) // wholeNumber reads numbers from their text
 		}
 	})
 	if why != "" {
@@ -429,20 +429,6 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return r.rp.record(eng, ev, *now)
 	}
 	return eng.Record(ev, *now)
-}
-
-// member is the gjson.Result of a member's raw value: parsed for strings
-// (escapes) and literals; only typed for objects and arrays, which are
-// passed on as raw bytes, and for numbers, which wholeNumber reads from
-// their text (Num is left zero).
-func member(raw string) gjson.Result {
-	switch c := raw[0]; {
-	case c == '{' || c == '[':
-		return gjson.Result{Type: gjson.JSON, Raw: raw}
-	case c == '-' || c >= '0' && c <= '9':
-		return gjson.Result{Type: gjson.Number, Raw: raw}
-	}
-	return gjson.Parse(raw)
 }
 
 // wholeNumber reads an integral JSON number.

@@ -88,15 +88,16 @@ type fieldPath struct {
 	first string   // the first segment: the member name it matches
 	// numeric: the field is an aggregate's number. For the other fields
 	// (key, timestamp, distinct_approx) a number's text is all that is
-	// read, so lookUp leaves its Num unset (see parse).
+	// read, so lookUp leaves its Num unset (see ParseMember).
 	numeric bool
 }
 
-// parse is gjson.Parse of a member's raw value (valid JSON), except that a
-// number of a field that is not numeric is only typed: its Raw is set and
-// its Num, a float conversion nothing reads, is left zero.
-func (f *fieldPath) parse(raw string) gjson.Result {
-	if !f.numeric && raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+// ParseMember is gjson.Parse of a member's raw value as CheckObject hands
+// it out (valid JSON, no space around it), except that a number is only
+// typed unless num is set: its Raw is set and its Num, a float conversion
+// a caller that reads the number's text does not need, is left zero.
+func ParseMember(raw string, num bool) gjson.Result {
+	if !num && raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 		return gjson.Result{Type: gjson.Number, Raw: raw}
 	}
 	return gjson.Parse(raw)

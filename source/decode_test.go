@@ -784,7 +784,7 @@ func sameMembers(t *testing.T, how, obj string, names, raws []string) {
 
 // sameResults checks that d.results hold, for every field, what a gjson
 // lookup of the field alone finds in obj; a number's Num only for the
-// numeric fields (fieldPath.parse).
+// numeric fields (ParseMember).
 func sameResults(t *testing.T, how string, d *Decoder, obj string) {
 	t.Helper()
 	for i := range d.fields {

@@ -36,7 +36,7 @@ func (d *Decoder) match(found *uint64, name, value string) {
 		f := &d.fields[j]
 		if *found&(1<<j) == 0 && f.first == name {
 			*found |= 1 << j
-			d.results[j] = f.rest(f.parse(value))
+			d.results[j] = f.rest(ParseMember(value, f.numeric))
 		}
 	}
 }
