@@ -276,10 +276,16 @@ func (s *timerSet) release(b *timerBucket) {
 	}
 }
 
+// firstAt is the lowest possible timer of kind with deadline from: it
+// orders before every timer of kind due at or after from.
+func firstAt(kind windowing.TimerKind, from int64) pendingTimer {
+	return pending(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64})
+}
+
 // ascend calls fn with the timers of kind with from <= deadline <= upTo,
 // after after when it is set, in order, until fn returns false.
 func (s *timerSet) ascend(kind windowing.TimerKind, from, upTo int64, after *windowing.Timer, fn func(windowing.Timer) bool) {
-	lo := pending(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64})
+	lo := firstAt(kind, from)
 	gt := false
 	if after != nil {
 		lo, gt = pending(*after), true
@@ -310,7 +316,7 @@ func (s *timerSet) next(kind windowing.TimerKind, from int64) (next int64, found
 		}
 		if b.sorted == len(b.timers) {
 			entries := b.timers[b.head:]
-			i, _ := slices.BinarySearchFunc(entries, pending(windowing.Timer{Kind: kind, Deadline: from, Start: math.MinInt64}), comparePending)
+			i, _ := slices.BinarySearchFunc(entries, firstAt(kind, from), comparePending)
 			for ; i < len(entries); i++ {
 				if !entries[i].dead {
 					next, found = entries[i].Deadline, true
