@@ -417,7 +417,7 @@ func (p *pipeline) rollback() error {
 	if err != nil {
 		return err
 	}
-	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(p.eng.Stats().Evictions - p.countedEvictions))
+	p.countEvictions() // the discarded engine's
 	p.eng, p.countedEvictions = eng, 0
 	p.gated = map[int32]int64{}
 	inCheckpoint := map[int32]bool{}

@@ -1167,6 +1167,14 @@ func msGauge(v int64) float64 {
 	return float64(v)
 }
 
+// countEvictions adds the engine's cache evictions not counted yet to the
+// metric (mu held).
+func (p *pipeline) countEvictions() {
+	n := p.eng.Stats().Evictions
+	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.countedEvictions))
+	p.countedEvictions = n
+}
+
 // updateMetrics refreshes the gauges (mu held).
 func (p *pipeline) updateMetrics() {
 	name := p.cfg.Name
@@ -1179,9 +1187,7 @@ func (p *pipeline) updateMetrics() {
 	}
 	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
 	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
-	n := p.eng.Stats().Evictions
-	p.m.evictions.WithLabelValues(name).Add(float64(n - p.countedEvictions))
-	p.countedEvictions = n
+	p.countEvictions()
 	p.m.assigned.WithLabelValues(name).Set(float64(len(p.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))
