@@ -164,6 +164,12 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return nil
 	})
 	p.markEnd()
+	if p.abortTxn != nil && p.abortTxn() {
+		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
+			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
+		}
+		return p.aborted("a test injected the abort (Faults.AbortTxn)")
+	}
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
 	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
@@ -439,9 +445,6 @@ func (p *pipeline) rollback() error {
 	rewind := map[int32]kgo.EpochOffset{}
 	now := p.nowMS()
 	for part, st := range p.parts {
-		// Records polled before this rollback start at the position
-		// processing had reached; they come again from the rewound one.
-		pre := st.position
 		p.offMu.Lock()
 		off, ok := p.stored[part]
 		p.offMu.Unlock()
@@ -455,12 +458,8 @@ func (p *pipeline) rollback() error {
 			off = -1
 		}
 		st.marked, st.first = st.position, -1
-		st.stale = 0
 		if off >= 0 {
 			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
-			if pre > off {
-				st.stale = pre
-			}
 		}
 		p.eng.Assign(part, now, false)
 		p.gateIfBehind(part)

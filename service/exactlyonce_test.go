@@ -62,21 +62,3 @@ func TestSetTxnOffsets(t *testing.T) {
 		t.Fatalf("no positions, yet %+v", req.Topics)
 	}
 }
-
-// TestPolledBeforeRollback: after a rollback rewound a partition from 100
-// to 40, records from 100 on that were polled before it are skipped until
-// the rewound fetch (from 40) arrives; from then on nothing is skipped.
-func TestPolledBeforeRollback(t *testing.T) {
-	st := &partition{stale: 100}
-	for i, s := range []struct {
-		off  int64
-		skip bool
-	}{{100, true}, {101, true}, {250, true}, {40, false}, {41, false}, {100, false}, {101, false}} {
-		if got := st.polledBeforeRollback(s.off); got != s.skip {
-			t.Errorf("step %d: offset %d skipped %v, want %v", i, s.off, got, s.skip)
-		}
-	}
-	if (&partition{}).polledBeforeRollback(7) {
-		t.Error("a partition never rolled back skipped a record")
-	}
-}

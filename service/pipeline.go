@@ -44,15 +44,9 @@ type partition struct {
 	end      int64 // last known high watermark; -1 until known
 	marked   int64 // position of the last changelog marker written
 	first    int64 // offset of the first record processed while position was unknown; -1: none
-	// stale > 0: a rollback rewound the partition from this offset
-	// (exactly_once). A record at or past it was polled before the
-	// rollback (a poll can wait for mu while a callback rolls back) and is
-	// skipped: the rewound fetch delivers it again, after the records
-	// before it. The first record below it ends the skipping.
-	stale int64
-	in    prometheus.Counter
-	dead  prometheus.Counter
-	late  prometheus.Counter
+	in       prometheus.Counter
+	dead     prometheus.Counter
+	late     prometheus.Counter
 }
 
 // pipeline runs one configured pipeline: a consumer-group member whose
@@ -126,6 +120,7 @@ type pipeline struct {
 	// the metric (0 again with a rollback's new engine).
 	countedEvictions int64
 	faultAfter       int             // see faultEnv; 0: off
+	abortTxn         func() bool     // Faults.AbortTxn; nil: off
 	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
 
 	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
@@ -165,18 +160,19 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{
-		rp:      rp,
-		cfg:     cfg,
-		log:     deps.log.With(zap.String("pipeline", cfg.Name)),
-		m:       deps.metrics,
-		now:     deps.now,
-		parts:   map[int32]*partition{},
-		stored:  map[int32]int64{},
-		clNext:  map[int32]int64{},
-		gated:   map[int32]int64{},
-		clTopic: clTopic,
-		eos:     cfg.Delivery == config.ExactlyOnce,
-		engOpts: windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes)},
+		rp:       rp,
+		cfg:      cfg,
+		log:      deps.log.With(zap.String("pipeline", cfg.Name)),
+		m:        deps.metrics,
+		now:      deps.now,
+		parts:    map[int32]*partition{},
+		stored:   map[int32]int64{},
+		clNext:   map[int32]int64{},
+		gated:    map[int32]int64{},
+		clTopic:  clTopic,
+		eos:      cfg.Delivery == config.ExactlyOnce,
+		engOpts:  windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
+		abortTxn: deps.faults.AbortTxn,
 	}
 	p.restoring.Store(-1)
 	if n, err := strconv.Atoi(os.Getenv(faultEnv)); err == nil && n > 0 {
@@ -534,13 +530,10 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 			return p.shutdown(uerr, grace)
 		default:
 		}
-		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
-		fetches := p.cl.PollRecords(pollCtx, pollMaxRecords)
-		cancel()
-		if fetches.IsClientClosed() {
+		var closed bool
+		if closed, err = p.pollStep(ctx); closed {
 			break
 		}
-		err = p.step(ctx, fetches)
 		p.cl.AllowRebalance()
 		if err == nil {
 			p.mu.Lock()
@@ -554,10 +547,39 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	return p.shutdown(err, grace)
 }
 
-// step processes one poll's records, ticks processing time and commits when due.
+// pollStep polls once and processes what came (step); closed reports a
+// closed client.
+//
+// Under exactly_once, mu is held from the poll through step. A rollback
+// (of a rebalance callback, or of a commit cycle in step) rewinds the
+// consumer, and franz-go drops what it had buffered; holding mu puts every
+// rollback either before the poll, whose records are then the rewound ones,
+// or inside step, which drops the rest of the poll. (franz-go also rules
+// out polling while a transaction ends, which callbacks do under mu.)
+// Callbacks wait for mu at most a poll's timeout. Not otherwise:
+// BlockRebalanceOnPoll makes callbacks wait for AllowRebalance, and a poll
+// waits for a rebalance's callbacks, which wait for mu.
+func (p *pipeline) pollStep(ctx context.Context) (closed bool, err error) {
+	pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	if p.eos {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	fetches := p.cl.PollRecords(pollCtx, pollMaxRecords)
+	if fetches.IsClientClosed() {
+		return true, nil
+	}
+	if !p.eos {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	return false, p.step(ctx, fetches)
+}
+
+// step processes one poll's records, ticks processing time and commits when
+// due (mu held).
 func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.applyReleased()
 	now := p.now()
 	fetches.EachError(func(topic string, part int32, err error) {
@@ -570,8 +592,13 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		}
 	})
 	var err error
+	rolledBack, dropped := false, 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if err != nil || fp.Topic != p.cfg.Input.Topic {
+			return
+		}
+		if rolledBack {
+			dropped += len(fp.Records)
 			return
 		}
 		st := p.parts[fp.Partition]
@@ -581,24 +608,22 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		if fp.HighWatermark > st.end {
 			st.end = fp.HighWatermark
 		}
-		stale := 0
-		for _, r := range fp.Records {
-			if st.polledBeforeRollback(r.Offset) {
-				stale++
-				continue
-			}
+		for i, r := range fp.Records {
 			if err = p.handle(r, now.UnixMilli()); err != nil {
 				return
 			}
 			if p.eng.NeedsCheckpoint() {
 				// Bound memory: uncommitted state writes must not pile up until the next interval.
 				if err = p.commit(ctx, true); errors.Is(err, errRolledBack) {
-					// The rest of this poll's records of rewound
-					// partitions are skipped (polledBeforeRollback);
-					// those of partitions the rollback did not
-					// rewind (nothing of them was processed) still count.
+					// The rest of the poll comes again: the
+					// rollback rewound the partitions processed
+					// since the checkpoint, and the abort reset
+					// every other partition franz-go delivered
+					// records of to its committed offset.
 					err = nil
-					continue
+					rolledBack = true
+					dropped += len(fp.Records) - i - 1
+					return
 				}
 				if err != nil && !isFatal(err) {
 					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
@@ -609,11 +634,10 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 				}
 			}
 		}
-		if stale > 0 {
-			p.log.Info("skipped records polled before the rollback; the rewound fetch delivers them again",
-				zap.Int32("partition", fp.Partition), zap.Int("records", stale))
-		}
 	})
+	if dropped > 0 {
+		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
+	}
 	if err != nil {
 		return err
 	}
@@ -648,20 +672,6 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	p.updateMetrics()
 	return nil
-}
-
-// polledBeforeRollback reports whether the record at off was polled before
-// the last rollback rewound the partition (see stale), and ends the
-// skipping at the first record of the rewound fetch.
-func (st *partition) polledBeforeRollback(off int64) bool {
-	if st.stale == 0 {
-		return false
-	}
-	if off >= st.stale {
-		return true
-	}
-	st.stale = 0
-	return false
 }
 
 // fatalError marks errors after which the pipeline must stop without

@@ -47,6 +47,22 @@ type Options struct {
 	// error) and must not return. Default: log the error and exit(1), which
 	// is safe because offsets are committed only after state is synced.
 	Fatal func(msg string)
+	// Faults are injected by tests to reach rare paths; the zero value
+	// injects none.
+	Faults Faults
+}
+
+// Faults are what a test injects into every pipeline to reach paths that
+// rebalances and large states reach only by chance.
+type Faults struct {
+	// AbortTxn, when set, is asked before each exactly_once transaction
+	// that would commit; true aborts it instead, as a rebalance that took
+	// partitions away does, and the pipeline rolls back.
+	AbortTxn func() bool
+	// MaxPendingBytes, when positive, replaces the engine's bound on
+	// uncommitted state writes (windowing.Options.MaxPendingBytes): with a
+	// small cache, commit cycles then run in the middle of a poll.
+	MaxPendingBytes int
 }
 
 type deps struct {
@@ -55,6 +71,7 @@ type deps struct {
 	metrics *metrics
 	now     func() time.Time
 	stdout  *lockedWriter
+	faults  Faults
 }
 
 // Run runs every pipeline of cfg until ctx is done, then shuts down within
@@ -77,7 +94,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			os.Exit(1)
 		}
 	}
-	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal}
+	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
 
 	brokers := cfg.Kafka.Brokers
 	if cfg.Kafka.Embedded {
