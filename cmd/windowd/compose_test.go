@@ -44,6 +44,8 @@ var knownMetrics = []string{
 	"windowd_open_windows",
 	"windowd_commit_latency_seconds", // histogram
 	"windowd_partition_lag_records",
+	"windowd_cache_bytes",
+	"windowd_cache_evictions_total",
 }
 
 var histogramMetrics = []string{"windowd_commit_latency_seconds"}
