@@ -404,7 +404,10 @@ func (p *pipeline) setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, positions map
 // discarded, the engine and the offsets are reloaded, partitions no longer
 // assigned are dropped, and the consumer rewinds each assigned partition
 // to the checkpoint's position (or to the first record it delivered, when
-// no position was ever committed).
+// no position was ever committed). A partition with neither is left where
+// the session's abort put it: franz-go resets every partition it delivered
+// records of to its committed offset, which is where its first delivery
+// began when nothing committed yet.
 func (p *pipeline) rollback() error {
 	if err := p.db.Discard(); err != nil {
 		return err
