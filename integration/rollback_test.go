@@ -71,7 +71,6 @@ func rollbackRecords(from, to int32, n int) []input {
 
 // faultRun is a pipeline running in this process with injected aborts.
 type faultRun struct {
-	inst          *instance
 	calls, aborts *atomic.Int64
 	stop          func() error
 }
@@ -107,8 +106,7 @@ func startWithFaults(t *testing.T, e *env, abort func() bool) *faultRun {
 	}
 	t.Cleanup(func() { _ = r.stop() })
 	select {
-	case a := <-addr:
-		r.inst = &instance{httpAddr: a}
+	case <-addr:
 	case err := <-done:
 		t.Fatalf("service exited at start: %v", err)
 	case <-time.After(30 * time.Second):
