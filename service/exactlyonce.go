@@ -124,11 +124,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	p.applyReleased()
 	if p.abortNext || (p.unsettled() && mustEnd) {
 		p.abortNext = false
-		p.markEnd()
-		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
-			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
-		}
-		return p.aborted("the group took partitions away")
+		return p.abort(ctx, "the group took partitions away")
 	}
 	if p.unsettled() {
 		return nil // commits wait for settleAssignment
@@ -163,13 +159,10 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		p.setTxnOffsets(req, positions)
 		return nil
 	})
-	p.markEnd()
 	if p.abortTxn != nil && p.abortTxn() {
-		if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
-			return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
-		}
-		return p.aborted("a test injected the abort (Faults.AbortTxn)")
+		return p.abort(ctx, "a test injected the abort (Faults.AbortTxn)")
 	}
+	p.markEnd()
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
 	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
@@ -200,6 +193,16 @@ func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
 	}
 	p.cycleDone(start)
 	return nil
+}
+
+// abort ends the open transaction without committing it and rolls back
+// (aborted); why says what made it abort.
+func (p *pipeline) abort(ctx context.Context, why string) error {
+	p.markEnd()
+	if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
+		return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
+	}
+	return p.aborted(why)
 }
 
 // aborted follows a transaction that ended without committing: the next
