@@ -225,12 +225,18 @@ func (inst *instance) signal(t *testing.T, sig os.Signal) error {
 // startInProcess runs the service in this process until stop.
 func (e *env) startInProcess() *instance {
 	e.t.Helper()
+	return e.startInProcessWith(service.Faults{})
+}
+
+// startInProcessWith is startInProcess with faults injected.
+func (e *env) startInProcessWith(faults service.Faults) *instance {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan struct{})
 	var runErr error
 	go func() {
-		runErr = service.Run(ctx, e.cfg, service.Options{Log: zap.NewNop(), Ready: func(a string) { addr <- a }})
+		runErr = service.Run(ctx, e.cfg, service.Options{Log: zap.NewNop(), Ready: func(a string) { addr <- a }, Faults: faults})
 		close(done)
 	}()
 	inst := &instance{stop: func() error { cancel(); <-done; return runErr }}
