@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/big"
@@ -875,6 +876,26 @@ func TestValidStringFindsEverySpecialByte(t *testing.T) {
 						continue
 					}
 					t.Fatalf("%q: validString ends at %d, ok %v; gjson valid %v (len %d)", doc, end, ok, want, len(doc))
+				}
+			}
+		}
+	}
+}
+
+// stringWordSpecial agrees with the stringSpecial table for every byte at
+// every position of a word, among ordinary bytes of either half of the
+// byte range (a high byte must not hide or fake a match).
+func TestStringWordSpecialMatchesTable(t *testing.T) {
+	for _, fill := range []byte{'a', ' ', '#', 0x7f, 0x80, 0xff} {
+		for pos := 0; pos < 8; pos++ {
+			for c := 0; c < 256; c++ {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				if got, want := stringWordSpecial(binary.LittleEndian.Uint64(w[:])), stringSpecial[c]; got != want {
+					t.Fatalf("byte %#x at %d among %#x: word check %v, table %v", c, pos, fill, got, want)
 				}
 			}
 		}

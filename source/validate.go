@@ -1,6 +1,9 @@
 package source
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // checkAndLookUp is CheckJSON, the object check and lookUp of Decode in one
 // pass over the value b, for values not validated before: it validates
@@ -91,34 +94,63 @@ func validLiteral(b []byte, i int, lit string) (int, bool) {
 
 // validString checks the string whose opening quote is before b[i]: it
 // returns the index after the closing quote, and whether it holds an escape.
+// It skips eight ordinary bytes at a time while a word holds none of the
+// bytes it must stop at (stringWordSpecial), then finds that byte through
+// the stringSpecial table.
 func validString(b []byte, i int) (end int, escaped, ok bool) {
-	for ; i < len(b); i++ {
-		if !stringSpecial[b[i]] {
-			continue
+	for {
+		for len(b)-i >= 8 && !stringWordSpecial(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		for i < len(b) && !stringSpecial[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return i, escaped, false
 		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, escaped, true
 		case c < ' ':
 			return i, escaped, false
-		case c == '\\':
-			escaped = true
-			if i++; i >= len(b) {
-				return i, escaped, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
-					return i, escaped, false
-				}
-				i += 4
-			default:
-				return i, escaped, false
-			}
 		}
+		// A backslash.
+		escaped = true
+		if i++; i >= len(b) {
+			return i, escaped, false
+		}
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+				return i, escaped, false
+			}
+			i += 4
+		default:
+			return i, escaped, false
+		}
+		i++
 	}
-	return i, escaped, false
+}
+
+// Bytes repeated in each of a word's eight bytes.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// stringWordSpecial reports whether one of the eight bytes of x is a byte
+// validString must stop at: a control byte (below 0x20), a quote or a
+// backslash. Each test is the "has a byte less than n" word trick: a borrow
+// crosses into a higher byte only from a byte that already matched, so the
+// answer for the word is exact.
+func stringWordSpecial(x uint64) bool {
+	control := (x - ones*0x20) &^ x
+	q := x ^ (ones * '"')
+	quote := (q - ones) &^ q
+	s := x ^ (ones * '\\')
+	slash := (s - ones) &^ s
+	return (control|quote|slash)&highs != 0
 }
 
 // stringSpecial marks the bytes validString stops at inside a string: the
