@@ -41,12 +41,16 @@ const (
 // partition is what the pipeline tracks of one assigned input partition.
 type partition struct {
 	position int64 // next offset to process; -1 until known
-	end      int64 // last known high watermark; -1 until known
-	marked   int64 // position of the last changelog marker written
-	first    int64 // offset of the first record processed while position was unknown; -1: none
-	in       prometheus.Counter
-	dead     prometheus.Counter
-	late     prometheus.Counter
+	// start is where consumption begins while position is unknown (the
+	// group's committed offset, else the log start; -1 until known): it
+	// tells whether the partition is caught up, and is never committed.
+	start  int64
+	end    int64 // last known high watermark; -1 until known
+	marked int64 // position of the last changelog marker written
+	first  int64 // offset of the first record processed while position was unknown; -1: none
+	in     prometheus.Counter
+	dead   prometheus.Counter
+	late   prometheus.Counter
 }
 
 // pipeline runs one configured pipeline: a consumer-group member whose
@@ -421,7 +425,7 @@ func (p *pipeline) partitionState(part int32) *partition {
 	}
 	label := strconv.Itoa(int(part))
 	st := &partition{
-		position: -1, end: -1, first: -1,
+		position: -1, start: -1, end: -1, first: -1,
 		in:   p.m.recordsIn.WithLabelValues(p.cfg.Name, label),
 		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
 		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
@@ -689,13 +693,18 @@ func isFatal(err error) bool {
 // refreshEnds lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEnds(ctx context.Context) {
-	refreshEnds(ctx, p.adm, p.cfg.Input.Topic, p.parts, p.eng.Watermarks())
+	topic := p.cfg.Input.Topic
+	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.parts, p.eng.Watermarks())
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and
-// tells wm which of them are caught up; a partition whose position is not
-// known yet (nothing stored or committed) starts at the log start.
-func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]*partition, wm *watermark.Frontier) {
+// tells wm which of them are caught up. A partition whose position is not
+// known yet (nothing processed, stored or committed by this instance) is
+// caught up when where its consumption begins is the end: its offset in
+// committed (the group's committed offsets, as the consumer knows them),
+// else its log start. That offset is only compared, never committed: the
+// group's offset stays where it is until a record is processed.
+func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed map[int32]kgo.EpochOffset, parts map[int32]*partition, wm *watermark.Frontier) {
 	if len(parts) == 0 {
 		return
 	}
@@ -711,18 +720,38 @@ func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, parts map[
 			st.end = e.Offset
 		}
 		if st.position < 0 {
-			if starts == nil {
-				if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
-					return
+			if eo, ok := committed[part]; ok && eo.Offset >= 0 {
+				st.start = eo.Offset
+			} else if st.start < 0 {
+				if starts == nil {
+					if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
+						return
+					}
+				}
+				if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
+					st.start = s.Offset
 				}
 			}
-			if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
-				st.position = s.Offset
-			}
 		}
-		caughtUp := st.position >= 0 && st.end >= 0 && st.position >= st.end
-		wm.SetCaughtUp(part, caughtUp)
+		wm.SetCaughtUp(part, st.caughtUp())
 	}
+}
+
+// consumed is the offset the partition has been consumed to: its position,
+// or while that is unknown where its consumption begins; -1 when neither is
+// known.
+func (st *partition) consumed() int64 {
+	if st.position >= 0 {
+		return st.position
+	}
+	return st.start
+}
+
+// caughtUp reports whether the partition has been consumed to its last
+// known end.
+func (st *partition) caughtUp() bool {
+	c := st.consumed()
+	return c >= 0 && st.end >= 0 && c >= st.end
 }
 
 // commit runs the commit cycle (mu held): write the changed keys and the
@@ -1136,7 +1165,7 @@ func (p *pipeline) releaseGated() error {
 	for part, f := range p.gated {
 		st := p.parts[part]
 		g, _ := p.eng.Watermarks().Generator(part)
-		caughtUp := st != nil && st.end >= 0 && st.position >= st.end
+		caughtUp := st != nil && st.caughtUp()
 		if g.Watermark < f && !caughtUp && !idle[part] {
 			continue
 		}
@@ -1217,8 +1246,8 @@ func (p *pipeline) updateMetrics() {
 		p.m.watermark.WithLabelValues(name, label).Set(msGauge(s.Watermark))
 		p.m.idle.WithLabelValues(name, label).Set(b2f(s.Idle))
 		p.m.holds.WithLabelValues(name, label).Set(b2f(!s.Idle && s.Watermark == minActive && f < watermark.MaxTime))
-		if st.end >= 0 && st.position >= 0 {
-			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-st.position)))
+		if c := st.consumed(); st.end >= 0 && c >= 0 {
+			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-c)))
 		}
 	}
 }

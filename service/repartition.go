@@ -377,7 +377,7 @@ func (r *repartitioner) partitionState(part int32) *partition {
 	}
 	label := strconv.Itoa(int(part))
 	st := &partition{
-		position: -1, end: -1, first: -1,
+		position: -1, start: -1, end: -1, first: -1,
 		in:   r.m.repartitioned.WithLabelValues(r.cfg.Name, label),
 		dead: r.m.deadLetters.WithLabelValues(r.cfg.Name, label),
 	}
@@ -502,7 +502,7 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 				st.position = eo.Offset
 			}
 		}
-		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, r.parts, r.wm)
+		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, committed, r.parts, r.wm)
 	}
 	r.wm.Tick(nowMS)
 	r.broadcast(nowMS, now.Sub(r.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
