@@ -132,7 +132,16 @@ type Engine struct {
 	fetch      []cacheKey
 	fetchKeys  []string
 	dueKeys    []*keyState // prefetch: the cached key state of each timer, or nil
+	// freeWindows are deleted windows of len(spec.Aggregates) aggregates,
+	// zeroed, for newWindow to reuse (at most maxFreeWindows): in a pipeline
+	// whose windows hold about one record each, a window per record is
+	// otherwise the engine's one allocation per record.
+	freeWindows []*window
 }
+
+// maxFreeWindows bounds Engine.freeWindows: enough for the windows one
+// frontier step of 10k keys closes, at most about 3 MB with 4 aggregates.
+const maxFreeWindows = 16 << 10
 
 // Metadata names the engine keeps in the store.
 const (
@@ -560,7 +569,14 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	if !ks.sliced {
 		nAcc = len(e.spec.Aggregates)
 	}
-	w := allocWindow(nAcc)
+	var w *window
+	if n := len(e.freeWindows); n > 0 && nAcc == len(e.spec.Aggregates) {
+		w = e.freeWindows[n-1]
+		e.freeWindows[n-1] = nil
+		e.freeWindows = e.freeWindows[:n-1]
+	} else {
+		w = allocWindow(nAcc)
+	}
 	w.start, w.end = start, end
 	deadline := end
 	if e.f >= end {
@@ -790,7 +806,22 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 	if ks.sliced {
 		e.dropSlices(ks)
 	}
+	e.recycle(w)
 	return nil
+}
+
+// recycle keeps deleted window w for newWindow, zeroed, when it has the
+// pipeline's number of aggregates and there is room. Nothing refers to a
+// deleted window: its key no longer lists it, its timers are gone, and a
+// pane copies what it shows.
+func (e *Engine) recycle(w *window) {
+	if len(w.acc) != len(e.spec.Aggregates) || len(e.freeWindows) >= maxFreeWindows {
+		return
+	}
+	acc := w.acc
+	clear(acc)
+	*w = window{acc: acc}
+	e.freeWindows = append(e.freeWindows, w)
 }
 
 // emitPane emits w's current content as a pane (after the retraction of
