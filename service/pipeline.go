@@ -508,7 +508,11 @@ func (p *pipeline) warnSplit(part int32) {
 // run is the poll loop; it returns nil when ctx is done and the final
 // commit succeeded, or the error that stopped it.
 func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
+	// The group's callbacks may already be running (the client joined
+	// when the pipeline was built), and their commit cycles set it too.
+	p.mu.Lock()
 	p.lastCommit = p.now()
+	p.mu.Unlock()
 	var err error
 	var stage1 chan error
 	if p.rp != nil {

@@ -435,7 +435,9 @@ func (r *repartitioner) forget(parts []int32) {
 
 // run is stage 1's poll loop, until ctx is done; then a final commit.
 func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
+	r.mu.Lock() // as pipeline.run: the group's callbacks commit too
 	r.lastCommit = r.now()
+	r.mu.Unlock()
 	var err error
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
