@@ -389,12 +389,8 @@ func (r *repartitioner) onAssigned(_ context.Context, _ *kgo.Client, assigned ma
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	parts := assigned[r.cfg.Input.Topic]
-	committed := r.cl.CommittedOffsets()[r.cfg.Input.Topic]
 	for _, part := range parts {
-		st := r.partitionState(part)
-		if eo, ok := committed[part]; ok && eo.Offset >= 0 {
-			st.position = eo.Offset
-		}
+		r.partitionState(part)
 		// A new owner's generator starts over: stage 2 keeps the
 		// largest watermark each input partition ever sent.
 		r.wm.Assign(part, r.now().UnixMilli(), false)
@@ -497,14 +493,10 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 	if now.Sub(r.lastEnds) >= endsInterval {
 		r.lastEnds = now
 		// The group's offsets of newly assigned partitions arrive after
-		// their assignment: until a record comes, they are the position.
-		committed := r.cl.CommittedOffsets()[r.cfg.Input.Topic]
-		for part, st := range r.parts {
-			if eo, ok := committed[part]; ok && st.position < 0 && eo.Offset >= 0 {
-				st.position = eo.Offset
-			}
-		}
-		refreshEnds(ctx, r.adm, r.cfg.Input.Topic, committed, r.parts, r.wm)
+		// their assignment: until a record comes, refreshEnds reads where
+		// consumption begins from them.
+		topic := r.cfg.Input.Topic
+		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.parts, r.wm)
 	}
 	r.wm.Tick(nowMS)
 	r.broadcast(nowMS, now.Sub(r.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
