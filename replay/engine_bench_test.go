@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
@@ -126,10 +127,21 @@ func (s *paneSink) Dropped(*windowing.Event, windowing.DropReason) error {
 //     checkpoint, panes encoded as JSON and discarded. Pebble is on
 //     vfs.NewMem(), or in a temporary directory with WINDOWD_BENCH_FS=disk.
 //     Opening and closing the store is not timed.
+//
 //   - lines-<shape>: replay.Run over the lines in memory (a bytes.Reader),
 //     which adds replay's line handling (a JSON check and parse of the
 //     whole line, copying key and value out of it), with a temporary
 //     directory for Pebble as `windowd replay` uses.
+//
+//   - extract-only: the in-process ceiling, the per-record work of
+//     bench/ceiling without its file and line handling: each record's key
+//     length and its value's ts and x with gjson.Get over the value's bytes
+//     viewed as a string (bench/ceiling's default mode), nothing else (no JSON
+//     check, no engine).
+//
+//   - decode-only-key: source.Decoder.Decode alone for tumbling.yaml's
+//     pipeline (the JSON check and the extraction of the engine's fields),
+//     no engine: what the engine sub-benchmarks spend before the engine.
 //
 // Besides ns/op (per pass) and, with -benchmem, B/op and allocs/op (per
 // pass), it reports records/s, ns/record, allocs/record and B/record.
@@ -153,12 +165,16 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	in := benchInputData
 	onDisk := os.Getenv("WINDOWD_BENCH_FS") == "disk"
+	b.Run("extract-only", func(b *testing.B) { benchExtractOnly(b, in) })
 	for _, shape := range engineShapes {
 		cfg, err := config.Load(shape.config)
 		if err != nil {
 			b.Fatal(err)
 		}
 		p := &cfg.Pipelines[0]
+		if !shape.noSlicing && shape.name == "tumbling-10s-key" {
+			b.Run("decode-only-key", func(b *testing.B) { benchDecodeOnly(b, p, in) })
+		}
 		noSlicing := shape.noSlicing
 		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk, noSlicing) })
 	}
@@ -276,6 +292,45 @@ func benchEngineLines(b *testing.B, p *config.Pipeline, in *benchInput) {
 		if sum.Records != int64(len(in.records)) {
 			b.Fatalf("replayed %d records, want %d", sum.Records, len(in.records))
 		}
+	}
+	alloc.report(b, len(in.records))
+}
+
+// extractSink keeps benchExtractOnly's results live.
+var extractSink uint64
+
+func benchExtractOnly(b *testing.B, in *benchInput) {
+	var alloc perRecord
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		alloc.start()
+		var sum uint64
+		for j := range in.records {
+			r := &in.records[j]
+			v := unsafe.String(unsafe.SliceData(r.Value), len(r.Value)) // as bench/ceiling
+			ts := gjson.Get(v, "ts").Int()
+			x := gjson.Get(v, "x").Num
+			sum += uint64(len(r.Key)) + uint64(ts) + uint64(x)
+		}
+		alloc.stop()
+		extractSink += sum
+	}
+	alloc.report(b, len(in.records))
+}
+
+func benchDecodeOnly(b *testing.B, p *config.Pipeline, in *benchInput) {
+	var alloc perRecord
+	dec := source.NewDecoder(p)
+	var ev windowing.Event
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		alloc.start()
+		for j := range in.records {
+			if err := dec.Decode(&in.records[j], &ev); err != nil {
+				b.Fatalf("record %d: %v", j, err)
+			}
+		}
+		alloc.stop()
 	}
 	alloc.report(b, len(in.records))
 }
