@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
@@ -375,12 +376,30 @@ func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int6
 			return 0, 0, ctx.Err()
 		}
 		p.log.Warn("listing changelog offsets failed (retrying)", zap.Int32("partition", part), zap.Error(err))
+		refreshTopicMetadata(ctx, p.cl, p.clTopic)
 		select {
 		case <-ctx.Done():
 			return 0, 0, ctx.Err()
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// refreshTopicMetadata asks the broker for topic's metadata, so that
+// cl's next offset listing sees its partitions. franz-go shards listings by
+// metadata it keeps for MetadataMinAge (5 s), "unknown topic" answers
+// included: a topic created moments ago, listed before the broker had
+// applied its creation, stays unknown to cl that long, and kadm's Metadata
+// answers from that cache too. A metadata request issued through cl
+// replaces the cached entry. Errors show in the next listing.
+func refreshTopicMetadata(ctx context.Context, cl *kgo.Client, topic string) {
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	_, _ = req.RequestWith(mctx, cl)
 }
 
 // restoreStats are what one partition's restore did, for logs and metrics.
