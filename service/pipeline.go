@@ -109,8 +109,8 @@ type pipeline struct {
 	parts        map[int32]*partition
 	cur          *kgo.Record                            // the record being processed, for Dropped
 	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
-	ev           windowing.Event
-	rec          source.Record
+	inline       decoded                                // handle's decoding of a record outside a poll's
+	ahead        *decodeAhead                           // step's decoding of a poll's records
 	lastCommit   time.Time
 	lastEnds     time.Time
 	lastErrLog   time.Time
@@ -222,6 +222,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
 	p.dec = source.NewDecoder(cfg)
+	p.ahead = newDecodeAhead(source.NewDecoder(cfg))
 	base, err := clientOpts(c, brokers, p.log)
 	if err != nil {
 		db.Close()
@@ -436,6 +437,12 @@ func (p *pipeline) partitionState(part int32) *partition {
 
 // handle processes one input record (mu held).
 func (p *pipeline) handle(r *kgo.Record, now int64) error {
+	return p.handleDecoded(r, nil, now)
+}
+
+// handleDecoded is handle with r's decoding done already (step's, decoded
+// ahead), or done here when d is nil (mu held).
+func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	part := p.parts[r.Partition] // assigned: step skips the others
 	if p.rp != nil {
 		done, err := p.stage2Record(r, now)
@@ -450,9 +457,13 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 	}
 	part.in.Inc()
 	p.cur = r
-	p.rec = source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+	if d == nil {
+		d = &p.inline
+		decodeRecord(p.dec, r, d)
+	}
+	ev := &d.ev
 	skip := p.skip[r.Partition] // nil unless restored keys are ahead of this partition
-	if err := p.dec.Decode(&p.rec, &p.ev); err != nil {
+	if err := d.err; err != nil {
 		var de *source.DecodeError
 		if !errors.As(err, &de) {
 			return err
@@ -465,16 +476,16 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
 			p.lastDeadLog, p.deadSinceLog = t, 0
 		}
-	} else if skip != nil && r.Offset < skip.keys[p.ev.Key] {
+	} else if skip != nil && r.Offset < skip.keys[ev.Key] {
 		// A restored value of the key already holds this record.
-		if err := p.eng.Skip(&p.ev, now); err != nil {
+		if err := p.eng.Skip(ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	} else {
-		if p.split != nil && p.split.see(p.ev.Key, r.Partition) {
-			p.warnSplit(r.Partition)
+		if p.split != nil && p.split.see(ev.Key, r.Partition) {
+			p.warnSplit(r.Partition, ev.Key)
 		}
-		if err := p.eng.Record(&p.ev, now); err != nil {
+		if err := p.eng.Record(ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
@@ -496,11 +507,11 @@ func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
 
 // warnSplit logs, at most once a minute, that a key.field value arrived on
 // two input partitions.
-func (p *pipeline) warnSplit(part int32) {
+func (p *pipeline) warnSplit(part int32, key string) {
 	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
 		p.split.lastLog = t
 		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
-			zap.String("key_field", p.cfg.Key.Field), zap.String("key", p.ev.Key), zap.Int32("partition", part),
+			zap.String("key_field", p.cfg.Key.Field), zap.String("key", key), zap.Int32("partition", part),
 			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.Field))
 	}
 }
@@ -601,10 +612,14 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	})
 	var err error
 	rolledBack, dropped := false, 0
+	p.ahead.start(fetches, p.cfg.Input.Topic)
+	next := 0 // the poll's number of fp.Records[0] in p.ahead
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if err != nil || fp.Topic != p.cfg.Input.Topic {
 			return
 		}
+		first := next
+		next += len(fp.Records)
 		if rolledBack {
 			dropped += len(fp.Records)
 			return
@@ -617,7 +632,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			st.end = fp.HighWatermark
 		}
 		for i, r := range fp.Records {
-			if err = p.handle(r, now.UnixMilli()); err != nil {
+			if err = p.handleDecoded(r, p.ahead.get(first+i), now.UnixMilli()); err != nil {
 				return
 			}
 			if p.eng.NeedsCheckpoint() {
@@ -643,6 +658,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			}
 		}
 	})
+	p.ahead.finish()
 	if dropped > 0 {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}

@@ -1,0 +1,138 @@
+package service
+
+import (
+	"runtime"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Decoding ahead: a poll's records are decoded (JSON check, field
+// extraction) on a second goroutine, in order, while the poll loop feeds the
+// ones already decoded to the engine. Decoding is pure (a record's result
+// depends on its bytes and the pipeline alone), so the loop sees exactly
+// what it would have decoded itself; everything with an effect (the
+// engine, dead-lettering, positions, commits) stays on the loop, in record
+// order.
+const (
+	// aheadMin is the smallest poll decoded ahead: below it the goroutine
+	// and its hand-overs cost more than they save.
+	aheadMin = 256
+	// aheadChunk is how many records the decoding goroutine hands over at a
+	// time.
+	aheadChunk = 128
+)
+
+// decoded is a record's decoding: its event, or the error that
+// dead-letters it.
+type decoded struct {
+	ev  windowing.Event
+	err error
+}
+
+// decodeRecord decodes r into d with dec.
+func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded) {
+	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+	d.err = dec.Decode(&rec, &d.ev)
+}
+
+// decodeAhead decodes one poll's records of a topic, numbered in the order
+// of kgo.Fetches.EachPartition. Between start and finish the loop reads
+// them with get, in increasing order (it may skip some). With at least
+// aheadMin records and more than one processor, a goroutine decodes them
+// ahead of the loop; otherwise get decodes each itself. slots, their
+// events' Inputs and the decoder are reused from poll to poll; an event's
+// Key may point into its record, as source.Decoder.Decode says.
+type decodeAhead struct {
+	dec      *source.Decoder // the goroutine's (or get's) decoder
+	parallel bool            // more than one processor: decode ahead when worth it
+	recs     []*kgo.Record
+	slots    []decoded
+
+	running bool
+	avail   int      // slots the goroutine has handed over (running)
+	ready   chan int // the goroutine's progress: slots decoded so far
+	stop    chan struct{}
+}
+
+func newDecodeAhead(dec *source.Decoder) *decodeAhead {
+	return &decodeAhead{dec: dec, parallel: runtime.GOMAXPROCS(0) > 1}
+}
+
+// start takes the records of topic in fetches and, when worth it, starts
+// decoding them.
+func (a *decodeAhead) start(fetches kgo.Fetches, topic string) {
+	a.recs = a.recs[:0]
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.Topic == topic {
+			a.recs = append(a.recs, fp.Records...)
+		}
+	})
+	if n := len(a.recs); n > len(a.slots) {
+		a.slots = append(a.slots, make([]decoded, n-len(a.slots))...)
+	}
+	if !a.parallel || len(a.recs) < aheadMin {
+		return
+	}
+	a.running, a.avail = true, 0
+	a.ready = make(chan int, (len(a.recs)+aheadChunk-1)/aheadChunk)
+	a.stop = make(chan struct{})
+	go a.run(a.recs, a.slots, a.ready, a.stop)
+}
+
+// run decodes recs into slots, aheadChunk at a time, telling ready how far
+// it got after each chunk; it stops early when stop is closed, and closes
+// ready when it returns.
+func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, ready chan<- int, stop <-chan struct{}) {
+	defer close(ready)
+	for from := 0; from < len(recs); from += aheadChunk {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		to := min(from+aheadChunk, len(recs))
+		for i := from; i < to; i++ {
+			decodeRecord(a.dec, recs[i], &slots[i])
+		}
+		ready <- to // never blocks: ready has room for every chunk
+	}
+}
+
+// get returns the decoding of record i of the poll; i must be below the
+// number of records start took and above that of the previous get.
+func (a *decodeAhead) get(i int) *decoded {
+	d := &a.slots[i]
+	if !a.running {
+		decodeRecord(a.dec, a.recs[i], d)
+		return d
+	}
+	for i >= a.avail {
+		n, ok := <-a.ready
+		if !ok { // not reached: the goroutine hands over every slot before it closes ready
+			a.running = false
+			decodeRecord(a.dec, a.recs[i], d)
+			return d
+		}
+		a.avail = n
+	}
+	return d
+}
+
+// finish ends the poll: it stops the goroutine, if any, and waits for it,
+// so that the next start may reuse the slots.
+func (a *decodeAhead) finish() {
+	if a.running {
+		close(a.stop)
+		for range a.ready {
+		}
+		a.running = false
+	}
+	// Do not keep the poll's records alive until the next one.
+	for i := range a.recs {
+		a.slots[i].ev.Key, a.slots[i].err = "", nil
+	}
+	clear(a.recs)
+}
