@@ -97,10 +97,57 @@ type fieldPath struct {
 // typed unless num is set: its Raw is set and its Num, a float conversion
 // a caller that reads the number's text does not need, is left zero.
 func ParseMember(raw string, num bool) gjson.Result {
-	if !num && raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return gjson.Result{Type: gjson.Number, Raw: raw}
+	if raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		if !num {
+			return gjson.Result{Type: gjson.Number, Raw: raw}
+		}
+		return gjson.Result{Type: gjson.Number, Raw: raw, Num: parseFloat(raw)}
 	}
 	return gjson.Parse(raw)
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseFloat is strconv.ParseFloat(s, 64) (what gjson.Parse gives as Num)
+// for the valid JSON number s. A decimal of at most 15 digits without an
+// exponent, the usual aggregate input, is read here: its digits are an
+// integer below 2^53 and its fraction a power of ten up to 1e15, both exact
+// in a float64, so one correctly rounded division is the nearest float64,
+// as strconv's own exact path computes it. Anything else goes to strconv.
+func parseFloat(s string) float64 {
+	i, neg := 0, s[0] == '-'
+	if neg {
+		i = 1
+	}
+	var mant uint64
+	digits, frac, dot := 0, 0, false
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			if digits++; digits > 15 {
+				return slowFloat(s)
+			}
+			mant = mant*10 + uint64(c-'0')
+			if dot {
+				frac++
+			}
+		case c == '.':
+			dot = true
+		default: // an exponent
+			return slowFloat(s)
+		}
+	}
+	f := float64(mant) / pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f
+}
+
+func slowFloat(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64) // out of range: ±Inf, as gjson
+	return f
 }
 
 // get returns the value at the path in obj, a JSON object. Each segment is a
@@ -450,6 +497,9 @@ func isJSONNumber(s string) bool {
 // 1700000000.123 seconds is 1700000000123 ms and not one less, as a float64
 // product can give.
 func unixMillis(s string, scale int) (int64, bool) {
+	if v, ok := shortInt(s); ok {
+		return scaleInt(v, scale)
+	}
 	if strings.ContainsAny(s, ".eE") {
 		return scaleDecimal(s, scale)
 	}
@@ -458,6 +508,35 @@ func unixMillis(s string, scale int) (int64, bool) {
 		// Beyond int64 in its own unit; it may still fit in ms (say, 2^63 ns).
 		return scaleDecimal(s, scale)
 	}
+	return scaleInt(v, scale)
+}
+
+// shortInt reads the JSON number s when it is an integer of at most 18
+// digits (below 10^18, within int64), the usual timestamp.
+func shortInt(s string) (int64, bool) {
+	i, neg := 0, s != "" && s[0] == '-'
+	if neg {
+		i = 1
+	}
+	if len(s)-i < 1 || len(s)-i > 18 {
+		return 0, false
+	}
+	var v int64
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// scaleInt returns floor(v * 10^scale), or false when that is outside int64.
+func scaleInt(v int64, scale int) (int64, bool) {
 	switch scale {
 	case 3:
 		if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {

@@ -901,3 +901,40 @@ func TestStringWordSpecialMatchesTable(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFloatMatchesStrconv: ParseMember's float reading gives
+// strconv.ParseFloat's value (gjson's) bit for bit, on its own path (up
+// to 15 digits, no exponent) and on strconv's.
+func TestParseFloatMatchesStrconv(t *testing.T) {
+	cases := []string{"0", "-0", "-0.0", "0.5", "318.47", "225.4", "-1.25", "999999999999999", "9999999999999999",
+		"0.000000000000001", "0.1", "0.2", "0.3", "123456789012345", "1234567890.12345", "1.7976931348623157e308",
+		"5e-324", "1e400", "-1e400", "1E+3", "12345678901234567890", "4.35", "8.875", "0.1000000000000000055511151231257827"}
+	rng := rand.New(rand.NewPCG(6, 6))
+	for range 200000 {
+		var sb strings.Builder
+		if rng.IntN(2) == 0 {
+			sb.WriteByte('-')
+		}
+		if n := rng.IntN(13); n == 0 {
+			sb.WriteByte('0')
+		} else {
+			sb.WriteByte(byte('1' + rng.IntN(9)))
+			for range n - 1 {
+				sb.WriteByte(byte('0' + rng.IntN(10)))
+			}
+		}
+		if rng.IntN(4) != 0 {
+			sb.WriteByte('.')
+			for range 1 + rng.IntN(17) {
+				sb.WriteByte(byte('0' + rng.IntN(10)))
+			}
+		}
+		cases = append(cases, sb.String())
+	}
+	for _, s := range cases {
+		want, _ := strconv.ParseFloat(s, 64)
+		if got := parseFloat(s); math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("parseFloat(%q) = %v (%#x), strconv %v (%#x)", s, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	}
+}
