@@ -111,6 +111,7 @@ type pipeline struct {
 	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
 	inline       decoded                                // handle's decoding of a record outside a poll's
 	ahead        *decodeAhead                           // step's decoding of a poll's records
+	panes        *paneWriter                            // produces the engine's panes behind the loop
 	lastCommit   time.Time
 	lastEnds     time.Time
 	lastErrLog   time.Time
@@ -223,6 +224,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	}
 	p.dec = source.NewDecoder(cfg)
 	p.ahead = newDecodeAhead(source.NewDecoder(cfg))
+	p.panes = newPaneWriter(p.writePane)
 	base, err := clientOpts(c, brokers, p.log)
 	if err != nil {
 		db.Close()
@@ -373,17 +375,26 @@ func (p *pipeline) produce(r *kgo.Record) {
 	p.prod.Produce(p.prodCtx, r)
 }
 
-// Pane implements windowing.Emitter.
+// Pane implements windowing.Emitter: the pane goes to the pane writer,
+// which produces it (writePane) in emission order.
 func (p *pipeline) Pane(pn *windowing.Pane) error {
-	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
-	p.produce(r)
-	if p.stdout != nil {
-		p.stdout.writeLine(r.Value)
-	}
+	p.txnRecords = true
+	p.panes.add(pn)
 	if !pn.Retraction {
 		p.paneCounter(pn.Timing).Inc()
 	}
 	return nil
+}
+
+// writePane builds pn's output record and produces it (the pane writer's
+// goroutine: it reads only what does not change once the pipeline is
+// built).
+func (p *pipeline) writePane(pn *windowing.Pane) {
+	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	p.prod.Produce(p.prodCtx, r)
+	if p.stdout != nil {
+		p.stdout.writeLine(r.Value)
+	}
 }
 
 // paneCounter returns the pane counter of timing t.
@@ -599,6 +610,7 @@ func (p *pipeline) pollStep(ctx context.Context) (closed bool, err error) {
 // step processes one poll's records, ticks processing time and commits when
 // due (mu held).
 func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
+	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
 	p.applyReleased()
 	now := p.now()
 	fetches.EachError(func(topic string, part int32, err error) {
@@ -780,6 +792,9 @@ func (st *partition) caughtUp() bool {
 // frontier to Pebble in one synced batch, then commit the offsets to the
 // group.
 func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
+	// Every pane emitted so far is produced before the cycle flushes,
+	// ends the transaction or rolls back.
+	p.panes.sync()
 	if p.eos {
 		// The offsets commit with the transaction, always. The cycles of
 		// assignment (toGroup false) and shutdown must end the open
@@ -1157,6 +1172,7 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	} else {
 		err = fmt.Errorf("pipeline %s: %w", p.cfg.Name, cause)
 	}
+	p.panes.stop()
 	p.mu.Unlock()
 	if cause == nil && err == nil {
 		_ = p.cl.LeaveGroupContext(gctx)
