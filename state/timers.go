@@ -96,12 +96,13 @@ func (b *timerBucket) dead() int { return len(b.timers) - b.head - b.live }
 
 // sort puts the entries in order: the appended ones are sorted and merged
 // into the sorted ones, from the back, through scratch.
-func (b *timerBucket) sort(scratch *[]pendingTimer) {
+func (b *timerBucket) sort(sc *sortScratch) {
 	if b.sorted == len(b.timers) {
 		return
 	}
 	tail := b.timers[b.sorted:]
-	slices.SortFunc(tail, comparePending)
+	scratch := &sc.timers
+	sortPending(tail, &sc.keys, scratch)
 	if b.sorted > b.head && comparePending(b.timers[b.sorted-1], tail[0]) > 0 {
 		add := append((*scratch)[:0], tail...)
 		i, k := b.sorted-1, len(b.timers)-1
@@ -124,7 +125,7 @@ func (b *timerBucket) sort(scratch *[]pendingTimer) {
 }
 
 // find returns the index of t's live entry, or -1.
-func (b *timerBucket) find(t windowing.Timer, scratch *[]pendingTimer) int {
+func (b *timerBucket) find(t windowing.Timer, scratch *sortScratch) int {
 	if len(b.timers)-b.sorted > maxUnsorted {
 		b.sort(scratch)
 	}
@@ -157,7 +158,7 @@ type timerSet struct {
 	buckets *btreemap.BTreeMap[bucketID, *timerBucket]
 	last    *timerBucket   // the bucket used last, nil: none
 	free    []*timerBucket // released buckets, for reuse
-	scratch []pendingTimer // timerBucket.sort's
+	scratch sortScratch    // timerBucket.sort's
 	// compactions counts compact calls (for tests).
 	compactions int
 }

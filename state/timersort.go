@@ -1,0 +1,162 @@
+package state
+
+import (
+	"slices"
+	"strings"
+)
+
+// sortScratch is the reused memory of timerBucket.sort.
+type sortScratch struct {
+	timers []pendingTimer
+	keys   []pendingKey
+}
+
+// sortKeyMin is the fewest appended entries sortPending sorts by keys:
+// below it slices.SortFunc costs less than building them.
+const sortKeyMin = 64
+
+// pendingKey is an entry's comparePending fields as integers, and where
+// it is: with one kind per bucket, entries order as (deadline, shardLen,
+// prefix), then as their whole keys and starts (comparePending) when
+// those are equal.
+type pendingKey struct {
+	deadline uint64 // Deadline with the sign bit flipped: unsigned order is signed order
+	shardLen uint64 // Shard << 32 | len(Key)
+	prefix   uint64
+	at       int
+}
+
+// sortPending sorts ts (entries of one bucket, so of one kind) into
+// comparePending order. Large runs are sorted as 32-byte keys whose
+// comparisons inline, then moved into place through scratch: against
+// slices.SortFunc over the 64-byte entries with comparePending that saves
+// the indirect call per comparison and most of the moving.
+func sortPending(ts []pendingTimer, keys *[]pendingKey, scratch *[]pendingTimer) {
+	if len(ts) < sortKeyMin || len(ts) > 1<<31 {
+		slices.SortFunc(ts, comparePending)
+		return
+	}
+	ks := (*keys)[:0]
+	for i := range ts {
+		t := &ts[i]
+		ks = append(ks, pendingKey{uint64(t.Deadline) ^ 1<<63, uint64(t.Shard)<<32 | uint64(len(t.Key)), t.prefix, i})
+	}
+	sortKeys(ks, ts)
+	out := append((*scratch)[:0], ts...)
+	for i, k := range ks {
+		ts[i] = out[k.at]
+	}
+	clear(out)
+	clear(ks)
+	*keys, *scratch = ks[:0], out[:0]
+	if cap(ks) > maxReusedDeletes {
+		*keys, *scratch = nil, nil // a one-off large sort: let them go
+	}
+}
+
+// lessKey reports whether the entry of a orders before that of b.
+func lessKey(a, b *pendingKey, ts []pendingTimer) bool {
+	switch {
+	case a.deadline != b.deadline:
+		return a.deadline < b.deadline
+	case a.shardLen != b.shardLen:
+		return a.shardLen < b.shardLen
+	case a.prefix != b.prefix:
+		return a.prefix < b.prefix
+	}
+	x, y := &ts[a.at], &ts[b.at]
+	if c := strings.Compare(x.Key, y.Key); c != 0 {
+		return c < 0
+	}
+	return x.Start < y.Start
+}
+
+// sortKeys sorts ks by lessKey: quicksort with the median of three,
+// insertion sort for short runs, and heapsort past a depth bound (no
+// quadratic inputs).
+func sortKeys(ks []pendingKey, ts []pendingTimer) {
+	depth := 0
+	for n := len(ks); n > 0; n >>= 1 {
+		depth += 2
+	}
+	quickKeys(ks, ts, depth)
+}
+
+func quickKeys(ks []pendingKey, ts []pendingTimer, depth int) {
+	for len(ks) > 12 {
+		if depth == 0 {
+			heapKeys(ks, ts)
+			return
+		}
+		depth--
+		// Median of first, middle and last to ks[0], as the pivot.
+		m, l := len(ks)/2, len(ks)-1
+		if lessKey(&ks[m], &ks[0], ts) {
+			ks[m], ks[0] = ks[0], ks[m]
+		}
+		if lessKey(&ks[l], &ks[0], ts) {
+			ks[l], ks[0] = ks[0], ks[l]
+		}
+		if lessKey(&ks[l], &ks[m], ts) {
+			ks[l], ks[m] = ks[m], ks[l]
+		}
+		ks[0], ks[m] = ks[m], ks[0] // the median
+		// Hoare partition around ks[0].
+		i, j := 1, l
+		for {
+			for i <= j && lessKey(&ks[i], &ks[0], ts) {
+				i++
+			}
+			for i <= j && lessKey(&ks[0], &ks[j], ts) {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			ks[i], ks[j] = ks[j], ks[i]
+			i++
+			j--
+		}
+		ks[0], ks[j] = ks[j], ks[0]
+		// Recurse into the shorter side, loop on the longer.
+		if j < len(ks)-1-j {
+			quickKeys(ks[:j], ts, depth)
+			ks = ks[j+1:]
+		} else {
+			quickKeys(ks[j+1:], ts, depth)
+			ks = ks[:j]
+		}
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && lessKey(&ks[j], &ks[j-1], ts); j-- {
+			ks[j], ks[j-1] = ks[j-1], ks[j]
+		}
+	}
+}
+
+func heapKeys(ks []pendingKey, ts []pendingTimer) {
+	n := len(ks)
+	down := func(i, n int) {
+		for {
+			c := 2*i + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && lessKey(&ks[c], &ks[c+1], ts) {
+				c++
+			}
+			if !lessKey(&ks[i], &ks[c], ts) {
+				return
+			}
+			ks[i], ks[c] = ks[c], ks[i]
+			i = c
+		}
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		down(i, n)
+	}
+	for end := n - 1; end > 0; end-- {
+		ks[0], ks[end] = ks[end], ks[0]
+		down(0, end)
+	}
+}
