@@ -337,12 +337,14 @@ func bytesView(s string) []byte {
 // handle processes one non-blank input line.
 func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
 	// One pass validates the line and hands out its members; the first
-	// of duplicate names wins (as gjson.Get would). The line is only read
-	// during this call and nothing that points into it outlives the call
-	// (the engine copies the group keys it keeps), so the members are
-	// no-copy views of it, and so are the record's key and value.
+	// of duplicate names wins (as gjson.Get would); when the value is an
+	// object, the same pass looks up the decoder's fields in it (found).
+	// The line is only read during this call and nothing that points into
+	// it outlives the call (the engine copies the group keys it keeps), so
+	// the members are no-copy views of it, and so are the record's key and
+	// value.
 	var clock, pv, kv, tv, vv gjson.Result
-	why, object := source.CheckObject(line, func(name, value string) {
+	why, object, found := dec.CheckLine(line, func(name, value string) {
 		var dst *gjson.Result
 		switch name {
 		case "clock":
@@ -361,7 +363,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		if !dst.Exists() {
 			*dst = source.ParseMember(value, false) // wholeNumber reads numbers from their text
 		}
-	})
+	}, "value")
 	if why != "" {
 		return r.deadLetter("line is "+why, -1, 0, line)
 	}
@@ -416,7 +418,13 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 			rec.ValidJSON = true
 		}
 	}
-	if err := dec.Decode(rec, ev); err != nil {
+	var err error
+	if found { // the record's value is the object CheckLine read
+		err = dec.DecodeFound(rec, ev)
+	} else {
+		err = dec.Decode(rec, ev)
+	}
+	if err != nil {
 		var de *source.DecodeError
 		if errors.As(err, &de) {
 			return r.deadLetter(de.Error(), rec.Partition, rec.Offset, line)

@@ -220,6 +220,12 @@ type Decoder struct {
 	rfc3339 bool            // timestamp is an RFC 3339 string
 	aggs    []aggInput      // aligned with the pipeline's aggregates
 	errs    decodeErrorText // precomputed reasons for the key and timestamp
+
+	// CheckLine's lookup state: fields found (a bit each), all of them,
+	// and the nesting it hands validObject (matchNested bound once).
+	found, all  uint64
+	nest        nesting
+	matchNested func(name, value string)
 }
 
 type decodeErrorText struct {
@@ -285,6 +291,8 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		d.aggs[i] = in
 	}
 	d.results = make([]gjson.Result, len(d.fields))
+	d.all = uint64(1)<<len(d.fields) - 1
+	d.matchNested = d.matchNestedMember
 	return d
 }
 
@@ -324,7 +332,19 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 		}
 		d.lookUp(obj)
 	}
+	return d.fill(rec, ev)
+}
 
+// DecodeFound is Decode for a record whose value's fields CheckLine has
+// just looked up (found): the value is not read again.
+func (d *Decoder) DecodeFound(rec *Record, ev *windowing.Event) error {
+	ev.Partition = rec.Partition
+	ev.Offset = rec.Offset
+	return d.fill(rec, ev)
+}
+
+// fill is Decode after the lookup: the rest of ev from rec and d.results.
+func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 	// Key.
 	if d.keyIdx < 0 {
 		if rec.Key == nil {

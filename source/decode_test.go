@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -706,9 +709,12 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte, ts int64) {
 		sameCheckObject(t, value)
 		var ev windowing.Event
+		line := append(append([]byte(`{"key":"k","value":`), value...), `,"value":{"ts":5,"k":"x","v":1}}`...)
 		for _, d := range ds {
 			sameLookUp(t, d, value)
 			sameCheckAndLookUp(t, d, value)
+			sameCheckLine(t, d, value)
+			sameCheckLine(t, d, line)
 			err := d.Decode(&Record{Key: key, Value: value, Timestamp: ts}, &ev)
 			if err != nil {
 				var de *DecodeError
@@ -722,6 +728,41 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameCheckLine checks that CheckLine judges line as CheckObject does and
+// hands out the same members, that it found the fields exactly when the
+// first member named "value" is an object, and that DecodeFound then
+// decodes a record of that value as Decode does.
+func sameCheckLine(t *testing.T, d *Decoder, line []byte) {
+	t.Helper()
+	var names, raws, wantNames, wantRaws []string
+	why, object, found := d.CheckLine(line, func(name, value string) {
+		names, raws = append(names, name), append(raws, value)
+	}, "value")
+	wantWhy, wantObject := CheckObject(line, func(name, value string) {
+		wantNames, wantRaws = append(wantNames, name), append(wantRaws, value)
+	})
+	if why != wantWhy || object != wantObject || !slices.Equal(names, wantNames) || !slices.Equal(raws, wantRaws) {
+		t.Fatalf("%q: CheckLine gives %q %v %q %q, CheckObject %q %v %q %q", line, why, object, names, raws, wantWhy, wantObject, wantNames, wantRaws)
+	}
+	if why != "" || !object {
+		return
+	}
+	first := slices.Index(names, "value")
+	if want := first >= 0 && strings.HasPrefix(raws[first], "{"); found != want {
+		t.Fatalf("%q: CheckLine found %v, want %v", line, found, want)
+	}
+	if !found {
+		return
+	}
+	rec := Record{Partition: 2, Offset: 9, Key: []byte("rk"), Value: []byte(raws[first]), Timestamp: 7, ValidJSON: true}
+	var got, want windowing.Event
+	gotErr := d.DecodeFound(&rec, &got)
+	wantErr := d.Decode(&rec, &want)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || (wantErr == nil && !reflect.DeepEqual(got, want)) {
+		t.Fatalf("%q: DecodeFound gives %+v, %v; Decode %+v, %v", line, got, gotErr, want, wantErr)
+	}
 }
 
 // sameLookUp checks that the decoder's one walk over a valid JSON object

@@ -42,6 +42,21 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 // and the raw value of each member, in order, as the pass reaches them, so
 // members before an error have been handed out when the reason is not "".
 func CheckObject(b []byte, member func(name, value string)) (why string, object bool) {
+	return checkObject(b, member, nil)
+}
+
+// nesting asks validObject to hand out, during the same pass, the members
+// of the first member named name when that member's value is an object.
+type nesting struct {
+	name   string
+	inner  func(name, value string)
+	met    bool // the first member named name was reached
+	looked bool // and its members went to inner
+}
+
+// checkObject is CheckObject, with nest (when not nil) applied to the
+// top-level object.
+func checkObject(b []byte, member func(name, value string), nest *nesting) (why string, object bool) {
 	if len(b) > deepCheckLen && tooDeep(b) {
 		return "nested too deeply", false
 	}
@@ -49,11 +64,36 @@ func CheckObject(b []byte, member func(name, value string)) (why string, object 
 	if i >= len(b) || b[i] != '{' {
 		return CheckJSON(b), false
 	}
-	end, ok := validObject(b, i+1, member)
+	end, ok := validObject(b, i+1, member, nest)
 	if !ok || skipSpace(b, end) != len(b) {
 		return "not valid JSON", true
 	}
 	return "", true
+}
+
+// CheckLine is CheckObject for line, a JSON object one of whose members
+// holds a record value (a replay line's "value"): when the first member
+// named field has an object value, the decoder's fields are looked up in
+// that object during the same pass, and found is true: DecodeFound then
+// decodes a record whose Value is that member's raw value without reading
+// it again. Otherwise Decode does the lookup as usual.
+func (d *Decoder) CheckLine(line []byte, member func(name, value string), field string) (why string, object, found bool) {
+	if len(d.fields) > 64 {
+		why, object = checkObject(line, member, nil)
+		return why, object, false
+	}
+	clear(d.results)
+	d.found = 0
+	d.nest = nesting{name: field, inner: d.matchNested}
+	why, object = checkObject(line, member, &d.nest)
+	return why, object, d.nest.looked
+}
+
+// matchNestedMember is CheckLine's inner member callback (d.matchNested).
+func (d *Decoder) matchNestedMember(name, value string) {
+	if d.found != d.all {
+		d.match(&d.found, name, value)
+	}
 }
 
 // bytesString is a no-copy string view of b, valid while b is not changed.
@@ -70,7 +110,7 @@ func validValue(b []byte, i int) (int, bool) {
 		end, _, ok := validString(b, i+1)
 		return end, ok
 	case c == '{':
-		return validObject(b, i+1, nil)
+		return validObject(b, i+1, nil, nil)
 	case c == '[':
 		return validArray(b, i+1)
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -209,8 +249,9 @@ func validNumber(b []byte, i int) (int, bool) {
 }
 
 // validObject checks the object whose '{' is before b[i]. member, when not
-// nil, is called with the name (unescaped) and the raw value of each member.
-func validObject(b []byte, i int, member func(name, value string)) (int, bool) {
+// nil, is called with the name (unescaped) and the raw value of each member;
+// nest, when not nil, with the members of one member's object (nesting).
+func validObject(b []byte, i int, member func(name, value string), nest *nesting) (int, bool) {
 	i = skipSpace(b, i)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
@@ -228,7 +269,18 @@ func validObject(b []byte, i int, member func(name, value string)) (int, bool) {
 			return i, false
 		}
 		start := skipSpace(b, i+1)
-		if i, ok = validValue(b, start); !ok {
+		if nest != nil && !nest.met && memberName(bytesString(b[nameAt:end]), escaped) == nest.name {
+			nest.met = true
+			if start < len(b) && b[start] == '{' {
+				nest.looked = true
+				i, ok = validObject(b, start+1, nest.inner, nil)
+			} else {
+				i, ok = validValue(b, start)
+			}
+		} else {
+			i, ok = validValue(b, start)
+		}
+		if !ok {
 			return i, false
 		}
 		if member != nil {
