@@ -12,8 +12,14 @@ type sortScratch struct {
 }
 
 // sortKeyMin is the fewest appended entries sortPending sorts by keys:
-// below it slices.SortFunc costs less than building them.
-const sortKeyMin = 64
+// below it slices.SortFunc costs less than building them. Above
+// sortKeyMax it sorts in place too: the keys and the copy take 96 bytes
+// per entry, and a bucket of millions of timers (millions of open windows
+// that end together) must not need that much memory on top.
+const (
+	sortKeyMin = 64
+	sortKeyMax = 1 << 16
+)
 
 // pendingKey is an entry's comparePending fields as integers, and where
 // it is: with one kind per bucket, entries order as (deadline, shardLen,
@@ -32,7 +38,7 @@ type pendingKey struct {
 // slices.SortFunc over the 64-byte entries with comparePending that saves
 // the indirect call per comparison and most of the moving.
 func sortPending(ts []pendingTimer, keys *[]pendingKey, scratch *[]pendingTimer) {
-	if len(ts) < sortKeyMin || len(ts) > 1<<31 {
+	if len(ts) < sortKeyMin || len(ts) > sortKeyMax {
 		slices.SortFunc(ts, comparePending)
 		return
 	}
@@ -47,7 +53,6 @@ func sortPending(ts []pendingTimer, keys *[]pendingKey, scratch *[]pendingTimer)
 		ts[i] = out[k.at]
 	}
 	clear(out)
-	clear(ks)
 	*keys, *scratch = ks[:0], out[:0]
 	if cap(ks) > maxReusedDeletes {
 		*keys, *scratch = nil, nil // a one-off large sort: let them go

@@ -33,8 +33,11 @@ func TestSortPendingOrders(t *testing.T) {
 	}
 	for round := range 300 {
 		n := rng.IntN(3000)
-		if round < 20 {
-			n = sortKeyMin - 2 + round // both sides of the threshold
+		switch {
+		case round < 20:
+			n = sortKeyMin - 2 + round // both sides of the thresholds
+		case round < 24:
+			n = sortKeyMax - 2 + round - 20
 		}
 		ts := make([]pendingTimer, n)
 		for i := range ts {
