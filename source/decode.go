@@ -221,11 +221,12 @@ type Decoder struct {
 	aggs    []aggInput      // aligned with the pipeline's aggregates
 	errs    decodeErrorText // precomputed reasons for the key and timestamp
 
-	// CheckLine's lookup state: fields found (a bit each), all of them,
-	// and the nesting it hands validObject (matchNested bound once).
-	found, all  uint64
-	nest        nesting
-	matchNested func(name, value string)
+	// The lookup state of checkAndLookUp and CheckLine: fields found (a
+	// bit each), all of them, their member callback (matchFieldMember,
+	// bound once) and the nesting CheckLine hands validObject.
+	found, all uint64
+	matchField func(name, value string)
+	nest       nesting
 }
 
 type decodeErrorText struct {
@@ -292,7 +293,7 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	}
 	d.results = make([]gjson.Result, len(d.fields))
 	d.all = uint64(1)<<len(d.fields) - 1
-	d.matchNested = d.matchNestedMember
+	d.matchField = d.matchFieldMember
 	return d
 }
 

@@ -12,13 +12,8 @@ import (
 // Decode's reason for a bad value, or "".
 func (d *Decoder) checkAndLookUp(b []byte) string {
 	clear(d.results)
-	var found uint64
-	all := uint64(1)<<len(d.fields) - 1
-	match := func(name, value string) {
-		if found != all {
-			d.match(&found, name, value)
-		}
-	}
+	d.found = 0
+	match := d.matchField
 	if len(d.fields) > 64 {
 		match = nil // found has a bit per field: lookUp reads them one by one
 	}
@@ -84,13 +79,14 @@ func (d *Decoder) CheckLine(line []byte, member func(name, value string), field 
 	}
 	clear(d.results)
 	d.found = 0
-	d.nest = nesting{name: field, inner: d.matchNested}
+	d.nest = nesting{name: field, inner: d.matchField}
 	why, object = checkObject(line, member, &d.nest)
 	return why, object, d.nest.looked
 }
 
-// matchNestedMember is CheckLine's inner member callback (d.matchNested).
-func (d *Decoder) matchNestedMember(name, value string) {
+// matchFieldMember is the member callback of checkAndLookUp and CheckLine
+// (d.matchField): it matches a member against the fields not found yet.
+func (d *Decoder) matchFieldMember(name, value string) {
 	if d.found != d.all {
 		d.match(&d.found, name, value)
 	}
