@@ -96,12 +96,33 @@ type fieldPath struct {
 // it out (valid JSON, no space around it), except that a number is only
 // typed unless num is set: its Raw is set and its Num, a float conversion
 // a caller that reads the number's text does not need, is left zero.
+//
+// The other kinds are built here as gjson.Parse builds them (an object or
+// array is only typed, its Raw the whole text), so that a member's value
+// is not scanned a second time; a string with an escape goes to
+// gjson.Parse, which unescapes it.
 func ParseMember(raw string, num bool) gjson.Result {
-	if raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+	if raw == "" {
+		return gjson.Result{}
+	}
+	switch c := raw[0]; {
+	case c == '-' || c >= '0' && c <= '9':
 		if !num {
 			return gjson.Result{Type: gjson.Number, Raw: raw}
 		}
 		return gjson.Result{Type: gjson.Number, Raw: raw, Num: parseFloat(raw)}
+	case c == '"':
+		if strings.IndexByte(raw, '\\') < 0 {
+			return gjson.Result{Type: gjson.String, Raw: raw, Str: raw[1 : len(raw)-1]}
+		}
+	case c == '{' || c == '[':
+		return gjson.Result{Type: gjson.JSON, Raw: raw}
+	case raw == "true":
+		return gjson.Result{Type: gjson.True, Raw: raw}
+	case raw == "false":
+		return gjson.Result{Type: gjson.False, Raw: raw}
+	case raw == "null":
+		return gjson.Result{Type: gjson.Null, Raw: raw}
 	}
 	return gjson.Parse(raw)
 }

@@ -979,3 +979,23 @@ func TestParseFloatMatchesStrconv(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMemberMatchesGjsonParse: a member's value as ParseMember builds
+// it is gjson.Parse's result, field for field, for every kind of value
+// (with num set; without it a number only lacks its Num).
+func TestParseMemberMatchesGjsonParse(t *testing.T) {
+	for _, raw := range []string{
+		`"u7887"`, `""`, `"a\"b"`, `"\\"`, `"\u00e9t\u00e9"`, `"x\ny"`, `"é"`, `"/products/4059"`,
+		`{}`, `{"a":[1,{"b":"}"}]}`, `[]`, `[1,"]",null]`,
+		`true`, `false`, `null`, `0`, `-0`, `318.47`, `-1.5e-3`, `1e400`, `12345678901234567890`,
+	} {
+		want := gjson.Parse(raw)
+		if got := ParseMember(raw, true); !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseMember(%q, true) = %#v, gjson.Parse %#v", raw, got, want)
+		}
+		want.Num = 0
+		if got := ParseMember(raw, false); want.Type != gjson.Number && !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseMember(%q, false) = %#v, gjson.Parse %#v", raw, got, want)
+		}
+	}
+}
