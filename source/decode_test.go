@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -923,10 +924,30 @@ func TestValidStringFindsEverySpecialByte(t *testing.T) {
 	}
 }
 
-// stringWordSpecial agrees with the stringSpecial table for every byte at
-// every position of a word, among ordinary bytes of either half of the
-// byte range (a high byte must not hide or fake a match).
-func TestStringWordSpecialMatchesTable(t *testing.T) {
+// stringWordSpecials' lowest mark is the first byte of a word the
+// stringSpecial table marks (none: no mark): for every byte at every
+// position among ordinary bytes of either half of the byte range (a high
+// byte must not hide or fake a match), and for random words holding
+// several such bytes, whose borrows may mark bytes above the first.
+func TestStringWordSpecialsMatchTable(t *testing.T) {
+	first := func(w [8]byte) int {
+		for i, c := range w {
+			if stringSpecial[c] {
+				return i
+			}
+		}
+		return 8
+	}
+	check := func(w [8]byte) {
+		t.Helper()
+		got := 8
+		if m := stringWordSpecials(binary.LittleEndian.Uint64(w[:])); m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if want := first(w); got != want {
+			t.Fatalf("word % x: lowest mark at %d, table's first at %d", w, got, want)
+		}
+	}
 	for _, fill := range []byte{'a', ' ', '#', 0x7f, 0x80, 0xff} {
 		for pos := 0; pos < 8; pos++ {
 			for c := 0; c < 256; c++ {
@@ -935,11 +956,18 @@ func TestStringWordSpecialMatchesTable(t *testing.T) {
 					w[i] = fill
 				}
 				w[pos] = byte(c)
-				if got, want := stringWordSpecial(binary.LittleEndian.Uint64(w[:])), stringSpecial[c]; got != want {
-					t.Fatalf("byte %#x at %d among %#x: word check %v, table %v", c, pos, fill, got, want)
-				}
+				check(w)
 			}
 		}
+	}
+	picks := []byte{0, 1, 0x1f, ' ', '!', '"', '#', '[', '\\', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 1 << 20 {
+		var w [8]byte
+		for i := range w {
+			w[i] = picks[rng.IntN(len(picks))]
+		}
+		check(w)
 	}
 }
 

@@ -79,9 +79,13 @@ func eachMember(obj string, fn func(name, value string) bool) {
 }
 
 // skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
+// JSON whitespace. Compact JSON has none: a byte above the space ends the
+// loop with one comparison.
 func skipSpace[T string | []byte](s T, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+	for i < len(s) {
+		if c := s[i]; c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			break
+		}
 		i++
 	}
 	return i

@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 )
 
@@ -130,16 +131,23 @@ func validLiteral(b []byte, i int, lit string) (int, bool) {
 
 // validString checks the string whose opening quote is before b[i]: it
 // returns the index after the closing quote, and whether it holds an escape.
-// It skips eight ordinary bytes at a time while a word holds none of the
-// bytes it must stop at (stringWordSpecial), then finds that byte through
-// the stringSpecial table.
+// It reads eight bytes at a time: a word's lowest marked byte
+// (stringWordSpecials) is the first byte it must stop at; the last few
+// bytes of b go through the stringSpecial table.
 func validString(b []byte, i int) (end int, escaped, ok bool) {
 	for {
-		for len(b)-i >= 8 && !stringWordSpecial(binary.LittleEndian.Uint64(b[i:])) {
+		for {
+			if len(b)-i < 8 {
+				for i < len(b) && !stringSpecial[b[i]] {
+					i++
+				}
+				break
+			}
+			if m := stringWordSpecials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
-		}
-		for i < len(b) && !stringSpecial[b[i]] {
-			i++
 		}
 		if i >= len(b) {
 			return i, escaped, false
@@ -175,18 +183,19 @@ const (
 	highs = 0x8080808080808080
 )
 
-// stringWordSpecial reports whether one of the eight bytes of x is a byte
-// validString must stop at: a control byte (below 0x20), a quote or a
-// backslash. Each test is the "has a byte less than n" word trick: a borrow
-// crosses into a higher byte only from a byte that already matched, so the
-// answer for the word is exact.
-func stringWordSpecial(x uint64) bool {
+// stringWordSpecials marks (with its high bit) each of the eight bytes of
+// x, read little-endian, that validString must stop at: a control byte
+// (below 0x20), a quote or a backslash. Each test is the "has a byte less
+// than n" word trick, where a borrow crosses into a higher byte only from
+// a byte that matched: the lowest mark is exact (the first such byte, in
+// the string's order), a higher one may be false, and no mark means none.
+func stringWordSpecials(x uint64) uint64 {
 	control := (x - ones*0x20) &^ x
 	q := x ^ (ones * '"')
 	quote := (q - ones) &^ q
 	s := x ^ (ones * '\\')
 	slash := (s - ones) &^ s
-	return (control|quote|slash)&highs != 0
+	return (control | quote | slash) & highs
 }
 
 // stringSpecial marks the bytes validString stops at inside a string: the
