@@ -2,7 +2,9 @@ package windowing
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -143,6 +145,42 @@ func TestKeyStateCodecRoundTrip(t *testing.T) {
 	for cut := 0; cut < len(b); cut++ {
 		if err := decodeKeyState(b[:cut], &got, specs); err == nil {
 			t.Fatalf("truncated encoding (%d of %d bytes) decoded without error", cut, len(b))
+		}
+	}
+}
+
+// TestAppendValueMatchesStrconv: numbers written on appendFewDecimals'
+// path are strconv's shortest form, byte for byte — sums of decimals as
+// aggregates make them, random bit patterns, and the edges of the path.
+func TestAppendValueMatchesStrconv(t *testing.T) {
+	want := func(f float64) string {
+		format := byte('f')
+		if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+			format = 'e'
+		}
+		s := strconv.FormatFloat(f, format, -1, 64)
+		if n := len(s); format == 'e' && n >= 4 && s[n-4:n-1] == "e-0" {
+			s = s[:n-2] + s[n-1:]
+		}
+		return s
+	}
+	cases := []float64{0, math.Copysign(0, -1), 0.1 + 0.2, 1e9, 999999999.9999, 1e9 - 1e-4, 999999999.99995, 0.0001, 0.00005,
+		0.00012345, 1e-6, 123.4560, -543.87, 100, 0.5, 1.0000000001, 5e-324, math.MaxFloat64, 1e15 + 0.25}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for range 100000 {
+		var sum float64
+		digits := rng.IntN(5)
+		for range 1 + rng.IntN(6) {
+			sum += float64(rng.Int64N(2_000_000)-1_000_000) / math.Pow10(digits)
+		}
+		cases = append(cases, sum, sum*1000, math.Float64frombits(rng.Uint64()), float64(rng.Int64N(1e13))/math.Pow10(rng.IntN(6)))
+	}
+	for _, f := range cases {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		if got := string(AppendValue(nil, Value{Kind: NumValue, Num: f})); got != want(f) {
+			t.Fatalf("AppendValue(%v) = %s, strconv %s", f, got, want(f))
 		}
 	}
 }

@@ -107,6 +107,9 @@ func AppendValue(b []byte, v Value) []byte {
 			return append(b, "null"...)
 		}
 		abs := math.Abs(f)
+		if b, ok := appendFewDecimals(b, f, abs); ok {
+			return b
+		}
 		format := byte('f')
 		if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 			format = 'e'
@@ -123,6 +126,48 @@ func AppendValue(b []byte, v Value) []byte {
 		return b
 	}
 	return append(b, "null"...)
+}
+
+// decimalScale are the powers of ten appendFewDecimals tries.
+var decimalScale = [...]float64{1, 1e1, 1e2, 1e3, 1e4}
+
+// appendFewDecimals appends f (abs is |f|) as strconv.AppendFloat(b, f,
+// 'f', -1, 64) does when f is below 1e9 and is the nearest float64 to a
+// decimal of at most four fraction digits (sums of prices and amounts),
+// and reports false, appending nothing, otherwise.
+//
+// For the fewest fraction digits k that give such a decimal m/10^k, that
+// decimal is the shortest that round-trips: m and 10^k are exact (m <
+// 1e13 < 2^53), so the division is the correctly rounded value of the
+// decimal, which is what parsing it gives; and below 1e9 the float's
+// neighbours are closer than 1e-7, so no other decimal of at most four
+// fraction digits round-trips, and one of fewer significant digits would
+// have fewer fraction digits.
+func appendFewDecimals(b []byte, f, abs float64) ([]byte, bool) {
+	if !(abs < 1e9) {
+		return b, false
+	}
+	for k, scale := range decimalScale {
+		m := math.Round(abs * scale)
+		if m/scale != abs {
+			continue
+		}
+		if math.Signbit(f) {
+			b = append(b, '-')
+		}
+		n := uint64(m)
+		div := uint64(scale)
+		b = strconv.AppendUint(b, n/div, 10)
+		if k > 0 {
+			b = append(b, '.')
+			frac := n % div
+			for div /= 10; div > 0; div /= 10 {
+				b = append(b, byte('0'+frac/div%10))
+			}
+		}
+		return b, true
+	}
+	return b, false
 }
 
 const hexDigits = "0123456789abcdef"
