@@ -109,7 +109,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	var long []byte
 	for {
 		frag, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
+		if err != nil && errors.Is(err, bufio.ErrBufferFull) {
 			if len(long)+len(frag) > MaxLineBytes {
 				// drain the rest of the line
 				for errors.Is(err, bufio.ErrBufferFull) {
@@ -285,18 +285,19 @@ func (r *runner) run(eng *windowing.Engine) error {
 	br := bufio.NewReaderSize(r.opts.Input, 1<<16)
 	for {
 		line, rerr := readLine(br)
-		eof := errors.Is(rerr, io.EOF)
+		eof := rerr != nil && errors.Is(rerr, io.EOF)
 		if eof && len(line) == 0 {
 			break
 		}
 		r.line++
 		switch {
+		case rerr == nil:
 		case errors.Is(rerr, errLineTooLong):
 			if err := r.deadLetter("line longer than 16 MiB", -1, 0, nil); err != nil {
 				return err
 			}
 			continue
-		case rerr != nil && !eof:
+		case !eof:
 			return fmt.Errorf("replay: read input: %w", rerr)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
