@@ -94,14 +94,14 @@ func loadBenchInput(path string, n int) (*benchInput, error) {
 // paneSink is the benchmark's windowing.Emitter: it encodes each pane as
 // replay does and discards it.
 type paneSink struct {
-	specs   []windowing.AggSpec
+	enc     *windowing.PaneJSON
 	buf     []byte
 	panes   int64
 	dropped int64
 }
 
 func (s *paneSink) Pane(p *windowing.Pane) error {
-	s.buf = windowing.AppendJSON(s.buf[:0], p, s.specs)
+	s.buf = s.enc.Append(s.buf[:0], p)
 	s.panes++
 	return nil
 }
@@ -232,7 +232,7 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 		if err != nil {
 			b.Fatal(err)
 		}
-		sink := &paneSink{specs: p.Spec.Aggregates}
+		sink := &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)}
 		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing})
 		if err != nil {
 			b.Fatal(err)

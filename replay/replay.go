@@ -138,7 +138,7 @@ type runner struct {
 	opts    Options
 	out     *bufio.Writer
 	errs    *bufio.Writer
-	specs   []windowing.AggSpec
+	panes   *windowing.PaneJSON
 	buf     []byte
 	sum     Summary
 	line    int64
@@ -149,7 +149,7 @@ type runner struct {
 
 // Pane implements windowing.Emitter.
 func (r *runner) Pane(p *windowing.Pane) error {
-	r.buf = windowing.AppendJSON(r.buf[:0], p, r.specs)
+	r.buf = r.panes.Append(r.buf[:0], p)
 	r.buf = append(r.buf, '\n')
 	_, err := r.out.Write(r.buf)
 	return err
@@ -237,7 +237,7 @@ func Run(opts Options) (Summary, error) {
 		opts:    opts,
 		out:     bufio.NewWriterSize(opts.Out, 1<<16),
 		errs:    bufio.NewWriterSize(opts.Errs, 1<<12),
-		specs:   p.Spec.Aggregates,
+		panes:   windowing.NewPaneJSON(p.Spec.Aggregates),
 		lateTop: p.LateTopic != "",
 	}
 	cacheBytes := opts.CacheBytes

@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -181,6 +182,36 @@ func TestAppendValueMatchesStrconv(t *testing.T) {
 		}
 		if got := string(AppendValue(nil, Value{Kind: NumValue, Num: f})); got != want(f) {
 			t.Fatalf("AppendValue(%v) = %s, strconv %s", f, got, want(f))
+		}
+	}
+}
+
+// TestPaneJSONMatchesAppendJSON: PaneJSON writes every pane of a sequence
+// byte for byte as AppendJSON does — runs of one window, windows that
+// differ in the start or only in the end (sessions), names and keys that
+// need escapes, fewer values than aggregates — into one reused buffer.
+func TestPaneJSONMatchesAppendJSON(t *testing.T) {
+	specs := []AggSpec{{Name: "n", Op: Count}, {Name: `to"tal`, Op: Sum, Field: "x"}, {Name: "é", Op: Max, Field: "x"}}
+	enc := NewPaneJSON(specs)
+	rng := rand.New(rand.NewPCG(4, 4))
+	var buf []byte
+	start, end := int64(-20000), int64(-10000)
+	for i := range 5000 {
+		switch rng.IntN(8) {
+		case 0:
+			start, end = start+10000, end+10000
+		case 1:
+			end += int64(rng.IntN(3000)) // a session that grew: same start
+		case 2:
+			start -= 1 // same end
+		}
+		p := &Pane{Key: fmt.Sprintf("k%d\"\n%d", i%7, rng.IntN(100)), Start: start, End: end, Timing: Timing(rng.IntN(3)), Index: uint32(rng.IntN(4)),
+			Final: rng.IntN(2) == 0, Mode: Mode(rng.IntN(3)), Retraction: rng.IntN(5) == 0,
+			Values: []Value{{Kind: IntValue, Int: rng.Int64N(100)}, {Kind: NumValue, Num: float64(rng.Int64N(1e6)) / 100}, {}}[:rng.IntN(4)]}
+		want := string(AppendJSON(nil, p, specs))
+		buf = enc.Append(buf[:0], p)
+		if string(buf) != want {
+			t.Fatalf("pane %d: PaneJSON %s\nAppendJSON %s", i, buf, want)
 		}
 	}
 }
