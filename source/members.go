@@ -36,7 +36,11 @@ func (d *Decoder) match(found *uint64, name, value string) {
 		f := &d.fields[j]
 		if *found&(1<<j) == 0 && f.first == name {
 			*found |= 1 << j
-			d.results[j] = f.rest(ParseMember(value, f.numeric))
+			if len(f.segs) > 1 {
+				d.results[j] = f.rest(ParseMember(value, f.numeric))
+			} else {
+				d.results[j] = ParseMember(value, f.numeric) // no copies through rest
+			}
 		}
 	}
 }
