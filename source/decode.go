@@ -243,10 +243,8 @@ type Decoder struct {
 	errs    decodeErrorText // precomputed reasons for the key and timestamp
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
-	// bit each), all of them, their member callback (matchFieldMember,
-	// bound once) and the nesting CheckLine hands validObject.
+	// bit each), all of them, and the nesting CheckLine hands validObject.
 	found, all uint64
-	matchField func(name, value string)
 	nest       nesting
 }
 
@@ -314,7 +312,6 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	}
 	d.results = make([]gjson.Result, len(d.fields))
 	d.all = uint64(1)<<len(d.fields) - 1
-	d.matchField = d.matchFieldMember
 	return d
 }
 

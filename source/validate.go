@@ -14,11 +14,11 @@ import (
 func (d *Decoder) checkAndLookUp(b []byte) string {
 	clear(d.results)
 	d.found = 0
-	match := d.matchField
+	fields := d
 	if len(d.fields) > 64 {
-		match = nil // found has a bit per field: lookUp reads them one by one
+		fields = nil // found has a bit per field: lookUp reads them one by one
 	}
-	why, object := CheckObject(b, match)
+	why, object := checkObject(b, nil, fields, nil)
 	switch {
 	case why != "":
 		return "value is " + why
@@ -26,7 +26,7 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 		return ""
 	case !object:
 		return "value is not a JSON object"
-	case match == nil:
+	case fields == nil:
 		d.lookUp(bytesString(b[skipSpace(b, 0):]))
 	}
 	return ""
@@ -38,21 +38,22 @@ func (d *Decoder) checkAndLookUp(b []byte) string {
 // and the raw value of each member, in order, as the pass reaches them, so
 // members before an error have been handed out when the reason is not "".
 func CheckObject(b []byte, member func(name, value string)) (why string, object bool) {
-	return checkObject(b, member, nil)
+	return checkObject(b, member, nil, nil)
 }
 
-// nesting asks validObject to hand out, during the same pass, the members
-// of the first member named name when that member's value is an object.
+// nesting asks validObject to match, during the same pass, the members of
+// the first member named name, when that member's value is an object,
+// against the fields of a decoder.
 type nesting struct {
 	name   string
-	inner  func(name, value string)
+	fields *Decoder
 	met    bool // the first member named name was reached
-	looked bool // and its members went to inner
+	looked bool // and its members were matched
 }
 
-// checkObject is CheckObject, with nest (when not nil) applied to the
-// top-level object.
-func checkObject(b []byte, member func(name, value string), nest *nesting) (why string, object bool) {
+// checkObject is CheckObject, with fields and nest (see validObject)
+// applied to the top-level object.
+func checkObject(b []byte, member func(name, value string), fields *Decoder, nest *nesting) (why string, object bool) {
 	if len(b) > deepCheckLen && tooDeep(b) {
 		return "nested too deeply", false
 	}
@@ -60,7 +61,7 @@ func checkObject(b []byte, member func(name, value string), nest *nesting) (why 
 	if i >= len(b) || b[i] != '{' {
 		return CheckJSON(b), false
 	}
-	end, ok := validObject(b, i+1, member, nest)
+	end, ok := validObject(b, i+1, member, fields, nest)
 	if !ok || skipSpace(b, end) != len(b) {
 		return "not valid JSON", true
 	}
@@ -75,22 +76,14 @@ func checkObject(b []byte, member func(name, value string), nest *nesting) (why 
 // it again. Otherwise Decode does the lookup as usual.
 func (d *Decoder) CheckLine(line []byte, member func(name, value string), field string) (why string, object, found bool) {
 	if len(d.fields) > 64 {
-		why, object = checkObject(line, member, nil)
+		why, object = checkObject(line, member, nil, nil)
 		return why, object, false
 	}
 	clear(d.results)
 	d.found = 0
-	d.nest = nesting{name: field, inner: d.matchField}
-	why, object = checkObject(line, member, &d.nest)
+	d.nest = nesting{name: field, fields: d}
+	why, object = checkObject(line, member, nil, &d.nest)
 	return why, object, d.nest.looked
-}
-
-// matchFieldMember is the member callback of checkAndLookUp and CheckLine
-// (d.matchField): it matches a member against the fields not found yet.
-func (d *Decoder) matchFieldMember(name, value string) {
-	if d.found != d.all {
-		d.match(&d.found, name, value)
-	}
 }
 
 // bytesString is a no-copy string view of b, valid while b is not changed.
@@ -107,7 +100,7 @@ func validValue(b []byte, i int) (int, bool) {
 		end, _, ok := validString(b, i+1)
 		return end, ok
 	case c == '{':
-		return validObject(b, i+1, nil, nil)
+		return validObject(b, i+1, nil, nil, nil)
 	case c == '[':
 		return validArray(b, i+1)
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -255,8 +248,10 @@ func validNumber(b []byte, i int) (int, bool) {
 
 // validObject checks the object whose '{' is before b[i]. member, when not
 // nil, is called with the name (unescaped) and the raw value of each member;
-// nest, when not nil, with the members of one member's object (nesting).
-func validObject(b []byte, i int, member func(name, value string), nest *nesting) (int, bool) {
+// otherwise fields, when not nil, matches each member against its fields
+// not found yet (a direct call, and none once all are found); nest, when
+// not nil, does that for the members of one member's object (nesting).
+func validObject(b []byte, i int, member func(name, value string), fields *Decoder, nest *nesting) (int, bool) {
 	i = skipSpace(b, i)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
@@ -278,7 +273,7 @@ func validObject(b []byte, i int, member func(name, value string), nest *nesting
 			nest.met = true
 			if start < len(b) && b[start] == '{' {
 				nest.looked = true
-				i, ok = validObject(b, start+1, nest.inner, nil)
+				i, ok = validObject(b, start+1, nil, nest.fields, nil)
 			} else {
 				i, ok = validValue(b, start)
 			}
@@ -290,6 +285,8 @@ func validObject(b []byte, i int, member func(name, value string), nest *nesting
 		}
 		if member != nil {
 			member(memberName(bytesString(b[nameAt:end]), escaped), bytesString(b[start:i]))
+		} else if fields != nil && fields.found != fields.all {
+			fields.match(&fields.found, memberName(bytesString(b[nameAt:end]), escaped), bytesString(b[start:i]))
 		}
 		closed := false
 		if i, closed, ok = nextElement(b, i, '}'); !ok || closed {
