@@ -101,8 +101,8 @@ func (b *timerBucket) sort(sc *sortScratch) {
 		return
 	}
 	tail := b.timers[b.sorted:]
+	sortPending(tail, sc)
 	scratch := &sc.timers
-	sortPending(tail, &sc.keys, scratch)
 	if b.sorted > b.head && comparePending(b.timers[b.sorted-1], tail[0]) > 0 {
 		add := append((*scratch)[:0], tail...)
 		i, k := b.sorted-1, len(b.timers)-1

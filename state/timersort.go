@@ -9,6 +9,7 @@ import (
 type sortScratch struct {
 	timers []pendingTimer
 	keys   []pendingKey
+	radix  []pendingKey // radixKeys' second buffer
 }
 
 // sortKeyMin is the fewest appended entries sortPending sorts by keys:
@@ -16,8 +17,14 @@ type sortScratch struct {
 // sortKeyMax it sorts in place too: the keys and the copy take 96 bytes
 // per entry, and a bucket of millions of timers (millions of open windows
 // that end together) must not need that much memory on top.
+//
+// From radixMin entries the keys are sorted by radix (radixKeys): the
+// quicksort's comparisons of random keys mispredict about every other
+// branch, and a bucket of a tumbling pipeline by record key holds one
+// timer per key.
 const (
 	sortKeyMin = 64
+	radixMin   = 256
 	sortKeyMax = 1 << 16
 )
 
@@ -26,48 +33,113 @@ const (
 // prefix), then as their whole keys and starts (comparePending) when
 // those are equal.
 type pendingKey struct {
-	deadline uint64 // Deadline with the sign bit flipped: unsigned order is signed order
-	shardLen uint64 // Shard << 32 | len(Key)
-	prefix   uint64
-	at       int
+	// words are prefix, shardLen and deadline, least significant first:
+	// deadline is Deadline with the sign bit flipped (unsigned order is
+	// signed order), shardLen is Shard << 32 | len(Key).
+	words [3]uint64
+	at    int
 }
+
+// Indexes of pendingKey.words.
+const (
+	wordPrefix = iota
+	wordShardLen
+	wordDeadline
+)
 
 // sortPending sorts ts (entries of one bucket, so of one kind) into
 // comparePending order. Large runs are sorted as 32-byte keys whose
 // comparisons inline, then moved into place through scratch: against
 // slices.SortFunc over the 64-byte entries with comparePending that saves
 // the indirect call per comparison and most of the moving.
-func sortPending(ts []pendingTimer, keys *[]pendingKey, scratch *[]pendingTimer) {
+func sortPending(ts []pendingTimer, sc *sortScratch) {
 	if len(ts) < sortKeyMin || len(ts) > sortKeyMax {
 		slices.SortFunc(ts, comparePending)
 		return
 	}
-	ks := (*keys)[:0]
+	ks := sc.keys[:0]
 	for i := range ts {
 		t := &ts[i]
-		ks = append(ks, pendingKey{uint64(t.Deadline) ^ 1<<63, uint64(t.Shard)<<32 | uint64(len(t.Key)), t.prefix, i})
+		ks = append(ks, pendingKey{[3]uint64{t.prefix, uint64(t.Shard)<<32 | uint64(len(t.Key)), uint64(t.Deadline) ^ 1<<63}, i})
 	}
-	sortKeys(ks, ts)
-	out := append((*scratch)[:0], ts...)
-	for i, k := range ks {
+	sorted := ks
+	if len(ks) < radixMin {
+		sortKeys(ks, ts)
+	} else {
+		sc.radix = slices.Grow(sc.radix[:0], len(ks))
+		sorted = radixKeys(ks, sc.radix[:len(ks)], ts)
+	}
+	out := append(sc.timers[:0], ts...)
+	for i, k := range sorted {
 		ts[i] = out[k.at]
 	}
 	clear(out)
-	*keys, *scratch = ks[:0], out[:0]
+	sc.keys, sc.timers = ks[:0], out[:0]
 	if cap(ks) > maxReusedDeletes {
-		*keys, *scratch = nil, nil // a one-off large sort: let them go
+		sc.keys, sc.timers, sc.radix = nil, nil, nil // a one-off large sort: let them go
 	}
+}
+
+// radixKeys sorts ks into lessKey order, through tmp (as long as ks), and
+// returns whichever of the two holds the result. It is a stable radix
+// sort by (deadline, shardLen, prefix), least significant byte first,
+// that skips every byte all keys share (a bucket's one deadline, the
+// bytes past the longest key's); runs of keys equal in all three words
+// are then ordered by sortKeys (whole keys, then starts).
+func radixKeys(ks, tmp []pendingKey, ts []pendingTimer) []pendingKey {
+	var differ [3]uint64 // the bits in which some key differs from the first
+	first := ks[0].words
+	for i := range ks {
+		for w, v := range ks[i].words {
+			differ[w] |= v ^ first[w]
+		}
+	}
+	src, dst := ks, tmp
+	var count [256]int
+	for w := range differ {
+		for shift := 0; shift < 64; shift += 8 {
+			if byte(differ[w]>>shift) == 0 {
+				continue
+			}
+			count = [256]int{}
+			for i := range src {
+				count[byte(src[i].words[w]>>shift)]++
+			}
+			sum := 0
+			for v, n := range count {
+				count[v] = sum
+				sum += n
+			}
+			for i := range src {
+				v := byte(src[i].words[w] >> shift)
+				dst[count[v]] = src[i]
+				count[v]++
+			}
+			src, dst = dst, src
+		}
+	}
+	for i := 0; i < len(src); {
+		j := i + 1
+		for j < len(src) && src[j].words == src[i].words {
+			j++
+		}
+		if j-i > 1 {
+			sortKeys(src[i:j], ts)
+		}
+		i = j
+	}
+	return src
 }
 
 // lessKey reports whether the entry of a orders before that of b.
 func lessKey(a, b *pendingKey, ts []pendingTimer) bool {
 	switch {
-	case a.deadline != b.deadline:
-		return a.deadline < b.deadline
-	case a.shardLen != b.shardLen:
-		return a.shardLen < b.shardLen
-	case a.prefix != b.prefix:
-		return a.prefix < b.prefix
+	case a.words[wordDeadline] != b.words[wordDeadline]:
+		return a.words[wordDeadline] < b.words[wordDeadline]
+	case a.words[wordShardLen] != b.words[wordShardLen]:
+		return a.words[wordShardLen] < b.words[wordShardLen]
+	case a.words[wordPrefix] != b.words[wordPrefix]:
+		return a.words[wordPrefix] < b.words[wordPrefix]
 	}
 	x, y := &ts[a.at], &ts[b.at]
 	if c := strings.Compare(x.Key, y.Key); c != 0 {

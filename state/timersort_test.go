@@ -17,8 +17,7 @@ import (
 // shards and key lengths, and dead entries; its scratch is reused.
 func TestSortPendingOrders(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 8))
-	var keys []pendingKey
-	var scratch []pendingTimer
+	var sc sortScratch
 	entry := func() pendingTimer {
 		key := fmt.Sprintf("u%d", rng.IntN(300))
 		switch rng.IntN(4) {
@@ -38,6 +37,8 @@ func TestSortPendingOrders(t *testing.T) {
 			n = sortKeyMin - 2 + round // both sides of the thresholds
 		case round < 24:
 			n = sortKeyMax - 2 + round - 20
+		case round < 28:
+			n = radixMin - 26 + round
 		}
 		ts := make([]pendingTimer, n)
 		for i := range ts {
@@ -55,7 +56,7 @@ func TestSortPendingOrders(t *testing.T) {
 		}
 		want := slices.Clone(ts)
 		slices.SortFunc(want, comparePending)
-		sortPending(ts, &keys, &scratch)
+		sortPending(ts, &sc)
 		if !slices.IsSortedFunc(ts, comparePending) {
 			t.Fatalf("round %d (%d entries): not in comparePending order", round, n)
 		}
@@ -84,11 +85,10 @@ func BenchmarkSortPending(b *testing.B) {
 	}
 	ts := make([]pendingTimer, len(in))
 	b.Run("keys", func(b *testing.B) {
-		var keys []pendingKey
-		var scratch []pendingTimer
+		var sc sortScratch
 		for b.Loop() {
 			copy(ts, in)
-			sortPending(ts, &keys, &scratch)
+			sortPending(ts, &sc)
 		}
 	})
 	b.Run("sortfunc", func(b *testing.B) {
