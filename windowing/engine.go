@@ -877,10 +877,10 @@ func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 const (
 	windowBaseSize = 160 // window struct, slice slot, lastPane pointer
 	accumSize      = 24
-	// keyBaseSize: the keyState struct (128-byte size class), its map slot
+	// keyBaseSize: the keyState struct (112-byte size class), its map slot
 	// and the rounding of its copied key. Now that the estimate gives back
 	// closed windows, a key without windows counts only this.
-	keyBaseSize = 176
+	keyBaseSize = 160
 )
 
 // keyState returns the cached state of (shard, key), loading it from the store on a miss.

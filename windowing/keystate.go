@@ -71,12 +71,8 @@ type keyState struct {
 	shard   uint32
 	key     string
 	windows []*window
-	// slots holds the window list while it has at most keptSlots windows
-	// (windows then points here): the list is in the key's own cache
-	// lines, not one more allocation to load on every record and pane.
-	slots [keptSlots]*window
-	dirty bool
-	size  int // approximate bytes, for the cache budget
+	dirty   bool
+	size    int // approximate bytes, for the cache budget
 	// sliced: the windows hold no aggregates; slices (in start order) do,
 	// and seq counts the key's records (slices.go).
 	sliced bool
@@ -105,9 +101,6 @@ func (ks *keyState) find(start int64) *window {
 }
 
 func (ks *keyState) insert(w *window) {
-	if ks.windows == nil {
-		ks.windows = ks.slots[:0]
-	}
 	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= w.start })
 	ks.windows = append(ks.windows, nil)
 	copy(ks.windows[i+1:], ks.windows[i:])
@@ -126,7 +119,7 @@ func (ks *keyState) remove(w *window) {
 			ks.windows[len(ks.windows)-1] = nil
 			ks.windows = ks.windows[:len(ks.windows)-1]
 			if len(ks.windows) == 0 && cap(ks.windows) > keptSlots {
-				ks.windows = nil // a grown list; the next window goes to slots
+				ks.windows = nil // the estimate of a key without windows does not count it
 			}
 			return
 		}
@@ -357,11 +350,7 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	if n > uint64(len(b)) {
 		return errCorruptState
 	}
-	if n <= keptSlots {
-		ks.windows = ks.slots[:0]
-	} else {
-		ks.windows = make([]*window, 0, n)
-	}
+	ks.windows = make([]*window, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		flags := d.byte1()
 		nAcc := len(specs)
