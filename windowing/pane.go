@@ -64,11 +64,32 @@ func (p *Pane) AppendID(b []byte) []byte {
 func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)
+	b = appendWindowPart(b, p.Start, p.End)
+	b = appendPaneFields(b, p)
+	for i := range specs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendJSONString(b, specs[i].Name)
+		b = append(b, ':')
+		b = AppendValue(b, p.value(i))
+	}
+	return append(b, "}}"...)
+}
+
+// appendWindowPart appends what follows a pane's key up to its timing:
+// the window, and the opening of the pane object.
+func appendWindowPart(b []byte, start, end int64) []byte {
 	b = append(b, `,"window":{"start":`...)
-	b = strconv.AppendInt(b, p.Start, 10)
+	b = strconv.AppendInt(b, start, 10)
 	b = append(b, `,"end":`...)
-	b = strconv.AppendInt(b, p.End, 10)
-	b = append(b, `},"pane":{"timing":"`...)
+	b = strconv.AppendInt(b, end, 10)
+	return append(b, `},"pane":{"timing":"`...)
+}
+
+// appendPaneFields appends the pane's fields from its timing to the
+// opening of the aggregates object.
+func appendPaneFields(b []byte, p *Pane) []byte {
 	b = append(b, p.Timing.String()...)
 	b = append(b, `","index":`...)
 	b = strconv.AppendUint(b, uint64(p.Index), 10)
@@ -78,20 +99,15 @@ func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, p.Mode.String()...)
 	b = append(b, `"},"retraction":`...)
 	b = strconv.AppendBool(b, p.Retraction)
-	b = append(b, `,"aggregates":{`...)
-	for i := range specs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = AppendJSONString(b, specs[i].Name)
-		b = append(b, ':')
-		var v Value
-		if i < len(p.Values) {
-			v = p.Values[i]
-		}
-		b = AppendValue(b, v)
+	return append(b, `,"aggregates":{`...)
+}
+
+// value is the pane's value of aggregate i: none past its Values.
+func (p *Pane) value(i int) Value {
+	if i < len(p.Values) {
+		return p.Values[i]
 	}
-	return append(b, "}}"...)
+	return Value{}
 }
 
 // PaneJSON writes panes as AppendJSON does, for one pipeline's
@@ -125,30 +141,13 @@ func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)
 	if e.window == nil || p.Start != e.start || p.End != e.end {
-		w := append(e.window[:0], `,"window":{"start":`...)
-		w = strconv.AppendInt(w, p.Start, 10)
-		w = append(w, `,"end":`...)
-		w = strconv.AppendInt(w, p.End, 10)
-		e.window, e.start, e.end = append(w, `},"pane":{"timing":"`...), p.Start, p.End
+		e.window, e.start, e.end = appendWindowPart(e.window[:0], p.Start, p.End), p.Start, p.End
 	}
 	b = append(b, e.window...)
-	b = append(b, p.Timing.String()...)
-	b = append(b, `","index":`...)
-	b = strconv.AppendUint(b, uint64(p.Index), 10)
-	b = append(b, `,"final":`...)
-	b = strconv.AppendBool(b, p.Final)
-	b = append(b, `,"mode":"`...)
-	b = append(b, p.Mode.String()...)
-	b = append(b, `"},"retraction":`...)
-	b = strconv.AppendBool(b, p.Retraction)
-	b = append(b, `,"aggregates":{`...)
+	b = appendPaneFields(b, p)
 	for i, name := range e.names {
 		b = append(b, name...)
-		var v Value
-		if i < len(p.Values) {
-			v = p.Values[i]
-		}
-		b = AppendValue(b, v)
+		b = AppendValue(b, p.value(i))
 	}
 	return append(b, "}}"...)
 }
