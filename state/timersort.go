@@ -48,10 +48,11 @@ const (
 )
 
 // sortPending sorts ts (entries of one bucket, so of one kind) into
-// comparePending order. Large runs are sorted as 32-byte keys whose
-// comparisons inline, then moved into place through scratch: against
-// slices.SortFunc over the 64-byte entries with comparePending that saves
-// the indirect call per comparison and most of the moving.
+// comparePending order. Large runs are sorted as 32-byte keys (with
+// inlined comparisons, or by radix from radixMin entries), then moved
+// into place through sc: against slices.SortFunc over the 64-byte entries
+// with comparePending that saves the indirect call per comparison and
+// most of the moving.
 func sortPending(ts []pendingTimer, sc *sortScratch) {
 	if len(ts) < sortKeyMin || len(ts) > sortKeyMax {
 		slices.SortFunc(ts, comparePending)

@@ -115,7 +115,6 @@ func (p *Pane) value(i int) Value {
 // once, and the window of a pane of the same window as the one before (a
 // frontier step fires one per key) is not formatted again.
 type PaneJSON struct {
-	specs  []AggSpec
 	names  [][]byte // each aggregate's `"name":`, after a comma but the first
 	window []byte   // the window part of the last pane written
 	start  int64
@@ -124,7 +123,7 @@ type PaneJSON struct {
 
 // NewPaneJSON returns a PaneJSON for panes of the aggregates specs.
 func NewPaneJSON(specs []AggSpec) *PaneJSON {
-	e := &PaneJSON{specs: specs}
+	e := &PaneJSON{}
 	for i := range specs {
 		var name []byte
 		if i > 0 {
