@@ -81,6 +81,7 @@ func subSat(a, b int64) int64 {
 
 // partition is the frontier's view of one input partition.
 type partition struct {
+	id         int32
 	gen        Generator
 	held       bool  // restored from state, not yet assigned: still holds the frontier
 	holdUntil  int64 // processing time at which a held partition stops holding
@@ -103,9 +104,10 @@ type PartitionStatus struct {
 type Frontier struct {
 	spec  Spec
 	parts map[int32]*partition
-	ids   []int32      // sorted partition ids, for deterministic iteration
-	order []*partition // parts[ids[i]] at i: iteration without map lookups
-	value int64
+	// sorted holds parts in id order: deterministic iteration without
+	// map lookups.
+	sorted []*partition
+	value  int64
 }
 
 // NewFrontier returns a frontier at minus infinity with no partitions.
@@ -120,12 +122,15 @@ func (f *Frontier) part(p int32) *partition {
 	if st, ok := f.parts[p]; ok {
 		return st
 	}
-	st := &partition{gen: NewGenerator()}
+	st := &partition{id: p, gen: NewGenerator()}
 	f.parts[p] = st
-	i := sort.Search(len(f.ids), func(i int) bool { return f.ids[i] >= p })
-	f.ids = slices.Insert(f.ids, i, p)
-	f.order = slices.Insert(f.order, i, st)
+	f.sorted = slices.Insert(f.sorted, f.sortedIndex(p), st)
 	return st
+}
+
+// sortedIndex is where partition p is, or goes, in f.sorted.
+func (f *Frontier) sortedIndex(p int32) int {
+	return sort.Search(len(f.sorted), func(i int) bool { return f.sorted[i].id >= p })
 }
 
 // Assign makes p an active member of the minimum, resuming its persisted
@@ -150,11 +155,10 @@ func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 // the others' records, replayed from the checkpoint, would arrive late.
 func (f *Frontier) HoldRestored(now, hold int64) []int32 {
 	var held []int32
-	for i, st := range f.order {
-		id := f.ids[i]
+	for _, st := range f.sorted {
 		if !st.assigned && st.gen.Watermark != MinTime {
 			st.held, st.holdUntil = true, now+hold
-			held = append(held, id)
+			held = append(held, st.id)
 		}
 	}
 	return held
@@ -208,7 +212,7 @@ func (f *Frontier) Mark(p int32, wm int64) {
 
 // Tick re-evaluates idleness and holds at processing time now.
 func (f *Frontier) Tick(now int64) {
-	for _, st := range f.order {
+	for _, st := range f.sorted {
 		if st.held && now >= st.holdUntil {
 			st.held = false
 		}
@@ -225,7 +229,7 @@ func (f *Frontier) Tick(now int64) {
 func (f *Frontier) Advance() bool {
 	min, max := MaxTime, MinTime
 	active, assigned := 0, 0
-	for _, st := range f.order {
+	for _, st := range f.sorted {
 		if st.held {
 			// Held partitions always count (they are neither assigned nor idle).
 			active++
@@ -275,10 +279,9 @@ func (f *Frontier) Finish() bool {
 
 // Status returns every known partition in id order.
 func (f *Frontier) Status() []PartitionStatus {
-	out := make([]PartitionStatus, 0, len(f.ids))
-	for i, st := range f.order {
-		id := f.ids[i]
-		out = append(out, PartitionStatus{Partition: id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held})
+	out := make([]PartitionStatus, 0, len(f.sorted))
+	for _, st := range f.sorted {
+		out = append(out, PartitionStatus{Partition: st.id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held})
 	}
 	return out
 }
@@ -289,13 +292,13 @@ const encodingVersion = 1
 // (assignment, idleness and processing times are not persisted: they belong
 // to the running instance).
 func (f *Frontier) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 16+len(f.ids)*24)
+	b := make([]byte, 0, 16+len(f.sorted)*24)
 	b = append(b, encodingVersion)
 	b = binary.AppendVarint(b, f.value)
-	b = binary.AppendUvarint(b, uint64(len(f.ids)))
-	for i, id := range f.ids {
-		g := f.order[i].gen
-		b = binary.AppendVarint(b, int64(id))
+	b = binary.AppendUvarint(b, uint64(len(f.sorted)))
+	for _, st := range f.sorted {
+		g := st.gen
+		b = binary.AppendVarint(b, int64(st.id))
 		b = binary.AppendVarint(b, g.MaxTS)
 		b = binary.AppendVarint(b, g.Seen)
 		b = binary.AppendVarint(b, g.Watermark)
@@ -377,7 +380,6 @@ func (f *Frontier) Forget(p int32) {
 		return
 	}
 	delete(f.parts, p)
-	i := sort.Search(len(f.ids), func(i int) bool { return f.ids[i] >= p })
-	f.ids = slices.Delete(f.ids, i, i+1)
-	f.order = slices.Delete(f.order, i, i+1)
+	i := f.sortedIndex(p)
+	f.sorted = slices.Delete(f.sorted, i, i+1)
 }
