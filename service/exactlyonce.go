@@ -167,6 +167,12 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
 	}
+	if errors.Is(err, kerr.InvalidTxnState) {
+		// The same pause, met earlier: the coordinator is still aborting
+		// the timed-out transaction (PrepareAbort) and refuses its commit
+		// before it fences the producer's epoch.
+		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused); a restart restores from the changelog: %w", err)}
+	}
 	if err != nil {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
 	}
