@@ -68,16 +68,22 @@ type lastPane struct {
 
 // keyState holds every open window of one group key, sorted by start.
 type keyState struct {
-	shard   uint32
-	key     string
-	windows []*window
-	dirty   bool
-	size    int // approximate bytes, for the cache budget
+	shard uint32
+	dirty bool
 	// sliced: the windows hold no aggregates; slices (in start order) do,
 	// and seq counts the key's records (slices.go).
-	sliced bool
-	slices []*slice
-	seq    uint64
+	sliced  bool
+	key     string
+	windows []*window // backed by slots while it fits there
+	size    int       // approximate bytes, for the cache budget
+	slices  []*slice
+	seq     uint64
+	// slots back windows for a key of at most keptSlots windows (every
+	// key of a tumbling pipeline, most of a session one): looking up a
+	// window then reads no separate array, and the key costs no
+	// allocation for it. The struct stays in the same 112-byte size class
+	// as without them. Slots not in windows are nil.
+	slots [keptSlots]*window
 }
 
 // find returns the key's window that starts at start, or nil. Starts are
@@ -101,6 +107,16 @@ func (ks *keyState) find(start int64) *window {
 }
 
 func (ks *keyState) insert(w *window) {
+	if ks.windows == nil {
+		ks.windows = ks.slots[:0]
+	} else if len(ks.windows) == len(ks.slots) && ks.inSlots() {
+		// Leaving the slots: the list moves to an array of its own and
+		// the slots let go of their windows.
+		ws := make([]*window, len(ks.slots), 2*len(ks.slots))
+		copy(ws, ks.slots[:])
+		clear(ks.slots[:])
+		ks.windows = ws
+	}
 	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= w.start })
 	ks.windows = append(ks.windows, nil)
 	copy(ks.windows[i+1:], ks.windows[i:])
@@ -109,8 +125,14 @@ func (ks *keyState) insert(w *window) {
 
 // keptSlots is the capacity of an emptied window or slice list that a key
 // keeps for its next window (a key of a tumbling pipeline goes from none
-// to one and back); a larger one is released.
+// to one and back); a larger one is released. It is also the number of
+// keyState.slots.
 const keptSlots = 2
+
+// inSlots reports whether ks.windows is backed by ks.slots.
+func (ks *keyState) inSlots() bool {
+	return cap(ks.windows) == len(ks.slots) && &ks.windows[:1][0] == &ks.slots[0]
+}
 
 func (ks *keyState) remove(w *window) {
 	for i, x := range ks.windows {
@@ -118,7 +140,7 @@ func (ks *keyState) remove(w *window) {
 			copy(ks.windows[i:], ks.windows[i+1:])
 			ks.windows[len(ks.windows)-1] = nil
 			ks.windows = ks.windows[:len(ks.windows)-1]
-			if len(ks.windows) == 0 && cap(ks.windows) > keptSlots {
+			if len(ks.windows) == 0 && !ks.inSlots() {
 				ks.windows = nil // the estimate of a key without windows does not count it
 			}
 			return
@@ -350,7 +372,12 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	if n > uint64(len(b)) {
 		return errCorruptState
 	}
-	ks.windows = make([]*window, 0, n)
+	clear(ks.slots[:])
+	if n <= uint64(len(ks.slots)) {
+		ks.windows = ks.slots[:0]
+	} else {
+		ks.windows = make([]*window, 0, n)
+	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		flags := d.byte1()
 		nAcc := len(specs)
