@@ -246,6 +246,10 @@ type Decoder struct {
 	// bit each), all of them, and the nesting CheckLine hands validObject.
 	found, all uint64
 	nest       nesting
+	// byLen[n]: the fields whose first segment is n bytes long (a bit
+	// each; the last entry: that long or longer), so that a member name
+	// is compared only with the fields it can be.
+	byLen [16]uint64
 }
 
 type decodeErrorText struct {
@@ -312,6 +316,9 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	}
 	d.results = make([]gjson.Result, len(d.fields))
 	d.all = uint64(1)<<len(d.fields) - 1
+	for j := range d.fields {
+		d.byLen[min(len(d.fields[j].first), len(d.byLen)-1)] |= 1 << j
+	}
 	return d
 }
 

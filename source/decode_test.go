@@ -885,6 +885,28 @@ func TestLookUpMatchesGjson(t *testing.T) {
 	}
 }
 
+// Fields are compared only with member names of their first segment's
+// length (the last length class holds every name of 15 bytes or more): names
+// of one length, and long names that differ in the last byte, still find
+// their own members.
+func TestLookUpByNameLength(t *testing.T) {
+	d := NewDecoder(pipeline("user", "time", config.UnixMS,
+		windowing.AggSpec{Name: "c", Op: windowing.Sum, Field: "cost"},
+		windowing.AggSpec{Name: "l1", Op: windowing.Sum, Field: "abcdefghijklmnopqrst"},
+		windowing.AggSpec{Name: "l2", Op: windowing.Max, Field: "abcdefghijklmnopqrsu.v"},
+		windowing.AggSpec{Name: "l3", Op: windowing.Sum, Field: "abcdefghijklmno"},
+		windowing.AggSpec{Name: "l4", Op: windowing.Sum, Field: "abcdefghijklmn"},
+	))
+	for _, v := range []string{
+		`{"user":"u","time":1,"cost":2,"abcdefghijklmnopqrst":3,"abcdefghijklmnopqrsu":{"v":4},"abcdefghijklmno":5,"abcdefghijklmn":6}`,
+		`{"abcdefghijklmn":6,"abcdefghijklmno":5,"abcdefghijklmnopqrsu":{"v":4},"abcdefghijklmnopqrst":3,"cost":2,"time":1,"user":"u"}`,
+		`{"usea":0,"timf":0,"cosu":0,"abcdefghijklmnopqrsx":0,"abcdefghijklmnopqrs":0,"abcdefghijklmnp":0,"abcdefghijklmnopqrst":7,"user":"w","cost":8}`,
+		`{"us\u0065r":"escaped","c\u006fst":9,"time":2,"abcdefghijklmnopqrs\u0074":10}`,
+	} {
+		sameLookUp(t, d, []byte(v))
+	}
+}
+
 func BenchmarkDecode(b *testing.B) {
 	value := []byte(`{"user_id":"user-1234567","ts":1700000000123,"amount":42.5,"country":"DE","page":"/products/widget-3000","session":"c0ffee-1234-5678-9abc","ua":"Mozilla/5.0"}`)
 	d := NewDecoder(pipeline("user_id", "ts", config.UnixMS,

@@ -1,6 +1,8 @@
 package source
 
 import (
+	"math/bits"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -32,9 +34,10 @@ func (d *Decoder) lookUp(obj string) {
 // it sets) whose first segment is the member name, from the member's raw
 // value: the first member of a name wins.
 func (d *Decoder) match(found *uint64, name, value string) {
-	for j := range d.fields {
+	for m := d.byLen[min(len(name), len(d.byLen)-1)] &^ *found; m != 0; m &= m - 1 {
+		j := bits.TrailingZeros64(m)
 		f := &d.fields[j]
-		if *found&(1<<j) == 0 && f.first == name {
+		if f.first == name {
 			*found |= 1 << j
 			if len(f.segs) > 1 {
 				d.results[j] = f.rest(ParseMember(value, f.numeric))
