@@ -227,7 +227,7 @@ func Run(opts Options) (Summary, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	db, err := state.Open(dir, state.Options{FS: opts.FS})
+	db, err := state.Open(dir, state.Options{FS: opts.FS, Ephemeral: true})
 	if err != nil {
 		return Summary{}, err
 	}

@@ -52,6 +52,11 @@ type Options struct {
 	// full, I/O error). It must not return; nil panics. Nothing written
 	// after the last successful Commit is durable.
 	Fatal func(msg string)
+	// Ephemeral: the database is thrown away after use and never opened
+	// again (a replay's state), so it keeps no write-ahead log and syncs
+	// nothing to disk. Commits then live in memtables until Pebble
+	// flushes them, and a crash loses them.
+	Ephemeral bool
 }
 
 // DB is a Pebble-backed windowing.Store.
@@ -70,6 +75,8 @@ type DB struct {
 	deleted map[windowing.Timer]struct{}
 	// due and pend are DueTimers' scratch lists, dels writeTimers'.
 	due, pend, dels []windowing.Timer
+	// ephemeral: Options.Ephemeral (a commit asked to sync does not).
+	ephemeral bool
 }
 
 // pendingTimerBytes estimates the memory of one pending timer beyond its
@@ -117,6 +124,13 @@ func Open(dir string, o Options) (*DB, error) {
 		Logger:             logger{logf: o.Logf, fatal: o.Fatal},
 		MemTableSize:       16 << 20,
 	}
+	if o.Ephemeral {
+		opts.DisableWAL = true
+		opts.FS = noSyncFS{vfs.Default}
+		if o.FS != nil {
+			opts.FS = noSyncFS{o.FS}
+		}
+	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
@@ -125,7 +139,7 @@ func Open(dir string, o Options) (*DB, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
-	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), added: newTimerSet(), deleted: map[windowing.Timer]struct{}{}}, nil
+	return &DB{db: db, cache: cache, batch: db.NewIndexedBatch(), added: newTimerSet(), deleted: map[windowing.Timer]struct{}{}, ephemeral: o.Ephemeral}, nil
 }
 
 // Close discards uncommitted writes and closes the database.
@@ -438,7 +452,7 @@ func (d *DB) Commit(sync bool) error {
 		return nil
 	}
 	opts := pebble.NoSync
-	if sync {
+	if sync && !d.ephemeral {
 		opts = pebble.Sync
 	}
 	if err := d.batch.Commit(opts); err != nil {
