@@ -36,8 +36,8 @@ type Options struct {
 	Pipeline   *config.Pipeline
 	Input      io.Reader
 	Partitions int    // partitions 0..N-1; must be >= 1 (see ScanPartitions)
-	StateDir   string // Pebble directory; empty: a temporary one, removed afterwards
-	FS         vfs.FS // file system of StateDir; nil: the OS (tests pass vfs.NewMem())
+	StateDir   string // where the Pebble directory is made (removed afterwards); empty: the system's temporary directory
+	FS         vfs.FS // nil: the OS; else (tests pass vfs.NewMem()) StateDir, or "replay", is the Pebble directory itself
 	CacheBytes int    // window cache budget; 0: the pipeline's default
 	Out        io.Writer
 	Errs       io.Writer // dead letters and dropped records, one JSON line each
@@ -217,10 +217,21 @@ func Run(opts Options) (Summary, error) {
 		return Summary{}, fmt.Errorf("replay: partitions must be >= 1, got %d", opts.Partitions)
 	}
 	dir := opts.StateDir
-	if dir == "" && opts.FS != nil {
-		dir = "replay"
-	} else if dir == "" {
-		tmp, err := os.MkdirTemp("", "windowd-replay-")
+	if opts.FS != nil {
+		if dir == "" {
+			dir = "replay"
+		}
+	} else {
+		// A directory of its own, under StateDir when given: a replay's
+		// state starts empty, whatever an earlier replay into StateDir
+		// left there (one killed midway leaves its windows and frontier,
+		// which would turn this replay's records late).
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return Summary{}, fmt.Errorf("replay: state dir: %w", err)
+			}
+		}
+		tmp, err := os.MkdirTemp(dir, "windowd-replay-")
 		if err != nil {
 			return Summary{}, fmt.Errorf("replay: state dir: %w", err)
 		}

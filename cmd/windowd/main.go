@@ -105,7 +105,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := fs.String("pipeline", "", "pipeline to run (default: the only one)")
 	input := fs.String("input", "-", "JSON-lines input file, - for standard input")
 	partitions := fs.Int("partitions", 0, "number of partitions (default: one more than the largest in the input)")
-	stateDir := fs.String("state-dir", "", "Pebble directory (default: a temporary one)")
+	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
