@@ -119,6 +119,11 @@ func NewFrontier(spec Spec) *Frontier {
 func (f *Frontier) Value() int64 { return f.value }
 
 func (f *Frontier) part(p int32) *partition {
+	// Partitions are mostly numbered 0..n-1: then p is at index p of the
+	// id-ordered list, and a record needs no map lookup.
+	if p >= 0 && int(p) < len(f.sorted) && f.sorted[p].id == p {
+		return f.sorted[p]
+	}
 	if st, ok := f.parts[p]; ok {
 		return st
 	}

@@ -275,3 +275,37 @@ func TestRestoreGeneratorAndForget(t *testing.T) {
 		t.Fatalf("round trip after Forget: %v %+v", err, g2.Status())
 	}
 }
+
+// part finds each partition by its id, also when ids have gaps (a
+// partition forgotten, ids not from 0) so that a partition's index in the
+// id-ordered list is not its id: the list and the map hold the same
+// partitions, and a record observed for one id moves that partition only.
+func TestFrontierPartWithGaps(t *testing.T) {
+	f := NewFrontier(Spec{MaxDelay: 0})
+	ops := []struct {
+		forget bool
+		p      int32
+	}{{false, 3}, {false, 0}, {false, 5}, {false, 1}, {true, 0}, {false, 2}, {true, 3}, {false, 7}, {false, 0}, {true, 1}}
+	for step, op := range ops {
+		if op.forget {
+			f.Forget(op.p)
+		} else {
+			f.Assign(op.p, 0, true)
+		}
+		if len(f.sorted) != len(f.parts) {
+			t.Fatalf("step %d: %d listed, %d in the map", step, len(f.sorted), len(f.parts))
+		}
+		for i, st := range f.sorted {
+			if f.parts[st.id] != st || (i > 0 && f.sorted[i-1].id >= st.id) {
+				t.Fatalf("step %d: list %v out of order or apart from the map", step, f.sorted)
+			}
+		}
+		for _, st := range f.sorted {
+			ts := int64(1000*step) + int64(st.id)
+			f.Observe(st.id, ts, 0)
+			if got := f.part(st.id); got != st || got.gen.MaxTS != ts {
+				t.Fatalf("step %d: partition %d: got %d with max ts %d, want %d", step, st.id, got.id, got.gen.MaxTS, ts)
+			}
+		}
+	}
+}
