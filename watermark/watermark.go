@@ -108,11 +108,37 @@ type Frontier struct {
 	// map lookups.
 	sorted []*partition
 	value  int64
+	// What Advance computed over the partitions: the minimum watermark of
+	// the active ones (held, or assigned and not idle), the maximum of
+	// the assigned ones, and how many of each. They stay valid until
+	// stale is set: by any change of a partition's membership, idleness
+	// or hold, by a watermark that moves other than up, and by a rise of
+	// the watermark that held the minimum (raised). A record that raises
+	// another partition's watermark, most records, then costs Advance no
+	// pass over the partitions. (Changes that only add to the active set,
+	// such as Assign, HoldRestored or a record of an idle partition,
+	// cannot make a stale minimum move the frontier, which never goes
+	// back; they set stale anyway, so that the minimum is always exact.)
+	min, max         int64
+	active, assigned int
+	stale            bool
+	recomputes       int // passes over the partitions (for tests)
 }
 
 // NewFrontier returns a frontier at minus infinity with no partitions.
 func NewFrontier(spec Spec) *Frontier {
-	return &Frontier{spec: spec, parts: map[int32]*partition{}, value: MinTime}
+	return &Frontier{spec: spec, parts: map[int32]*partition{}, value: MinTime, stale: true}
+}
+
+// raised notes that st's watermark rose from old. The minimum Advance
+// computed stays valid when st is not active (its watermark only counts in
+// the maximum, which matters only when no partition is active) or did not
+// hold the minimum.
+func (f *Frontier) raised(st *partition, old int64) {
+	active := st.held || (st.assigned && !st.idle)
+	if f.active == 0 || (active && old <= f.min) {
+		f.stale = true
+	}
 }
 
 // Value is the current frontier.
@@ -129,6 +155,7 @@ func (f *Frontier) part(p int32) *partition {
 	}
 	st := &partition{id: p, gen: NewGenerator()}
 	f.parts[p] = st
+	f.stale = true
 	f.sorted = slices.Insert(f.sorted, f.sortedIndex(p), st)
 	return st
 }
@@ -148,6 +175,7 @@ func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 	st.idle = false
 	st.caughtUp = caughtUp
 	st.lastActive = now
+	f.stale = true
 }
 
 // HoldRestored makes every partition restored from persisted state but not
@@ -164,6 +192,7 @@ func (f *Frontier) HoldRestored(now, hold int64) []int32 {
 		if !st.assigned && st.gen.Watermark != MinTime {
 			st.held, st.holdUntil = true, now+hold
 			held = append(held, st.id)
+			f.stale = true
 		}
 	}
 	return held
@@ -176,6 +205,7 @@ func (f *Frontier) Revoke(p int32) {
 		st.assigned = false
 		st.held = false
 		st.idle = false
+		f.stale = true
 	}
 }
 
@@ -193,8 +223,12 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 	if !st.assigned {
 		st.assigned = true
 		st.caughtUp = true
+		f.stale = true
 	}
-	st.idle = false
+	if st.idle {
+		st.idle = false
+		f.stale = true
+	}
 	st.lastActive = now
 	if f.spec.Marked {
 		st.gen.Seen++
@@ -203,15 +237,18 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 		}
 		return
 	}
-	st.gen.Observe(&f.spec, ts)
+	if old := st.gen.Watermark; st.gen.Observe(&f.spec, ts) {
+		f.raised(st, old)
+	}
 }
 
 // Mark raises p's watermark to wm (a frontier whose spec is Marked takes
 // its partition watermarks from here); a lower wm changes nothing.
 func (f *Frontier) Mark(p int32, wm int64) {
 	st := f.part(p)
-	if wm > st.gen.Watermark {
+	if old := st.gen.Watermark; wm > old {
 		st.gen.Watermark = wm
+		f.raised(st, old)
 	}
 }
 
@@ -220,18 +257,39 @@ func (f *Frontier) Tick(now int64) {
 	for _, st := range f.sorted {
 		if st.held && now >= st.holdUntil {
 			st.held = false
+			f.stale = true
 		}
 		if f.spec.IdleTimeout <= 0 {
 			continue
 		}
 		if st.assigned && !st.idle && st.caughtUp && now-st.lastActive >= f.spec.IdleTimeout {
 			st.idle = true
+			f.stale = true
 		}
 	}
 }
 
 // Advance recomputes the frontier from the partitions and reports whether it moved.
 func (f *Frontier) Advance() bool {
+	if f.stale {
+		f.recompute()
+	}
+	if f.assigned == 0 && f.active == 0 {
+		return false
+	}
+	candidate := f.min
+	if f.active == 0 {
+		candidate = f.max
+	}
+	if candidate > f.value {
+		f.value = candidate
+		return true
+	}
+	return false
+}
+
+// recompute sets min, max, active and assigned from the partitions.
+func (f *Frontier) recompute() {
 	min, max := MaxTime, MinTime
 	active, assigned := 0, 0
 	for _, st := range f.sorted {
@@ -259,18 +317,9 @@ func (f *Frontier) Advance() bool {
 			min = wm
 		}
 	}
-	if assigned == 0 && active == 0 {
-		return false
-	}
-	candidate := min
-	if active == 0 {
-		candidate = max
-	}
-	if candidate > f.value {
-		f.value = candidate
-		return true
-	}
-	return false
+	f.min, f.max, f.active, f.assigned = min, max, active, assigned
+	f.stale = false
+	f.recomputes++
 }
 
 // Finish moves the frontier to plus infinity (end of input) and reports whether it moved.
@@ -351,6 +400,7 @@ func (f *Frontier) UnmarshalBinary(b []byte) error {
 		st := f.part(int32(vals[0]))
 		if vals[3] > st.gen.Watermark {
 			st.gen = Generator{MaxTS: vals[1], Seen: vals[2], Watermark: vals[3]}
+			f.stale = true
 		}
 	}
 	if len(b) != 0 {
@@ -377,6 +427,7 @@ func (f *Frontier) Generator(p int32) (g Generator, ok bool) {
 // the frontier are late.
 func (f *Frontier) RestoreGenerator(p int32, g Generator) {
 	f.part(p).gen = g
+	f.stale = true
 }
 
 // Forget removes p entirely (its state moved to another instance).
@@ -387,4 +438,5 @@ func (f *Frontier) Forget(p int32) {
 	delete(f.parts, p)
 	i := f.sortedIndex(p)
 	f.sorted = slices.Delete(f.sorted, i, i+1)
+	f.stale = true
 }
