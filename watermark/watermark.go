@@ -102,10 +102,9 @@ type PartitionStatus struct {
 
 // Frontier is the event-time frontier of one pipeline on one instance.
 type Frontier struct {
-	spec  Spec
-	parts map[int32]*partition
-	// sorted holds parts in id order: deterministic iteration without
-	// map lookups.
+	spec Spec
+	// sorted holds the partitions in id order (deterministic iteration);
+	// lookup finds one by id.
 	sorted []*partition
 	value  int64
 	// What Advance computed over the partitions: the minimum watermark of
@@ -127,7 +126,7 @@ type Frontier struct {
 
 // NewFrontier returns a frontier at minus infinity with no partitions.
 func NewFrontier(spec Spec) *Frontier {
-	return &Frontier{spec: spec, parts: map[int32]*partition{}, value: MinTime, stale: true}
+	return &Frontier{spec: spec, value: MinTime, stale: true}
 }
 
 // raised notes that st's watermark rose from old. The minimum Advance
@@ -144,17 +143,25 @@ func (f *Frontier) raised(st *partition, old int64) {
 // Value is the current frontier.
 func (f *Frontier) Value() int64 { return f.value }
 
-func (f *Frontier) part(p int32) *partition {
+// lookup returns partition p, or nil when it is unknown.
+func (f *Frontier) lookup(p int32) *partition {
 	// Partitions are mostly numbered 0..n-1: then p is at index p of the
-	// id-ordered list, and a record needs no map lookup.
+	// id-ordered list, and a record needs no search.
 	if p >= 0 && int(p) < len(f.sorted) && f.sorted[p].id == p {
 		return f.sorted[p]
 	}
-	if st, ok := f.parts[p]; ok {
+	if i := f.sortedIndex(p); i < len(f.sorted) && f.sorted[i].id == p {
+		return f.sorted[i]
+	}
+	return nil
+}
+
+// part returns partition p, adding it when it is unknown.
+func (f *Frontier) part(p int32) *partition {
+	if st := f.lookup(p); st != nil {
 		return st
 	}
 	st := &partition{id: p, gen: NewGenerator()}
-	f.parts[p] = st
 	f.stale = true
 	f.sorted = slices.Insert(f.sorted, f.sortedIndex(p), st)
 	return st
@@ -201,7 +208,7 @@ func (f *Frontier) HoldRestored(now, hold int64) []int32 {
 // Revoke removes p from the minimum; its generator state is kept so that a
 // later Assign resumes it.
 func (f *Frontier) Revoke(p int32) {
-	if st, ok := f.parts[p]; ok {
+	if st := f.lookup(p); st != nil {
 		st.assigned = false
 		st.held = false
 		st.idle = false
@@ -211,7 +218,7 @@ func (f *Frontier) Revoke(p int32) {
 
 // SetCaughtUp records whether p's consumer has reached the partition end.
 func (f *Frontier) SetCaughtUp(p int32, caughtUp bool) {
-	if st, ok := f.parts[p]; ok {
+	if st := f.lookup(p); st != nil {
 		st.caughtUp = caughtUp
 	}
 }
@@ -414,8 +421,8 @@ func (f *Frontier) UnmarshalBinary(b []byte) error {
 
 // Generator returns p's generator state; ok is false when p is unknown.
 func (f *Frontier) Generator(p int32) (g Generator, ok bool) {
-	st, ok := f.parts[p]
-	if !ok {
+	st := f.lookup(p)
+	if st == nil {
 		return NewGenerator(), false
 	}
 	return st.gen, true
@@ -432,11 +439,10 @@ func (f *Frontier) RestoreGenerator(p int32, g Generator) {
 
 // Forget removes p entirely (its state moved to another instance).
 func (f *Frontier) Forget(p int32) {
-	if _, ok := f.parts[p]; !ok {
+	i := f.sortedIndex(p)
+	if i == len(f.sorted) || f.sorted[i].id != p {
 		return
 	}
-	delete(f.parts, p)
-	i := f.sortedIndex(p)
 	f.sorted = slices.Delete(f.sorted, i, i+1)
 	f.stale = true
 }

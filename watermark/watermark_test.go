@@ -278,27 +278,35 @@ func TestRestoreGeneratorAndForget(t *testing.T) {
 
 // part finds each partition by its id, also when ids have gaps (a
 // partition forgotten, ids not from 0) so that a partition's index in the
-// id-ordered list is not its id: the list and the map hold the same
-// partitions, and a record observed for one id moves that partition only.
+// id-ordered list is not its id: the list holds exactly the partitions
+// assigned and not forgotten (forgetting an unknown id removes nothing), in
+// order, lookup finds each and no forgotten one, and a record observed for
+// one id moves that partition only.
 func TestFrontierPartWithGaps(t *testing.T) {
 	f := NewFrontier(Spec{MaxDelay: 0})
 	ops := []struct {
 		forget bool
 		p      int32
-	}{{false, 3}, {false, 0}, {false, 5}, {false, 1}, {true, 0}, {false, 2}, {true, 3}, {false, 7}, {false, 0}, {true, 1}}
+	}{{false, 3}, {false, 0}, {false, 5}, {false, 1}, {true, 0}, {true, 4}, {false, 2}, {true, 3}, {false, 7}, {false, 0}, {true, 1}, {true, 9}}
+	known := map[int32]bool{}
 	for step, op := range ops {
 		if op.forget {
 			f.Forget(op.p)
+			delete(known, op.p)
 		} else {
 			f.Assign(op.p, 0, true)
+			known[op.p] = true
 		}
-		if len(f.sorted) != len(f.parts) {
-			t.Fatalf("step %d: %d listed, %d in the map", step, len(f.sorted), len(f.parts))
+		if len(f.sorted) != len(known) {
+			t.Fatalf("step %d: %d partitions listed, want %v", step, len(f.sorted), known)
 		}
 		for i, st := range f.sorted {
-			if f.parts[st.id] != st || (i > 0 && f.sorted[i-1].id >= st.id) {
-				t.Fatalf("step %d: list %v out of order or apart from the map", step, f.sorted)
+			if f.lookup(st.id) != st || (i > 0 && f.sorted[i-1].id >= st.id) {
+				t.Fatalf("step %d: list %v out of order, or lookup finds another partition", step, f.sorted)
 			}
+		}
+		if op.forget && f.lookup(op.p) != nil {
+			t.Fatalf("step %d: forgotten partition %d still found", step, op.p)
 		}
 		for _, st := range f.sorted {
 			ts := int64(1000*step) + int64(st.id)
