@@ -112,13 +112,25 @@ func (p *Pane) value(i int) Value {
 
 // PaneJSON writes panes as AppendJSON does, for one pipeline's
 // aggregates, with less work per pane: the aggregate names are quoted
-// once, and the window of a pane of the same window as the one before (a
-// frontier step fires one per key) is not formatted again.
+// once, and the text from the window to the aggregates' opening brace is
+// kept from the pane before and formatted again only when the window or
+// a pane field differs (a frontier step fires one pane per key, all of
+// one window, timing, index and mode).
 type PaneJSON struct {
-	names  [][]byte // each aggregate's `"name":`, after a comma but the first
-	window []byte   // the window part of the last pane written
-	start  int64
-	end    int64
+	names [][]byte // each aggregate's `"name":`, after a comma but the first
+	head  []byte   // the window part and the pane fields of the last pane written
+	last  paneHead // what head was formatted from; valid when head != nil
+}
+
+// paneHead is what PaneJSON.head is formatted from: the pane without its
+// key and values.
+type paneHead struct {
+	start, end int64
+	index      uint32
+	timing     Timing
+	final      bool
+	mode       Mode
+	retraction bool
 }
 
 // NewPaneJSON returns a PaneJSON for panes of the aggregates specs.
@@ -139,11 +151,12 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)
-	if e.window == nil || p.Start != e.start || p.End != e.end {
-		e.window, e.start, e.end = appendWindowPart(e.window[:0], p.Start, p.End), p.Start, p.End
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction}
+	if e.head == nil || h != e.last {
+		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End), p)
+		e.last = h
 	}
-	b = append(b, e.window...)
-	b = appendPaneFields(b, p)
+	b = append(b, e.head...)
 	for i, name := range e.names {
 		b = append(b, name...)
 		b = AppendValue(b, p.value(i))
@@ -229,9 +242,33 @@ func appendFewDecimals(b []byte, f, abs float64) ([]byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// plainJSONByte marks the bytes a JSON string literal holds as they are:
+// printable ASCII but for the quote and the backslash.
+var plainJSONByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// plainJSON reports whether s needs no escape in a JSON string literal
+// (most keys): AppendJSONString then copies it whole.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainJSONByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 // AppendJSONString appends s as a JSON string literal; invalid UTF-8 becomes U+FFFD.
 func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
+	if plainJSON(s) {
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
