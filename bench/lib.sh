@@ -39,3 +39,18 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR 
 med_col() {
 	awk -F'\t' -v c="$2" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} $k != "-" {print $k}' "$1" | median
 }
+
+# speed_input: print the path of the replay input of speed.sh, pgo.sh and
+# pair.sh (INPUT, default bench/out/rss-1m-k10000.jsonl), generating it
+# with bench/gen when it is missing: 1M records, 10k keys, 4 partitions.
+speed_input() {
+	local in=${INPUT:-bench/out/rss-1m-k10000.jsonl}
+	if [ ! -s "$in" ]; then
+		echo "# generating $in" >&2
+		mkdir -p bench/out
+		go build -o bench/out/gen-speed ./bench/gen || die "building bench/gen failed"
+		bench/out/gen-speed -records 1000000 -keys 10000 -partitions 4 >"$in.tmp" || die "generating $in failed"
+		mv "$in.tmp" "$in"
+	fi
+	echo "$in"
+}

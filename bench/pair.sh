@@ -13,8 +13,8 @@
 # Prints each round's CPU seconds (user + sys, GOMAXPROCS=1) and A/B, then
 # the median of A/B (above 1: B is faster) and how many rounds B won.
 #
-# Environment: INPUT=FILE (default bench/out/rss-1m-k10000.jsonl, see
-# speed.sh). CONFIG defaults to bench/tumbling.yaml.
+# Environment: INPUT=FILE (default bench/out/rss-1m-k10000.jsonl, generated
+# when missing, as for speed.sh). CONFIG defaults to bench/tumbling.yaml.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,8 +25,7 @@ script=pair.sh
 [ $# -ge 3 ] || { echo "usage: bench/pair.sh ROUNDS BIN_A BIN_B [CONFIG]" >&2; exit 2; }
 rounds=$1 a=$2 b=$3 cfg=${4:-bench/tumbling.yaml}
 case $rounds in '' | *[!0-9]* | 0) die "ROUNDS must be a number >= 1" ;; esac
-in=${INPUT:-bench/out/rss-1m-k10000.jsonl}
-[ -s "$in" ] || die "no input $in (bench/speed.sh generates it)"
+in=$(speed_input)
 [ "$(nproc)" -ge 2 ] || die "needs two CPUs"
 command -v taskset >/dev/null || die "needs taskset (util-linux)"
 [ -x /usr/bin/time ] || die "needs GNU time at /usr/bin/time"

@@ -19,13 +19,7 @@ script=pgo.sh
 . bench/lib.sh
 out=bench/out
 mkdir -p "$out"
-in=${INPUT:-$out/rss-1m-k10000.jsonl}
-if [ ! -s "$in" ]; then
-	echo "# generating $in"
-	go build -o "$out/gen-speed" ./bench/gen
-	"$out/gen-speed" -records 1000000 -keys 10000 -partitions 4 >"$in.tmp"
-	mv "$in.tmp" "$in"
-fi
+in=$(speed_input)
 go build -o "$out/pgo" ./bench/pgo
 GOMAXPROCS=1 "$out/pgo" -input "$in" -o "$out/default.pgo.tmp" \
 	bench/tumbling.yaml bench/tumbling-10s-country.yaml \

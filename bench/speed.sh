@@ -30,10 +30,8 @@ out=bench/out
 mkdir -p "$out"
 bin=$out/windowd-speed
 ceil=$out/ceiling
-gen=$out/gen-speed
 timebin=/usr/bin/time
 [ -x "$timebin" ] || { echo "speed.sh: needs GNU time at $timebin" >&2; exit 1; }
-in=${INPUT:-$out/rss-1m-k10000.jsonl}
 
 # id | kind (ceiling mode, or windowd config [extra flags]) | what
 cases=(
@@ -57,15 +55,10 @@ fi
 
 echo "# windowd replay speed benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)); GOMAXPROCS=1"
-echo "# building $bin, $ceil and $gen"
+echo "# building $bin and $ceil"
 go build -o "$bin" ./cmd/windowd
 go build -o "$ceil" ./bench/ceiling
-go build -o "$gen" ./bench/gen
-if [ ! -s "$in" ]; then
-	echo "# generating $in"
-	"$gen" -records 1000000 -keys 10000 -partitions 4 >"$in.tmp"
-	mv "$in.tmp" "$in"
-fi
+in=$(speed_input)
 echo "# input $in ($(wc -c <"$in") bytes)"
 for c in "${cases[@]}"; do
 	IFS='|' read -r id kind what <<<"$c"
