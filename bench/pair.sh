@@ -43,7 +43,10 @@ for ((r = 0; r < rounds; r++)); do
 	pa=$!
 	run "$b" b $((1 - ca)) &
 	pb=$!
-	wait "$pa" && wait "$pb"
+	st=0
+	wait "$pa" || st=1
+	wait "$pb" || st=1
+	[ "$st" = 0 ] || exit 1
 	read -r ua sa <"$tmp/a"
 	read -r ub sb <"$tmp/b"
 	awk -v r=$((r + 1)) -v ca="$ca" -v x="$ua" -v y="$sa" -v u="$ub" -v v="$sb" \

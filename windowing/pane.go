@@ -251,26 +251,28 @@ var plainJSONByte = func() (t [256]bool) {
 	return t
 }()
 
-// plainJSON reports whether s needs no escape in a JSON string literal
-// (most keys): AppendJSONString then copies it whole.
-func plainJSON(s string) bool {
+// plainPrefix returns the length of the longest prefix of s that needs
+// no escape in a JSON string literal: len(s) for most keys, which
+// AppendJSONString then copies whole.
+func plainPrefix(s string) int {
 	for i := 0; i < len(s); i++ {
 		if !plainJSONByte[s[i]] {
-			return false
+			return i
 		}
 	}
-	return true
+	return len(s)
 }
 
 // AppendJSONString appends s as a JSON string literal; invalid UTF-8 becomes U+FFFD.
 func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
-	if plainJSON(s) {
+	i := plainPrefix(s)
+	if i == len(s) {
 		b = append(b, s...)
 		return append(b, '"')
 	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
