@@ -143,14 +143,21 @@ func (f *Frontier) raised(st *partition, old int64) {
 // Value is the current frontier.
 func (f *Frontier) Value() int64 { return f.value }
 
-// lookup returns partition p, or nil when it is unknown.
-func (f *Frontier) lookup(p int32) *partition {
+// index returns where partition p is in f.sorted and true, or where it
+// goes and false when it is unknown.
+func (f *Frontier) index(p int32) (int, bool) {
 	// Partitions are mostly numbered 0..n-1: then p is at index p of the
 	// id-ordered list, and a record needs no search.
 	if p >= 0 && int(p) < len(f.sorted) && f.sorted[p].id == p {
-		return f.sorted[p]
+		return int(p), true
 	}
-	if i := f.sortedIndex(p); i < len(f.sorted) && f.sorted[i].id == p {
+	i := sort.Search(len(f.sorted), func(i int) bool { return f.sorted[i].id >= p })
+	return i, i < len(f.sorted) && f.sorted[i].id == p
+}
+
+// lookup returns partition p, or nil when it is unknown.
+func (f *Frontier) lookup(p int32) *partition {
+	if i, ok := f.index(p); ok {
 		return f.sorted[i]
 	}
 	return nil
@@ -158,18 +165,14 @@ func (f *Frontier) lookup(p int32) *partition {
 
 // part returns partition p, adding it when it is unknown.
 func (f *Frontier) part(p int32) *partition {
-	if st := f.lookup(p); st != nil {
-		return st
+	i, ok := f.index(p)
+	if ok {
+		return f.sorted[i]
 	}
 	st := &partition{id: p, gen: NewGenerator()}
 	f.stale = true
-	f.sorted = slices.Insert(f.sorted, f.sortedIndex(p), st)
+	f.sorted = slices.Insert(f.sorted, i, st)
 	return st
-}
-
-// sortedIndex is where partition p is, or goes, in f.sorted.
-func (f *Frontier) sortedIndex(p int32) int {
-	return sort.Search(len(f.sorted), func(i int) bool { return f.sorted[i].id >= p })
 }
 
 // Assign makes p an active member of the minimum, resuming its persisted
@@ -439,8 +442,8 @@ func (f *Frontier) RestoreGenerator(p int32, g Generator) {
 
 // Forget removes p entirely (its state moved to another instance).
 func (f *Frontier) Forget(p int32) {
-	i := f.sortedIndex(p)
-	if i == len(f.sorted) || f.sorted[i].id != p {
+	i, ok := f.index(p)
+	if !ok {
 		return
 	}
 	f.sorted = slices.Delete(f.sorted, i, i+1)
