@@ -89,6 +89,7 @@ type Kafka struct {
 	EmbeddedListen string   // default 127.0.0.1:19092
 	ClientID       string   // default windowd
 	SessionTimeout int64    // consumer-group session timeout (ms): how soon a dead member's partitions move; default 45s
+	Compression    string   // codec of the record batches windowd produces: lz4 (default), snappy, zstd, gzip or none
 	TLS            *TLS     // nil: plaintext
 	SASL           *SASL    // nil: no SASL authentication
 }

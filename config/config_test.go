@@ -73,6 +73,7 @@ func TestParseDesignExample(t *testing.T) {
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
 			SessionTimeout: DefaultSessionTimeout,
+			Compression:    DefaultCompression,
 		},
 		State:         State{Dir: "./data", CacheBytes: 64 << 20},
 		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
@@ -144,6 +145,7 @@ func minimalWant(file string, line int) *Config {
 			EmbeddedListen: "127.0.0.1:19092",
 			ClientID:       "windowd",
 			SessionTimeout: DefaultSessionTimeout,
+			Compression:    DefaultCompression,
 		},
 		State:         State{Dir: "./data", CacheBytes: 64 << 20},
 		HTTP:          HTTP{Listen: "127.0.0.1:9100"},
@@ -256,7 +258,9 @@ func TestValidVariants(t *testing.T) {
 		check func(c *Config) any // returns the value under test
 		want  any
 	}{
-		{"embedded", with(nil), func(c *Config) any { return c.Kafka }, Kafka{Embedded: true, EmbeddedListen: "127.0.0.1:19092", ClientID: "windowd", SessionTimeout: DefaultSessionTimeout}},
+		{"embedded", with(nil), func(c *Config) any { return c.Kafka }, Kafka{Embedded: true, EmbeddedListen: "127.0.0.1:19092", ClientID: "windowd", SessionTimeout: DefaultSessionTimeout, Compression: DefaultCompression}},
+		{"compression", "kafka: {brokers: embedded, compression: zstd}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
+			func(c *Config) any { return c.Kafka.Compression }, "zstd"},
 		{"state", "state: {dir: /var/lib/windowd, cache_bytes: 256MiB}\n" + with(nil),
 			func(c *Config) any { return c.State }, State{Dir: "/var/lib/windowd", CacheBytes: 256 << 20}},
 		{"cache bytes integer", "state: {cache_bytes: 2097152}\n" + with(nil), func(c *Config) any { return c.State.CacheBytes }, int64(2 << 20)},
@@ -429,6 +433,9 @@ c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and h
 	{"missing window",
 		with(map[string]string{"window": ""}),
 		`c.yaml:3:3: pipelines[0].window.type: required`},
+	{"bad compression",
+		"kafka: {brokers: embedded, compression: brotli}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
+		`c.yaml:1:41: kafka.compression: invalid value "brotli" (want lz4, snappy, zstd, gzip or none)`},
 	{"bad window type",
 		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
 		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping or session)`},

@@ -33,6 +33,11 @@ const (
 	DefaultCommitIntervalExactlyOnce = 100   // ms
 	DefaultShutdownGrace             = 30000 // ms
 	DefaultSessionTimeout            = 45000 // ms, Kafka's default
+	// DefaultCompression is the codec of the batches windowd produces:
+	// against franz-go's default (snappy) a local Kafka 4.4 broker took
+	// the same panes with about half the CPU (docs/PERFORMANCE.md), and
+	// every Kafka client since 0.10 reads it.
+	DefaultCompression = "lz4"
 )
 
 // Load reads and validates the configuration file at path. A file that is not
@@ -63,7 +68,7 @@ func Parse(file string, data []byte) (*Config, error) {
 var (
 	topKeys       = []string{"kafka", "state", "http", "shutdown_grace", "generator", "pipelines"}
 	generatorKeys = []string{"topic", "rate", "keys", "disorder", "late_every", "late_by", "malformed_every"}
-	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout", "tls", "sasl"}
+	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout", "compression", "tls", "sasl"}
 	tlsKeys       = []string{"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes"}
@@ -80,15 +85,16 @@ var (
 	aggregateKeys = []string{"name", "op", "field", "precision"}
 	outputKeys    = []string{"topic", "stdout"}
 
-	timeFormats = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
-	sources     = []choice[bool]{{"record", true}}
-	strategies  = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
-	windowKinds = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}}
-	closings    = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
-	modes       = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
-	aggOps      = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
-	deliveries  = []choice[Delivery]{{"at_least_once", AtLeastOnce}, {"exactly_once", ExactlyOnce}}
-	mechanisms  = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}
+	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
+	sources      = []choice[bool]{{"record", true}}
+	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
+	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}}
+	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
+	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
+	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
+	deliveries   = []choice[Delivery]{{"at_least_once", AtLeastOnce}, {"exactly_once", ExactlyOnce}}
+	mechanisms   = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}
+	compressions = []choice[string]{{"lz4", "lz4"}, {"snappy", "snappy"}, {"zstd", "zstd"}, {"gzip", "gzip"}, {"none", "none"}}
 
 	// windowFields says which window kinds take which length.
 	windowFields = []struct {
@@ -185,13 +191,14 @@ func (d *decoder) generator(m *mapping) *Generator {
 }
 
 func (d *decoder) kafka(m *mapping) Kafka {
-	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID, SessionTimeout: DefaultSessionTimeout}
+	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID, SessionTimeout: DefaultSessionTimeout, Compression: DefaultCompression}
 	if b, ok := req(m, "brokers", d.brokers); ok {
 		k.Brokers, k.Embedded = b.addrs, b.embedded
 	}
 	k.EmbeddedListen, _ = opt(m, "embedded_listen", k.EmbeddedListen, d.address(false))
 	k.ClientID, _ = opt(m, "client_id", k.ClientID, d.str)
 	k.SessionTimeout, _ = opt(m, "session_timeout", DefaultSessionTimeout, d.duration(positive))
+	k.Compression, _ = opt(m, "compression", DefaultCompression, oneOf(d, compressions))
 	if m.has("tls") {
 		k.TLS = d.kafkaTLS(m.sub("tls", tlsKeys...))
 	}

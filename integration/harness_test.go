@@ -409,6 +409,7 @@ type outRecord struct {
 	key, value string
 	headers    map[string]string
 	partition  int32
+	codec      int8 // its batch's compression: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 }
 
 // topicReader reads a topic from the start, across calls.
@@ -433,7 +434,8 @@ func (r *topicReader) poll(d time.Duration) {
 			for _, kv := range rec.Headers {
 				h[kv.Key] = string(kv.Value)
 			}
-			r.got = append(r.got, outRecord{key: string(rec.Key), value: string(rec.Value), headers: h, partition: rec.Partition})
+			r.got = append(r.got, outRecord{key: string(rec.Key), value: string(rec.Value), headers: h, partition: rec.Partition,
+				codec: int8(rec.Attrs.CompressionType())})
 		})
 	}
 }

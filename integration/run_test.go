@@ -147,8 +147,12 @@ func TestRunMatchesReplay(t *testing.T) {
 	if g, w := sorted(got), sorted(want); strings.Join(g, "\n") != strings.Join(w, "\n") {
 		t.Fatalf("output panes differ from replay: got %d, want %d\n%s", len(g), len(w), diff(g, w))
 	}
-	// Pane records carry the headers of DESIGN.md §8.
+	// Pane records carry the headers of DESIGN.md §8, in batches of
+	// kafka.compression's default codec.
 	for _, r := range out.got {
+		if r.codec != 3 {
+			t.Fatalf("pane record in a batch of codec %d, want 3 (lz4, kafka.compression's default)", r.codec)
+		}
 		v := gjson.Parse(r.value)
 		id := fmt.Sprintf("%s/%d/%d/%d", v.Get("key").Str, v.Get("window.start").Int(), v.Get("window.end").Int(), v.Get("pane.index").Int())
 		if r.key != v.Get("key").Str || r.headers["pane_id"] != id || r.headers["timing"] != v.Get("pane.timing").Str ||

@@ -21,13 +21,19 @@ import (
 
 // clientOpts are the connection options every Kafka client of windowd
 // shares (consumers, producers, admin, generator): brokers, client id,
-// logging, and the cluster's security settings (kafka.tls, kafka.sasl).
-// It fails when the TLS files cannot be loaded.
+// logging, the codec of produced batches (kafka.compression), and the
+// cluster's security settings (kafka.tls, kafka.sasl). It fails when the
+// TLS files cannot be loaded.
 func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt, error) {
+	codec, err := compressionCodec(c.Kafka.Compression)
+	if err != nil {
+		return nil, err
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(c.Kafka.ClientID),
 		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
+		kgo.ProducerBatchCompression(codec),
 	}
 	if c.Kafka.TLS != nil {
 		tc, err := tlsConfig(c.Kafka.TLS)
@@ -44,6 +50,24 @@ func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// compressionCodec is the franz-go codec of a kafka.compression value
+// (the loader checked it; "" is the default, lz4).
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "lz4":
+		return kgo.Lz4Compression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("kafka.compression: unknown codec %q", name)
 }
 
 // tlsConfig builds the client TLS configuration of kafka.tls: at least
