@@ -22,6 +22,19 @@
 #            durable); peak RSS (/usr/bin/time), CPU seconds at the commit
 #            (/proc/PID/stat), changelog records and bytes, Go heap bytes
 #            and objects allocated (/metrics); then SIGTERM;
+#   produce  (PRODUCE=1, the default) bench/produce: a bare franz-go producer
+#            of the panes windowd writes (built beforehand from `windowd
+#            replay`'s output of the same input and pipeline, the first
+#            "expected" of them, as windowd's sink builds them, produced with
+#            its producer settings) to a fresh topic of as many partitions:
+#            its seconds and CPU, and the broker's CPU to take them. With the
+#            consume loop's run (and replay's) this bounds the target on this
+#            machine: at the target rate windowd has consume seconds / TARGET,
+#            in which the machine's CPUs give nproc times that many CPU
+#            seconds, while fetching the input, the broker serving it,
+#            producing the panes and the broker taking them (and decoding and
+#            the engine, replay's CPU) need what they needed alone (the
+#            summary's "bound" lines);
 #   replay   (REPLAY=1, the default; always last) `windowd replay` of the
 #            same generated records from a file, same pipeline: the engine
 #            and JSON decoding without Kafka, for where windowd's time goes.
@@ -51,11 +64,14 @@
 #                                summary adds the marker records written
 #                                (per second per internal partition)
 #   CACHE_BYTES=64MiB            state.cache_bytes
+#   COMPRESSION=lz4              kafka.compression (windowd's default), also
+#                                the bare producer's codec
 #   CONSUME_GROUP=1              0: the consume loop uses no group (direct
 #                                partition consumption)
 #   TARGET=0.70                  pass when median windowd/consume >= TARGET
 #   POLL=0.1                     seconds between /metrics polls
 #   REPLAY=1                     0: leave out the replay reference run
+#   PRODUCE=1                    0: leave out the bare producer run
 #   WINDOWD_KAFKA_PORT=9092      broker port on 127.0.0.1 (as scripts/kafka-local.sh)
 #   KEEP_TOPICS=1                do not delete the topics afterwards
 #
@@ -84,10 +100,13 @@ commit_interval=${COMMIT_INTERVAL:-1s}
 delivery=${DELIVERY:-at_least_once}
 case $delivery in at_least_once | exactly_once) ;; *) echo "e2e.sh: DELIVERY must be at_least_once or exactly_once" >&2; exit 2 ;; esac
 cache_bytes=${CACHE_BYTES:-64MiB}
+compression=${COMPRESSION:-lz4}
+case $compression in lz4 | snappy | zstd | gzip | none) ;; *) echo "e2e.sh: COMPRESSION must be lz4, snappy, zstd, gzip or none" >&2; exit 2 ;; esac
 consume_group=${CONSUME_GROUP:-1}
 target=${TARGET:-0.70}
 poll=${POLL:-0.1}
 replay=${REPLAY:-1}
+produce=${PRODUCE:-1}
 port=${WINDOWD_KAFKA_PORT:-9092}
 broker=127.0.0.1:$port
 wait_limit=300 # seconds a run may take
@@ -156,7 +175,7 @@ ends() {
 write_config() { # file state_dir topic group output [brokers]
 	local brokers=${6:-"[\"$broker\"]"}
 	cat >"$1" <<EOF
-kafka: {brokers: $brokers}
+kafka: {brokers: $brokers, compression: $compression}
 state: {dir: "$2", cache_bytes: $cache_bytes}
 http: {listen: "127.0.0.1:0"}
 shutdown_grace: 60s
@@ -179,11 +198,12 @@ EOF
 
 echo "# windowd end-to-end benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
-echo "# $records records, $keys keys, $partitions partitions; tumbling ${window_s}s count+sum keyed by $key$([ "$repartition" = 0 ] || echo ", repartition: true"); $delivery, commit_interval $commit_interval; cache_bytes $cache_bytes; broker $broker; consume loop $([ "$consume_group" = 0 ] && echo "without a group" || echo "in a fresh group")"
+echo "# $records records, $keys keys, $partitions partitions; tumbling ${window_s}s count+sum keyed by $key$([ "$repartition" = 0 ] || echo ", repartition: true"); $delivery, commit_interval $commit_interval; cache_bytes $cache_bytes; $compression batches; broker $broker; consume loop $([ "$consume_group" = 0 ] && echo "without a group" || echo "in a fresh group")"
 bin=$tmp/windowd
 go build -o "$bin" ./cmd/windowd
 go build -o "$tmp/gen" ./bench/gen
 go build -o "$tmp/consume" ./bench/consume
+[ "$produce" = 0 ] || go build -o "$tmp/produce" ./bench/produce
 write_config "$tmp/replay.yaml" "$tmp/replay-state" replay-in replay-g replay-out embedded
 "$bin" validate --config "$tmp/replay.yaml" >/dev/null || die "the replay configuration is not valid"
 
@@ -193,7 +213,7 @@ write_config "$tmp/replay.yaml" "$tmp/replay-state" replay-in replay-g replay-ou
 # partitions of (largest ts - max_delay). gen's disorder (2 s) is within
 # max_delay, so no record is late.
 expected=$("$tmp/gen" -records "$records" -keys "$keys" -partitions "$partitions" |
-	if [ "$replay" = 0 ]; then cat; else tee "$tmp/in.jsonl"; fi |
+	if [ "$replay$produce" = 00 ]; then cat; else tee "$tmp/in.jsonl"; fi |
 	awk -v dir="$tmp" -v kf="$key" -v ws=$((window_s * 1000)) '{
 		p = substr($0, 14, index($0, ",") - 14)
 		rest = substr($0, index($0, ",\"key\":\"") + 8)
@@ -230,6 +250,14 @@ produced=$(ends "$topic")
 input_bytes=$(cat "$tmp"/p*.tsv | wc -c)
 echo "# input topic $topic: $records records ($((input_bytes - records)) bytes of keys + values) produced in $(since "$t0") s; the input closes $expected panes"
 rm -f "$tmp"/p*.tsv
+if [ "$produce" != 0 ]; then
+	# the panes windowd writes, for the bare producer: replay fires the same
+	# windows in frontier order (the input's last ones at its end)
+	"$bin" replay --config "$tmp/replay.yaml" --input "$tmp/in.jsonl" >"$tmp/panes.jsonl" 2>"$tmp/panes.err" ||
+		die "replay for the producer's panes failed: $(tail -3 "$tmp/panes.err")"
+	[ "$(wc -l <"$tmp/panes.jsonl")" -ge "$expected" ] || die "replay printed fewer than $expected panes"
+	[ "$replay" != 0 ] || rm -f "$tmp/in.jsonl"
+fi
 
 # --- the runs -----------------------------------------------------------
 run_consume() { # rep; sets c_* variables
@@ -334,6 +362,25 @@ run_windowd() { # rep; sets w_* variables
 	rm -rf "$st"
 }
 
+run_produce() { # rep; sets p_* variables
+	p_wall="-" p_cpu="-" p_bcpu="-" p_rss="-"
+	[ "$produce" = 0 ] && return 0
+	local r=$1 pt=$topic-p$r n
+	topics+=("$pt")
+	bash scripts/kafka-local.sh topics --create --topic "$pt" --partitions $partitions --replication-factor 1 >/dev/null
+	/usr/bin/time -f '%M %e %U %S' -o "$tmp/time.p" "$tmp/produce" -brokers "$broker" -topic "$pt" \
+		-panes "$tmp/panes.jsonl" -records "$expected" -compression "$compression" -cpu-of "${bpid:-0}" >"$tmp/p.out" ||
+		die "the producer failed: $(cat "$tmp/time.p")"
+	read -r n _ p_wall _ p_cpu p_bcpu <"$tmp/p.out"
+	[ -n "$bpid" ] || p_bcpu="-"
+	read -r p_rss _ < <(tail -1 "$tmp/time.p")
+	[ "$n" = "$expected" ] && [ "$(ends "$pt")" = "$expected" ] || die "the producer wrote $n records, the topic holds $(ends "$pt"); expected $expected"
+	if [ -z "${KEEP_TOPICS:-}" ]; then
+		delete_topics "$pt"
+		topics=("$topic")
+	fi
+}
+
 run_replay() { # sets r_* variables
 	r_wall="-" r_rss="-" r_cpu="-" r_panes="-"
 	[ "$replay" = 0 ] && return 0
@@ -349,7 +396,7 @@ run_replay() { # sets r_* variables
 }
 
 raw=$out/e2e-raw.tsv
-cols="rep order load1 c_wall_s c_loop_s c_first_s c_rss_kib c_cpu_s c_broker_cpu_s w_assigned_s w_in_s w_out_s w_commit_s w_rss_kib w_cpu_commit_s w_cpu_total_s w_broker_cpu_s w_records_in w_panes w_output_records expected_panes w_changelog_records w_changelog_bytes w_state_writes w_commits w_open_windows w_alloc_bytes w_mallocs w_gc_cycles w_markers w_duplicates r_wall_s r_rss_kib r_cpu_s r_panes c_rate w_rate ratio ratio_in"
+cols="rep order load1 c_wall_s c_loop_s c_first_s c_rss_kib c_cpu_s c_broker_cpu_s w_assigned_s w_in_s w_out_s w_commit_s w_rss_kib w_cpu_commit_s w_cpu_total_s w_broker_cpu_s w_records_in w_panes w_output_records expected_panes w_changelog_records w_changelog_bytes w_state_writes w_commits w_open_windows w_alloc_bytes w_mallocs w_gc_cycles w_markers w_duplicates p_wall_s p_cpu_s p_rss_kib p_broker_cpu_s r_wall_s r_rss_kib r_cpu_s r_panes c_rate w_rate ratio ratio_in"
 tr ' ' '\t' <<<"$cols" >"$raw"
 for ((r = 1; r <= reps; r++)); do
 	load=$(cut -d' ' -f1 /proc/loadavg)
@@ -365,6 +412,8 @@ for ((r = 1; r <= reps; r++)); do
 		run_consume "$r"
 	fi
 	sleep 1
+	run_produce "$r"
+	sleep 1
 	run_replay
 	c_rate_r=$(awk -v n="$records" -v t="$c_wall" 'BEGIN {printf "%.0f\n", n / t}')
 	w_rate_r=$(awk -v n="$records" -v t="$w_commit" 'BEGIN {printf "%.0f\n", n / t}')
@@ -373,8 +422,8 @@ for ((r = 1; r <= reps; r++)); do
 	printf '%s\n' "$r" "$order" "$load" "$c_wall" "$c_int" "$c_first" "$c_rss" "$c_cpu" "$c_bcpu" \
 		"$w_assigned" "$w_in" "$w_out" "$w_commit" "$w_rss" "$w_cpu_commit" "$w_cpu" "$w_bcpu" \
 		"$w_n" "$w_panes" "$w_outrec" "$expected" "$w_clrec" "$w_clbytes" "$w_writes" "$w_commits" "$w_open" \
-		"$w_alloc" "$w_mallocs" "$w_gcs" "$w_markers" "$w_dups" "$r_wall" "$r_rss" "$r_cpu" "$r_panes" "$c_rate_r" "$w_rate_r" "$ratio" "$ratio_in" | paste -sd '\t' >>"$raw"
-	echo "# rep $r/$reps ($order, load $load): consume ${c_wall}s ($c_rate_r rec/s, $((c_rss / 1024)) MiB, CPU ${c_cpu}s); windowd in ${w_in}s, out ${w_out}s, committed ${w_commit}s ($w_rate_r rec/s, $((w_rss / 1024)) MiB, CPU ${w_cpu_commit}s); ratio $ratio (to \"in\": $ratio_in); changelog $w_clrec records, $w_clbytes B$([ "$replay" = 0 ] || echo "; replay ${r_wall}s (CPU ${r_cpu}s)")" >&2
+		"$w_alloc" "$w_mallocs" "$w_gcs" "$w_markers" "$w_dups" "$p_wall" "$p_cpu" "$p_rss" "$p_bcpu" "$r_wall" "$r_rss" "$r_cpu" "$r_panes" "$c_rate_r" "$w_rate_r" "$ratio" "$ratio_in" | paste -sd '\t' >>"$raw"
+	echo "# rep $r/$reps ($order, load $load): consume ${c_wall}s ($c_rate_r rec/s, $((c_rss / 1024)) MiB, CPU ${c_cpu}s); windowd in ${w_in}s, out ${w_out}s, committed ${w_commit}s ($w_rate_r rec/s, $((w_rss / 1024)) MiB, CPU ${w_cpu_commit}s); ratio $ratio (to \"in\": $ratio_in); changelog $w_clrec records, $w_clbytes B$([ "$produce" = 0 ] || echo "; producer of the panes ${p_wall}s, broker CPU ${p_bcpu}s")$([ "$replay" = 0 ] || echo "; replay ${r_wall}s (CPU ${r_cpu}s)")" >&2
 done
 
 col() { awk -F'\t' -v c="$1" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} {printf "%s%s", (NR > 2 ? " " : ""), $k} END {print ""}' "$raw"; }
@@ -403,11 +452,36 @@ printf '%-52s %s\n' \
 	"windowd: Go heap bytes allocated per input record" "$(awk -v a="$(med_col "$raw" w_alloc_bytes)" -v n="$records" 'BEGIN {printf "%.0f\n", a / n}')" \
 	"windowd: Go heap objects per input record; GC cycles" "$(awk -v a="$(med_col "$raw" w_mallocs)" -v n="$records" 'BEGIN {printf "%.1f\n", a / n}'); $(med_col "$raw" w_gc_cycles)" \
 	"windowd: marker records; per s per partition; dups" "$(med_col "$raw" w_markers); $(awk -v m="$(med_col "$raw" w_markers)" -v t="$(med_col "$raw" w_commit_s)" -v p=$partitions 'BEGIN {printf "%.1f\n", m / t / p}'); $(med_col "$raw" w_duplicates)" \
+	"bare producer of the panes: s; its CPU s; RSS MiB" "$(med_col "$raw" p_wall_s); $(med_col "$raw" p_cpu_s); $(mib "$(med_col "$raw" p_rss_kib)")" \
+	"bare producer: broker CPU s to take the panes" "$(med_col "$raw" p_broker_cpu_s)" \
 	"replay (no Kafka): exec to exit, s; records/s" "$(med_col "$raw" r_wall_s); $(rate "$(med_col "$raw" r_wall_s)")" \
 	"replay: peak RSS MiB; CPU s; panes (all windows)" "$(mib "$(med_col "$raw" r_rss_kib)"); $(med_col "$raw" r_cpu_s); $(med_col "$raw" r_panes)" \
 	"ratio windowd/consume (committed), per repetition" "$(col ratio)" \
 	"ratio windowd/consume (all in), per repetition" "$(col ratio_in)" \
 	"median ratio (committed); (all in)" "$ratio; $(med_col "$raw" ratio_in)" \
 	"target: median ratio >= $target" "$verdict"
+if [ "$produce" != 0 ] && [ -n "$bpid" ]; then
+	# The bound: at the target rate windowd has consume seconds / TARGET, in
+	# which the machine's CPUs give nproc times that many CPU seconds. The
+	# Kafka side of the pipeline alone needs, each part measured on its own
+	# in the same repetition: fetching the input (the consume loop's CPU),
+	# the broker serving it (its CPU in the consume run), producing the
+	# panes (the bare producer's CPU) and the broker taking them (its CPU in
+	# the producer run); with REPLAY=1, decoding and the engine (replay's
+	# CPU) come on top. A sum above what the machine gives means the target
+	# is out of reach here, however well the parts overlap.
+	awk -F'\t' -v t="$target" -v n="$(nproc)" 'NR == 1 {for (i = 1; i <= NF; i++) k[$i] = i; next}
+		{allow = n * $k["c_wall_s"] / t
+		 kafka = $k["c_cpu_s"] + $k["c_broker_cpu_s"] + $k["p_cpu_s"] + $k["p_broker_cpu_s"]
+		 all = $k["r_cpu_s"] == "-" ? "-" : sprintf("%.2f", kafka + $k["r_cpu_s"])
+		 printf "%s%.2f/%.2f/%s", (NR > 2 ? " " : ""), allow, kafka, all
+		 if (kafka > allow) over++; if (all != "-" && all + 0 > allow) overAll++; if (all != "-") withAll++}
+		END {printf "\nthe Kafka side alone exceeds it in %d of %d repetitions; with replay'"'"'s CPU in %d of %d\n", over, NR - 1, overAll, withAll}' "$raw" |
+		{
+			read -r per
+			read -r summary
+			printf '%-52s %s\n' "CPU s the target allows / Kafka side / + replay" "$per" "bound" "$summary"
+		}
+fi
 echo "# load (1-min) at the start of each repetition: $(col load1)"
 echo "# raw: $raw"
