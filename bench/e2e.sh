@@ -365,6 +365,10 @@ run_windowd() { # rep; sets w_* variables
 run_produce() { # rep; sets p_* variables
 	p_wall="-" p_cpu="-" p_bcpu="-" p_rss="-"
 	[ "$produce" = 0 ] && return 0
+	if [ "$expected" = 0 ]; then # no pane to write (WINDOW_S=3600): nothing to produce
+		p_wall=0 p_cpu=0 p_bcpu=0
+		return 0
+	fi
 	local r=$1 pt=$topic-p$r n
 	topics+=("$pt")
 	bash scripts/kafka-local.sh topics --create --topic "$pt" --partitions $partitions --replication-factor 1 >/dev/null

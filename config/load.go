@@ -35,7 +35,7 @@ const (
 	DefaultSessionTimeout            = 45000 // ms, Kafka's default
 	// DefaultCompression is the codec of the batches windowd produces:
 	// against franz-go's default (snappy) a local Kafka 4.4 broker took
-	// the same panes with about half the CPU (docs/PERFORMANCE.md), and
+	// the same panes with about 40% less CPU (docs/PERFORMANCE.md), and
 	// every Kafka client since 0.10 reads it.
 	DefaultCompression = "lz4"
 )

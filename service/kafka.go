@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -25,7 +28,7 @@ import (
 // cluster's security settings (kafka.tls, kafka.sasl). It fails when the
 // TLS files cannot be loaded.
 func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt, error) {
-	codec, err := compressionCodec(c.Kafka.Compression)
+	comp, err := Compressor(c.Kafka.Compression)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +36,7 @@ func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(c.Kafka.ClientID),
 		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
-		kgo.ProducerBatchCompression(codec),
+		kgo.WithCompressor(comp),
 	}
 	if c.Kafka.TLS != nil {
 		tc, err := tlsConfig(c.Kafka.TLS)
@@ -52,22 +55,60 @@ func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 	return opts, nil
 }
 
-// compressionCodec is the franz-go codec of a kafka.compression value
-// (the loader checked it; "" is the default, lz4).
-func compressionCodec(name string) (kgo.CompressionCodec, error) {
+// Compressor is the batch compressor of every windowd producer for a
+// kafka.compression value ("" is the default, lz4): franz-go's for each
+// codec but lz4, whose writer would make frames of 4 MiB blocks
+// (lz4Compressor).
+func Compressor(name string) (kgo.Compressor, error) {
+	var codec kgo.CompressionCodec
 	switch name {
 	case "", "lz4":
-		return kgo.Lz4Compression(), nil
+		return newLz4Compressor(), nil
 	case "snappy":
-		return kgo.SnappyCompression(), nil
+		codec = kgo.SnappyCompression()
 	case "zstd":
-		return kgo.ZstdCompression(), nil
+		codec = kgo.ZstdCompression()
 	case "gzip":
-		return kgo.GzipCompression(), nil
+		codec = kgo.GzipCompression()
 	case "none":
-		return kgo.NoCompression(), nil
+		codec = kgo.NoCompression()
+	default:
+		return nil, fmt.Errorf("kafka.compression: unknown codec %q", name)
 	}
-	return kgo.CompressionCodec{}, fmt.Errorf("kafka.compression: unknown codec %q", name)
+	return kgo.DefaultCompressor(codec)
+}
+
+// lz4Compressor writes each batch as an lz4 frame of 64 KiB blocks, as
+// Kafka's own producer does. franz-go's lz4 writer keeps the library's
+// default of 4 MiB blocks, and a reader (the broker validating a batch,
+// windowd's changelog and repartition readers, every consumer) sizes its
+// buffers by the frame's block size, however small the batch: with those
+// frames an exactly-once kill test took 75 instead of 22 s under the race
+// detector.
+type lz4Compressor struct{ pool sync.Pool }
+
+func newLz4Compressor() *lz4Compressor {
+	return &lz4Compressor{pool: sync.Pool{New: func() any {
+		w := lz4.NewWriter(nil)
+		if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+			panic(err) // a constant option: cannot fail
+		}
+		return w
+	}}}
+}
+
+// Compress implements kgo.Compressor.
+func (c *lz4Compressor) Compress(dst *bytes.Buffer, src []byte, _ ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
+	w := c.pool.Get().(*lz4.Writer)
+	defer c.pool.Put(w)
+	w.Reset(dst)
+	if _, err := w.Write(src); err != nil {
+		return nil, kgo.CodecError
+	}
+	if err := w.Close(); err != nil {
+		return nil, kgo.CodecError
+	}
+	return dst.Bytes(), kgo.CodecLz4
 }
 
 // tlsConfig builds the client TLS configuration of kafka.tls: at least

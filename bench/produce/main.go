@@ -5,8 +5,8 @@
 // (sink.PaneRecord: key, timestamp, eight headers; the value is the line
 // itself, the same pane JSON), and only then produces them all to a topic
 // with the producer settings of `windowd run` (service/pipeline.go: franz-go
-// defaults, so snappy batches and an idempotent producer with acks=all; a
-// 5 ms linger; keys hashed to partitions). The broker's CPU while it runs is the cost of taking those
+// defaults, so an idempotent producer with acks=all; a 5 ms linger; keys
+// hashed to partitions; kafka.compression's compressor, service.Compressor). The broker's CPU while it runs is the cost of taking those
 // panes, apart from anything windowd does.
 //
 //	go run ./bench/produce -topic T -panes panes.jsonl [-records N] [-cpu-of PID] [-brokers 127.0.0.1:9092]
@@ -37,6 +37,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/service"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/windowing"
 )
@@ -46,7 +47,7 @@ func main() {
 	topic := flag.String("topic", "", "topic to produce to (required)")
 	panes := flag.String("panes", "", "panes as `windowd replay` prints them, one JSON object per line (required)")
 	records := flag.Int("records", 0, "produce at most this many panes (0: all)")
-	codec := flag.String("compression", "snappy", "batch compression: snappy (windowd's, franz-go's default), lz4, zstd, gzip or none")
+	codec := flag.String("compression", "lz4", "batch compression, as kafka.compression: lz4 (windowd's default), snappy, zstd, gzip or none")
 	cpuOf := flag.Int("cpu-of", 0, "report the CPU seconds this process (the broker) used while producing")
 	flag.Parse()
 	if *topic == "" || *panes == "" || *records < 0 {
@@ -58,15 +59,13 @@ func main() {
 		fail(err)
 	}
 
-	codecs := map[string]kgo.CompressionCodec{"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(),
-		"zstd": kgo.ZstdCompression(), "gzip": kgo.GzipCompression(), "none": kgo.NoCompression()}
-	cc, ok := codecs[*codec]
-	if !ok {
-		fail(fmt.Errorf("unknown -compression %q", *codec))
+	comp, err := service.Compressor(*codec)
+	if err != nil {
+		fail(err)
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
-		kgo.ProducerBatchCompression(cc),
+		kgo.WithCompressor(comp),
 		kgo.ClientID("windowd-bench-produce"),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kgo.UniformBytesPartitioner(64<<10, true, true, nil)), // windowd's for its output topics
@@ -83,15 +82,7 @@ func main() {
 	// thousand records in flight) never does: collect now, then not again.
 	runtime.GC()
 	debug.SetGCPercent(-1)
-	self := os.Getpid()
-	cpu0, err := cpuSeconds(*cpuOf)
-	if err != nil {
-		fail(err)
-	}
-	own0, err := cpuSeconds(self)
-	if err != nil {
-		fail(err)
-	}
+	cpu0, own0 := cpuSnapshot(*cpuOf)
 	start := time.Now()
 	for _, r := range rs {
 		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
@@ -104,14 +95,7 @@ func main() {
 		fail(err)
 	}
 	secs := time.Since(start).Seconds()
-	cpu1, err := cpuSeconds(*cpuOf)
-	if err != nil {
-		fail(err)
-	}
-	own1, err := cpuSeconds(self)
-	if err != nil {
-		fail(err)
-	}
+	cpu1, own1 := cpuSnapshot(*cpuOf)
 	if n := failed.Load(); n > 0 {
 		fail(fmt.Errorf("%d records failed, the first: %v", n, first.Load()))
 	}
@@ -120,6 +104,19 @@ func main() {
 		cpu = fmt.Sprintf("%.2f", cpu1-cpu0)
 	}
 	fmt.Printf("%d\t%d\t%.3f\t%.0f\t%.2f\t%s\n", len(rs), bytes, secs, float64(len(rs))/secs, own1-own0, cpu)
+}
+
+// cpuSnapshot returns the CPU seconds so far of process pid (0 for pid 0)
+// and of this process.
+func cpuSnapshot(pid int) (of, own float64) {
+	of, err := cpuSeconds(pid)
+	if err == nil {
+		own, err = cpuSeconds(os.Getpid())
+	}
+	if err != nil {
+		fail(err)
+	}
+	return of, own
 }
 
 // cpuSeconds returns the user + system CPU seconds of process pid so far
