@@ -48,7 +48,7 @@ func main() {
 	panes := flag.String("panes", "", "panes as `windowd replay` prints them, one JSON object per line (required)")
 	records := flag.Int("records", 0, "produce at most this many panes (0: all)")
 	codec := flag.String("compression", "lz4", "batch compression, as kafka.compression: lz4 (windowd's default), snappy, zstd, gzip or none")
-	cpuOf := flag.Int("cpu-of", 0, "report the CPU seconds this process (the broker) used while producing")
+	cpuOf := flag.Int("cpu-of", 0, "PID of a process (the broker) whose CPU seconds while producing to report")
 	flag.Parse()
 	if *topic == "" || *panes == "" || *records < 0 {
 		fmt.Fprintln(os.Stderr, "produce: -topic and -panes are required")
