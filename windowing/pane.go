@@ -274,11 +274,11 @@ func AppendJSONString(b []byte, s string) []byte {
 	start := 0
 	for i < len(s) {
 		c := s[i]
+		if plainJSONByte[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
