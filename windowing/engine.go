@@ -527,7 +527,10 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 }
 
 // fireProc runs a due early or late processing-time trigger (ks: as for
-// timerWindow).
+// timerWindow). The timer fires a pane of its own phase only: an early one
+// while the window is open, a late one while it is late; one whose window
+// has left that phase is dropped (the merge that makes a late session on
+// time again drops its late timer already).
 func (e *Engine) fireProc(t Timer, ks *keyState) error {
 	ks, w, err := e.timerWindow(t, ks)
 	if err != nil {
@@ -538,13 +541,14 @@ func (e *Engine) fireProc(t Timer, ks *keyState) error {
 	}
 	w.hasProc = false
 	ks.dirty = true
-	if w.sincePane == 0 {
+	late := w.lateProc()
+	if w.sincePane == 0 || late != (e.f >= w.end) {
 		return nil
 	}
-	if e.f < w.end {
-		return e.emitPane(ks, w, Early, false)
+	if late {
+		return e.emitPane(ks, w, Late, false)
 	}
-	return e.emitPane(ks, w, Late, false)
+	return e.emitPane(ks, w, Early, false)
 }
 
 // recordTriggers evaluates step (2) for one window a record updated.
@@ -638,7 +642,7 @@ func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
 		return nil
 	}
 	trig := &e.spec.Trigger
-	if e.f < w.end {
+	if !w.lateProc() {
 		if trig.EarlyEvery > 0 {
 			return e.setProc(ks, w, addSat(now, trig.EarlyEvery))
 		}
@@ -713,8 +717,13 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 	absorbed := append([]*window(nil), ks.windows[first+1:last+1]...)
 	newStart, newEnd := min(start, survivor.start), max(end, ks.windows[last].end)
 	// Timers are keyed by start: drop every merged window's timers, keep the
-	// earliest processing-time deadline, and re-add under the new bounds.
-	hasProc, proc := survivor.hasProc, survivor.proc
+	// earliest processing-time deadline of the merged window's phase, and
+	// re-add under the new bounds. A late timer of a session the merge makes
+	// on time again (its end is past the frontier) is dropped, not carried:
+	// it would fire an EARLY pane (docs/SEMANTICS.md, "Timers across a
+	// session merge").
+	late := e.f >= newEnd
+	hasProc, proc := survivor.procOf(late)
 	if err := e.dropTimers(ks, survivor); err != nil {
 		return err
 	}
@@ -722,8 +731,8 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		if err := e.dropTimers(ks, a); err != nil {
 			return err
 		}
-		if a.hasProc && (!hasProc || a.proc < proc) {
-			hasProc, proc = true, a.proc
+		if ok, d := a.procOf(late); ok && (!hasProc || d < proc) {
+			hasProc, proc = true, d
 		}
 		if e.spec.Mode == Retracting && a.last != nil {
 			if err := e.emitRetraction(ks, a.last); err != nil {
@@ -746,7 +755,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 	survivor.start, survivor.end = newStart, newEnd
 	ks.resort()
 	deadline := newEnd
-	survivor.onTimeDone = e.f >= newEnd
+	survivor.onTimeDone = late
 	if survivor.onTimeDone {
 		deadline = addSat(newEnd, e.spec.AllowedLateness)
 	}

@@ -21,10 +21,24 @@ type window struct {
 	settled    bool  // an ON_TIME or LATE pane was emitted
 	sincePane  int64 // records since the last pane (changed when > 0)
 	timer      int64 // deadline of its event-time timer (end, or end+lateness)
-	hasProc    bool
+	hasProc    bool  // a processing-time timer is pending: see lateProc
 	proc       int64 // deadline of its processing-time timer, when hasProc
 	last       *lastPane
 	paneSeq    uint64 // sliced key: its seq at the window's last pane
+}
+
+// lateProc reports whether w's processing-time timer, pending or to be
+// armed, is a late trigger's rather than an early one's: it is after the
+// window's on-time step (or the window was born late). The on-time step
+// cancels an early timer, and a session merge keeps only the timers of the
+// merged window's phase, so a pending timer is always of the phase this
+// reports.
+func (w *window) lateProc() bool { return w.onTimeDone }
+
+// procOf returns whether w has a processing-time timer of the phase late
+// (see lateProc), and its deadline.
+func (w *window) procOf(late bool) (bool, int64) {
+	return w.hasProc && w.lateProc() == late, w.proc
 }
 
 // windowAccs2 and windowAccs4 are a window and its aggregates in one

@@ -359,3 +359,125 @@ func checkPanes(t *testing.T, spec windowing.Spec, panes []windowing.Pane, want 
 		t.Fatalf("%d final panes, want %d", len(finals), len(want))
 	}
 }
+
+// timingCollector is a collector that also notes the engine's frontier at
+// each pane.
+type timingCollector struct {
+	collector
+	eng       *windowing.Engine
+	frontiers []int64
+}
+
+func (c *timingCollector) Pane(p *windowing.Pane) error {
+	c.frontiers = append(c.frontiers, c.eng.Frontier())
+	return c.collector.Pane(p)
+}
+
+// lateSpec returns a random spec of randomSpec's kind, sessions in two
+// cases of three, with late firing (batched in two cases of three, else
+// after each late record) in two of three, and no early trigger in half.
+func lateSpec(rng *rand.Rand) windowing.Spec {
+	spec := randomSpec(rng)
+	if rng.Intn(2) == 0 {
+		spec.Window = windowing.WindowSpec{Kind: windowing.Session, Gap: int64(50 + rng.Intn(1000))}
+	}
+	if rng.Intn(2) == 0 {
+		spec.Trigger.EarlyCount, spec.Trigger.EarlyEvery = 0, 0
+	}
+	if rng.Intn(3) != 0 {
+		spec.Trigger.Late = true
+		if rng.Intn(3) != 0 {
+			spec.Trigger.LateEvery = int64(10 + rng.Intn(200))
+		}
+		if spec.AllowedLateness == 0 {
+			spec.AllowedLateness = 500
+		}
+	}
+	return spec
+}
+
+// TestPaneTimingsFollowTriggers: with late records, merges of late sessions
+// into live ones and processing time moving, every pane's timing comes from
+// a configured trigger and agrees with the frontier at its emission: EARLY
+// only with an early trigger, before the window's end, never final; LATE
+// only with late firing or as the closing pane, at or past the end; a
+// non-final ON_TIME pane only with on_time, at or past the end. No pane id
+// (key, bounds, index) repeats.
+func TestPaneTimingsFollowTriggers(t *testing.T) {
+	for seed := int64(1); seed <= *seeds; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		spec := lateSpec(rng)
+		delay := int64(rng.Intn(400))
+		parts := 1 + rng.Intn(2)
+		recs := lateStream(rng, parts, 50+rng.Intn(250), delay)
+		name := fmt.Sprintf("seed%d-%s-%s", seed, spec.Window.Kind, spec.Mode)
+		t.Run(name, func(t *testing.T) {
+			db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			col := &timingCollector{}
+			wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: delay, Every: 1}
+			col.eng, err = windowing.New(spec, wm, db, col, windowing.Options{CacheBytes: 1 + rng.Intn(4000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eng := col.eng
+			for p := 0; p < parts; p++ {
+				eng.Assign(int32(p), 0, true)
+			}
+			now := int64(0)
+			for i, r := range recs {
+				ev := r.event(len(spec.Aggregates))
+				if err := eng.Record(&ev, now); err != nil {
+					t.Fatal(err)
+				}
+				if rng.Intn(3) == 0 {
+					now += int64(rng.Intn(60))
+					if err := eng.Tick(now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if i%37 == 0 {
+					if err := eng.Checkpoint(false); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := eng.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			checkTimings(t, spec, col.panes, col.frontiers)
+		})
+	}
+}
+
+// checkTimings checks the timing rules of TestPaneTimingsFollowTriggers on
+// panes, frontiers[i] being the frontier at panes[i].
+func checkTimings(t *testing.T, spec windowing.Spec, panes []windowing.Pane, frontiers []int64) {
+	t.Helper()
+	trig := spec.Trigger
+	early := trig.EarlyCount > 0 || trig.EarlyEvery > 0
+	ids := map[string]bool{}
+	for i := range panes {
+		p := &panes[i]
+		if p.Retraction {
+			continue // it repeats an earlier pane
+		}
+		f := frontiers[i]
+		switch {
+		case p.Timing == windowing.Early && (!early || p.Final || f >= p.End):
+			t.Fatalf("pane %d %+v: EARLY at frontier %d (early trigger: %v)", i, *p, f, early)
+		case p.Timing == windowing.Late && !p.Final && (!trig.Late || f < p.End):
+			t.Fatalf("pane %d %+v: non-final LATE at frontier %d (late firing: %v)", i, *p, f, trig.Late)
+		case p.Timing == windowing.OnTime && !p.Final && (!trig.OnTime || f < p.End):
+			t.Fatalf("pane %d %+v: non-final ON_TIME at frontier %d (on_time: %v)", i, *p, f, trig.OnTime)
+		}
+		if id := p.ID(); ids[id] {
+			t.Fatalf("pane %d %+v: its id %s repeats", i, *p, id)
+		} else {
+			ids[id] = true
+		}
+	}
+}

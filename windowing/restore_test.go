@@ -352,3 +352,46 @@ func TestEventKeysMayBeOverwritten(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredEarlyTimerFiresNoLatePane: an early timer restored with a
+// window whose end the new owner's frontier has passed, and that comes due
+// before the window's on-time step, fires no pane: an early timer never
+// fires a LATE pane (none is configured here), and the on-time pane holds
+// the window's records.
+func TestRestoredEarlyTimerFiresNoLatePane(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{EarlyEvery: 50, OnTime: true, Closing: windowing.ClosingNever},
+	}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
+	first := newRestoreRun(t, spec, wm, 1<<20)
+	first.eng.Assign(0, 0, true)
+	first.feed([]rec{{part: 0, key: "k", t: 100}}, 0) // early timer at 50
+	log, g := first.changelog(0)
+
+	next := newRestoreRun(t, spec, wm, 1<<20)
+	next.eng.Assign(1, 0, true)
+	next.feed([]rec{{part: 1, key: "ahead", t: 5000}}, 0) // frontier 5000
+	next.col.panes = nil
+	if err := next.eng.RestoreKey(0, "k", log["k"]); err != nil {
+		t.Fatal(err)
+	}
+	next.eng.Assign(0, 0, true)
+	next.eng.Watermarks().RestoreGenerator(0, g)
+	if err := next.eng.Tick(100); err != nil { // the early timer is due
+		t.Fatal(err)
+	}
+	if err := next.eng.FireDue(); err != nil {
+		t.Fatal(err)
+	}
+	var got []windowing.Pane // the panes of k ("ahead" fires its own early pane)
+	for _, p := range next.col.panes {
+		if p.Key == "k" {
+			got = append(got, p)
+		}
+	}
+	samePanes(t, "of k after the restore", paneLines(spec, got), []string{
+		`{"key":"k","window":{"start":0,"end":1000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":1}}`,
+	})
+}
