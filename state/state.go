@@ -40,6 +40,17 @@ const (
 	prefixMeta  = 'm'
 )
 
+// Pebble's memory per DB: its block cache (by default) and up to two
+// memtables (one filling, one flushing). In a cgo build Pebble allocates
+// both in C memory, outside the Go heap.
+const (
+	DefaultBlockCacheBytes = 32 << 20
+	memTableBytes          = 16 << 20
+	// PebbleMemoryBytes is what one DB opened with the default block
+	// cache holds in caches and memtables at most.
+	PebbleMemoryBytes = DefaultBlockCacheBytes + 2*memTableBytes
+)
+
 // Options configure a DB.
 type Options struct {
 	// FS is the file system; nil means the OS. Tests pass vfs.NewMem().
@@ -114,7 +125,7 @@ func (l logger) Fatalf(format string, args ...any) {
 // Open opens (creating if needed) the Pebble database in dir.
 func Open(dir string, o Options) (*DB, error) {
 	if o.BlockCacheBytes <= 0 {
-		o.BlockCacheBytes = 32 << 20
+		o.BlockCacheBytes = DefaultBlockCacheBytes
 	}
 	cache := pebble.NewCache(o.BlockCacheBytes)
 	opts := &pebble.Options{
@@ -122,7 +133,7 @@ func Open(dir string, o Options) (*DB, error) {
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             logger{logf: o.Logf, fatal: o.Fatal},
-		MemTableSize:       16 << 20,
+		MemTableSize:       memTableBytes,
 	}
 	if o.Ephemeral {
 		opts.DisableWAL = true

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/windowd/windowd/state"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -112,5 +114,32 @@ func TestUsage(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "", "version"); code != 0 || !strings.HasPrefix(out, "windowd ") {
 		t.Fatalf("version: exit %d, %q", code, out)
+	}
+}
+
+// TestMemoryLimitCountsEveryPipeline: each pipeline has its own window
+// cache of state.cache_bytes and its own Pebble database, so the soft limit
+// grows with the number of pipelines (it once counted one cache whatever
+// the number), and a build without cgo, where Pebble's block cache and
+// memtables are Go heap, counts them too.
+func TestMemoryLimitCountsEveryPipeline(t *testing.T) {
+	const mib = 1 << 20
+	pebble := int64(0)
+	if !cgoEnabled {
+		pebble = state.PebbleMemoryBytes
+	}
+	for _, c := range []struct {
+		pipelines int
+		cache     int64
+		want      int64
+	}{
+		{1, 64 * mib, 2*64*mib + pebble + 192*mib},
+		{3, 64 * mib, 3*(2*64*mib+pebble) + 192*mib},
+		{2, 16 * mib, 2*(2*16*mib+pebble) + 192*mib},
+		{0, 64 * mib, 2*64*mib + pebble + 192*mib},
+	} {
+		if got := memoryLimit(c.pipelines, c.cache); got != c.want {
+			t.Errorf("memoryLimit(%d, %d MiB) = %d MiB, want %d MiB", c.pipelines, c.cache/mib, got/mib, c.want/mib)
+		}
 	}
 }

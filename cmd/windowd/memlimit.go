@@ -3,22 +3,43 @@ package main
 import (
 	"os"
 	"runtime/debug"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/state"
 )
 
-// setMemoryLimit gives the Go runtime a soft memory limit derived from the
-// window cache budget, unless GOMEMLIMIT is set: twice the cache (live state
-// plus what a collection leaves behind) plus 192 MiB for the pending state
-// batch, I/O buffers and the runtime. Without a limit the runtime keeps
+// memoryLimit is the soft memory limit windowd gives the Go runtime for
+// pipelines pipelines, each with its own window cache of cacheBytes and its
+// own Pebble database:
+//
+//	pipelines × (2 × cacheBytes + heapPebble) + 192 MiB
+//
+// Twice each cache (live state plus what a collection leaves behind), 192
+// MiB for the pending state batches, I/O buffers and the runtime, and
+// heapPebble, what Pebble allocates on the Go heap: nothing in a cgo build
+// (the default: Pebble's block cache and memtables are C memory, outside any
+// Go limit, and come on top of it), its block cache and memtables
+// (state.PebbleMemoryBytes) in a build without cgo.
+func memoryLimit(pipelines int, cacheBytes int64) int64 {
+	perPipeline := 2 * cacheBytes
+	if !cgoEnabled {
+		perPipeline += state.PebbleMemoryBytes
+	}
+	return int64(max(pipelines, 1))*perPipeline + 192<<20
+}
+
+// setMemoryLimit gives the Go runtime the soft memory limit of memoryLimit
+// for the pipelines that run (every pipeline of cfg in `run`, one in
+// `replay`), unless GOMEMLIMIT is set. Without a limit the runtime keeps
 // freed heap (the large batch buffers of each checkpoint) long enough for
 // RSS to grow with the number of windows; with it, it collects and returns
-// memory as RSS approaches the limit. Pebble's memtables and block cache
-// (about 64 MiB) come on top. Returns the limit in bytes, or -1 when
-// GOMEMLIMIT decides.
-func setMemoryLimit(cacheBytes int64) int64 {
+// memory as RSS approaches the limit. Returns the limit in bytes, or -1
+// when GOMEMLIMIT decides.
+func setMemoryLimit(cfg *config.Config, pipelines int) int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return -1
 	}
-	limit := 2*cacheBytes + 192<<20
+	limit := memoryLimit(pipelines, cfg.State.CacheBytes)
 	debug.SetMemoryLimit(limit)
 	return limit
 }

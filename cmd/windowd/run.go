@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/windowd/windowd/service"
+	"github.com/windowd/windowd/state"
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -36,8 +37,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	if limit := setMemoryLimit(cfg.State.CacheBytes); limit > 0 {
-		log.Info("soft memory limit for the Go heap (set GOMEMLIMIT to override)", zap.Int64("bytes", limit))
+	if limit := setMemoryLimit(cfg, len(cfg.Pipelines)); limit > 0 {
+		log.Info("soft memory limit for the Go heap (set GOMEMLIMIT to override)", zap.Int64("bytes", limit),
+			zap.Int("pipelines", len(cfg.Pipelines)), zap.Bool("pebble_outside_go_heap", cgoEnabled),
+			zap.Int64("pebble_bytes_per_pipeline", state.PebbleMemoryBytes))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
