@@ -61,7 +61,7 @@ type Config struct {
 	Kafka Kafka
 	State State
 	HTTP  HTTP
-	// ShutdownGrace bounds how long a SIGTERM/SIGINT shutdown may take (ms); default 30s.
+	// ShutdownGrace bounds how long a SIGTERM/SIGINT shutdown may take (ms); default 20s.
 	ShutdownGrace int64
 	// Generator, when set, produces a demo event stream to the embedded broker.
 	Generator *Generator

@@ -31,7 +31,7 @@ const (
 	// transaction commits, so the interval is their latency (Kafka
 	// Streams' EOS default is the same 100ms).
 	DefaultCommitIntervalExactlyOnce = 100   // ms
-	DefaultShutdownGrace             = 30000 // ms
+	DefaultShutdownGrace             = 20000 // ms: room under Kubernetes' 30 s terminationGracePeriodSeconds
 	DefaultSessionTimeout            = 45000 // ms, Kafka's default
 	// DefaultCompression is the codec of the batches windowd produces:
 	// against franz-go's default (snappy) a local Kafka 4.4 broker took

@@ -448,18 +448,24 @@ func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 			break
 		}
 	}
-	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	deadline := time.Now().Add(grace - shutdownMargin(grace))
+	gctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-leaveBudget(grace)))
 	defer cancel()
 	r.mu.Lock()
 	if err == nil {
-		if err = r.commit(gctx); err == nil {
+		if cerr := r.commit(gctx); cerr == nil {
 			r.mu.Unlock()
-			_ = r.cl.LeaveGroupContext(gctx)
+			lctx, lcancel := context.WithDeadline(context.Background(), deadline)
+			_ = r.cl.LeaveGroupContext(lctx)
+			lcancel()
 			r.mu.Lock()
+		} else {
+			// Not committed: stage 2 and a restart redo it (docs/OPERATIONS.md, shutdown).
+			r.log.Error("repartition stage: final commit failed; exiting without it", zap.Error(cerr))
 		}
 	}
 	r.mu.Unlock()
-	r.cl.Close()
+	closeWithin(r.cl, deadline, r.log)
 	r.cancel()
 	if err != nil {
 		return fmt.Errorf("pipeline %s: repartition stage: %w", r.cfg.Name, err)

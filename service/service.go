@@ -167,12 +167,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(grace + 5*time.Second):
-		// Where it is stuck, for the bug report.
+	case <-time.After(grace):
+		// A pipeline is stuck past its own bounds (a poll loop inside a
+		// transaction's end that waits for a broker that is down):
+		// exit anyway, nothing uncommitted is lost (docs/OPERATIONS.md,
+		// shutdown). Where it is stuck goes to the debug log.
 		var stacks strings.Builder
 		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-		log.Error("shutdown did not finish; goroutines follow", zap.String("goroutines", stacks.String()))
-		return fmt.Errorf("shutdown did not finish within %s", grace)
+		log.Warn("shutdown grace passed with a pipeline still stopping; exiting without its final commit (what it did not commit is processed again after a restart, or rolled back under exactly_once)",
+			zap.Duration("shutdown_grace", grace))
+		log.Debug("goroutines at the end of the shutdown grace", zap.String("goroutines", stacks.String()))
+		return nil
 	}
 	close(errs)
 	var all []error
