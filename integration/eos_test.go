@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,12 +34,20 @@ const crashCycles = 20
 // session and one delivery guarantee.
 type deliveryEnv struct {
 	*env
+	session, lateness string
 }
 
 // newDeliveryEnv creates the input topic and a config on state dir "state".
 func newDeliveryEnv(t *testing.T, partitions int32, delivery string) *deliveryEnv {
 	t.Helper()
-	de := &deliveryEnv{env: &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"),
+	return newDeliveryEnvWith(t, partitions, delivery, "2s", "30s")
+}
+
+// newDeliveryEnvWith is newDeliveryEnv with a session timeout and an
+// allowed_lateness.
+func newDeliveryEnvWith(t *testing.T, partitions int32, delivery, session, lateness string) *deliveryEnv {
+	t.Helper()
+	de := &deliveryEnv{session: session, lateness: lateness, env: &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"),
 		dlq: uniqueName(t, "dlq"), group: uniqueName(t, "g"), partitions: partitions, delivery: delivery}}
 	createTopic(t, de.in, partitions)
 	de.stateDir = filepath.Join(t.TempDir(), "state")
@@ -55,7 +64,12 @@ func newDeliveryEnv(t *testing.T, partitions int32, delivery string) *deliveryEn
 }
 
 func (de *deliveryEnv) writeConfig(stateDir string) string {
-	return de.writeSteadyConfig(stateDir, "2s", "    delivery: "+de.delivery+"\n")
+	path := de.writeSteadyConfig(stateDir, de.session, "    delivery: "+de.delivery+"\n")
+	if de.lateness != "30s" {
+		cfg := readFile(de.t, path)
+		writeFile(de.t, path, strings.Replace(cfg, "allowed_lateness: 30s", "allowed_lateness: "+de.lateness, 1))
+	}
+	return path
 }
 
 // instanceEnv is the env of one more member of the group: same topics,
@@ -278,15 +292,39 @@ func checkDelivery(e *env, want map[string]string, got, late []outRecord, exactl
 	return res
 }
 
-// crashLoop (DESIGN.md §9): the steady out-of-order stream runs on while a
-// windowd process on one state dir is killed (kill -9) crashCycles times,
-// each time 1–3 s (seeded) after it listens, once it has consumed records
-// and committed some, and a further 0–1 s (seeded); a last instance then
-// drains the input. The output, read read_committed, must hold every window
-// replay computes for the same records with exactly one final pane equal to
-// replay's; a repeated pane id must repeat its content (at_least_once) or
-// must not occur at all (exactly_once).
-func crashLoop(t *testing.T, delivery string) {
+// crashPlan is one crash loop's shape.
+type crashPlan struct {
+	delivery   string
+	partitions int32
+	cycles     int
+	// lateness is the pipeline's allowed_lateness. At 0s a record that a
+	// frontier or position restored ahead of the committed input makes late
+	// is lost (dropped as expired) instead of turned into a LATE update, so
+	// the loop sees frontier and position bugs that lateness hides.
+	lateness string
+	session  string // kafka.session_timeout
+	// early: kill at any moment from the start on (during the restore,
+	// before the first commit, in the first transaction, right after a
+	// rollback), not only once the instance has committed.
+	early bool
+	// lockstep: records in event-time order within each partition, 10
+	// keys per partition (startLockstepProducer), instead of the steady
+	// out-of-order stream.
+	lockstep bool
+}
+
+// crashLoop (docs/SEMANTICS.md, delivery): the steady out-of-order stream
+// runs on while a windowd process on one state dir is killed (kill -9)
+// plan.cycles times; a last instance then drains the input. Without
+// plan.early each kill comes 1–3 s (seeded) after the process listens, once
+// it has consumed records and committed some, plus a further 0–1 s; with it,
+// a kill comes at a seeded 0–3.5 s after the process listens, whatever it is
+// doing, or 0.5–3 s after /readyz turns 200 (half the cycles each). The
+// output, read read_committed, must hold every window replay computes for
+// the same records with exactly one final pane equal to replay's; a
+// repeated pane id must repeat its content (at_least_once) or must not
+// occur at all (exactly_once); nothing may go to the late topic.
+func crashLoop(t *testing.T, plan crashPlan) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes killed in a loop, transactions")
 	}
@@ -299,9 +337,16 @@ func crashLoop(t *testing.T, delivery string) {
 			t.Fatalf("WINDOWD_CRASH_SEED: %v", err)
 		}
 	}
-	t.Logf("delivery %s, kill timing seed %d (WINDOWD_CRASH_SEED=%d repeats it)", delivery, seed, seed)
+	if s := os.Getenv("WINDOWD_CRASH_CYCLES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("WINDOWD_CRASH_CYCLES: %q", s)
+		}
+		plan.cycles = n
+	}
+	t.Logf("%+v, kill timing seed %d (WINDOWD_CRASH_SEED=%d repeats it)", plan, seed, seed)
 	rng := rand.New(rand.NewSource(seed))
-	de := newDeliveryEnv(t, 4, delivery)
+	de := newDeliveryEnvWith(t, plan.partitions, plan.delivery, plan.session, plan.lateness)
 	e := de.env
 	names := map[*instance]string{}
 	logTroubles(t, names)
@@ -324,36 +369,61 @@ func crashLoop(t *testing.T, delivery string) {
 		return sum
 	}
 
-	sp := startSteadyProducer(t, e)
+	produce := startSteadyProducer
+	if plan.lockstep {
+		produce = startLockstepProducer
+	}
+	sp := produce(t, e)
 	var cycleTotal time.Duration
 	var before int64
-	for i := 1; i <= crashCycles; i++ {
+	for i := 1; i <= plan.cycles; i++ {
 		start := time.Now()
 		inst := e.spawn(nil)
 		names[inst] = fmt.Sprintf("cycle-%d", i)
 		inst.waitListening(t)
 		listening := time.Since(start)
-		delay := time.Duration(1000+rng.Intn(2001)) * time.Millisecond
-		time.Sleep(delay)
-		// Each cycle makes progress: kill only once this instance has
-		// consumed records and committed some (for exactly_once, a
-		// transaction), so that the kills land at random points of the
-		// processing, not only during the restart.
-		var in float64
+		var how string
 		var now int64
-		waitFor(t, fmt.Sprintf("cycle %d's instance to consume records and commit", i), 30*time.Second, func() bool {
-			if !inst.running() {
-				t.Fatalf("cycle %d: windowd exited on its own: %v\n%s", i, inst.exitErr, stderrTail(inst, 30))
-			}
-			in, _ = inst.metric(t, "windowd_records_in_total")
-			now = committed()
-			return in > 0 && now > before
-		})
-		// The first commit of a restart often comes at a fixed point (the
-		// backlog caught up): kill a random 0–1 s (up to ten commit cycles)
-		// after the progress was seen, mid-transaction or mid-commit.
-		jitter := time.Duration(rng.Intn(1001)) * time.Millisecond
-		time.Sleep(jitter)
+		switch {
+		case plan.early && i%2 == 1 && os.Getenv("WINDOWD_CRASH_MODE") != "ready":
+			delay := time.Duration(rng.Intn(3501)) * time.Millisecond
+			time.Sleep(delay)
+			how = fmt.Sprintf("%4dms after it listened", delay.Milliseconds())
+		case plan.early:
+			waitFor(t, fmt.Sprintf("cycle %d's instance to be ready", i), 60*time.Second, func() bool {
+				if !inst.running() {
+					t.Fatalf("cycle %d: windowd exited on its own: %v\n%s", i, inst.exitErr, stderrTail(inst, 30))
+				}
+				code, _ := httpGetQuiet200("http://" + inst.httpAddr + "/readyz")
+				return code
+			})
+			delay := time.Duration(500+rng.Intn(2501)) * time.Millisecond
+			time.Sleep(delay)
+			how = fmt.Sprintf("%4dms after /readyz", delay.Milliseconds())
+		default:
+			delay := time.Duration(1000+rng.Intn(2001)) * time.Millisecond
+			time.Sleep(delay)
+			// Each cycle makes progress: kill only once this instance
+			// has consumed records and committed some (for
+			// exactly_once, a transaction), so that the kills land at
+			// random points of the processing, not only during the
+			// restart.
+			waitFor(t, fmt.Sprintf("cycle %d's instance to consume records and commit", i), 30*time.Second, func() bool {
+				if !inst.running() {
+					t.Fatalf("cycle %d: windowd exited on its own: %v\n%s", i, inst.exitErr, stderrTail(inst, 30))
+				}
+				in, _ := inst.metric(t, "windowd_records_in_total")
+				now = committed()
+				return in > 0 && now > before
+			})
+			// The first commit of a restart often comes at a fixed
+			// point (the backlog caught up): kill a random 0–1 s (up
+			// to ten commit cycles) after the progress was seen,
+			// mid-transaction or mid-commit.
+			jitter := time.Duration(rng.Intn(1001)) * time.Millisecond
+			time.Sleep(jitter)
+			how = fmt.Sprintf("drawn %4dms, then %4dms after it had committed", delay.Milliseconds(), jitter.Milliseconds())
+		}
 		alive := time.Since(start)
 		_ = inst.signal(t, syscall.SIGKILL)
 		if inst.cmd.ProcessState.ExitCode() != -1 { // -1: killed by the signal
@@ -362,11 +432,11 @@ func crashLoop(t *testing.T, delivery string) {
 		cycleTotal += time.Since(start)
 		produced, _ := sp.progress()
 		after := committed()
-		t.Logf("cycle %2d: listening after %4dms, killed %4dms later (drawn %4dms, then %4dms after it had committed); committed %5d -> %5d of %5d produced",
-			i, listening.Milliseconds(), (alive - listening).Milliseconds(), delay.Milliseconds(), jitter.Milliseconds(), before, after, produced)
+		t.Logf("cycle %2d: listening after %4dms, killed %4dms later (%s); committed %5d -> %5d of %5d produced",
+			i, listening.Milliseconds(), (alive - listening).Milliseconds(), how, before, after, produced)
 		before = max(now, after)
 	}
-	t.Logf("%d kill -9 cycles in %.1fs (%.2fs a cycle)", crashCycles, cycleTotal.Seconds(), cycleTotal.Seconds()/crashCycles)
+	t.Logf("%d kill -9 cycles in %.1fs (%.2fs a cycle)", plan.cycles, cycleTotal.Seconds(), cycleTotal.Seconds()/float64(plan.cycles))
 
 	final := e.spawn(nil)
 	names[final] = "final"
@@ -384,6 +454,7 @@ func crashLoop(t *testing.T, delivery string) {
 	}
 	out := e.reader(e.out) // read_committed
 	readFinals(out, want, 30*time.Second)
+	lateDropped, _ := final.metric(t, "windowd_late_dropped_total")
 	if err := final.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("final instance after SIGTERM: %v\n%s", err, stderrTail(final, 30))
 	}
@@ -391,23 +462,65 @@ func crashLoop(t *testing.T, delivery string) {
 	late := e.reader(e.late)
 	late.poll(time.Second)
 
-	res := checkDelivery(e, want, out.got, late.got, delivery == "exactly_once")
-	t.Logf("%s: %d input records, %d windows in replay; output (read_committed): %d pane records, %d distinct pane ids, %d duplicates; %.1fs in all",
-		delivery, len(recs), len(want), res.records, res.distinct, res.dups, time.Since(began).Seconds())
-	if len(res.problems) > 0 {
-		t.Fatalf("%s output after %d kill -9 cycles differs from replay:\n%s", delivery, crashCycles, strings.Join(res.problems, "\n"))
+	res := checkDelivery(e, want, out.got, late.got, plan.delivery == "exactly_once")
+	if lateDropped != 0 {
+		res.problems = append(res.problems, fmt.Sprintf("the final instance counted %.0f records dropped as late (windowd_late_dropped_total)", lateDropped))
 	}
+	t.Logf("%s: %d input records, %d windows in replay; output (read_committed): %d pane records, %d distinct pane ids, %d duplicates; %.1fs in all",
+		plan.delivery, len(recs), len(want), res.records, res.distinct, res.dups, time.Since(began).Seconds())
+	if len(res.problems) > 0 {
+		t.Fatalf("%s output after %d kill -9 cycles differs from replay:\n%s", plan.delivery, plan.cycles, strings.Join(res.problems, "\n"))
+	}
+}
+
+// httpGetQuiet200 reports whether url answers 200.
+func httpGetQuiet200(url string) (bool, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, nil
 }
 
 // TestExactlyOnceCrashLoop: under exactly_once, a read_committed consumer
 // sees each pane once however often windowd is killed: no pane id twice,
 // one final pane per window, equal to replay's.
-func TestExactlyOnceCrashLoop(t *testing.T) { crashLoop(t, "exactly_once") }
+func TestExactlyOnceCrashLoop(t *testing.T) {
+	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 4, cycles: crashCycles, lateness: "30s", session: "2s"})
+}
 
 // TestAtLeastOnceCrashLoop: under at_least_once, the same crash loop loses
 // nothing (every final pane present and equal to replay's) and a pane
 // emitted again repeats its pane id with byte-identical content.
-func TestAtLeastOnceCrashLoop(t *testing.T) { crashLoop(t, "at_least_once") }
+func TestAtLeastOnceCrashLoop(t *testing.T) {
+	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 4, cycles: crashCycles, lateness: "30s", session: "2s"})
+}
+
+// TestExactlyOnceEarlyKillsNoLateness: the crash loop with allowed_lateness
+// 0s on 8 partitions, killed at any moment (during the restore, before the
+// first commit, in the first transaction, after a rollback) or soon after
+// /readyz: a record made late by a frontier or position restored ahead of
+// the committed input is lost here, and every final pane must still be
+// replay's, with no record dropped as late.
+func TestExactlyOnceEarlyKillsNoLateness(t *testing.T) {
+	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 8, cycles: 8, lateness: "0s", session: crashSession(), early: true, lockstep: true})
+}
+
+// TestAtLeastOnceEarlyKillsNoLateness: the same under at_least_once.
+func TestAtLeastOnceEarlyKillsNoLateness(t *testing.T) {
+	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 8, cycles: 8, lateness: "0s", session: crashSession(), early: true, lockstep: true})
+}
+
+// crashSession is the session timeout of the early-kill loops: 3s, or
+// WINDOWD_CRASH_SESSION (the soak runs 10s, which leaves a restarted
+// instance a longer backlog behind the dead member).
+func crashSession() string {
+	if s := os.Getenv("WINDOWD_CRASH_SESSION"); s != "" {
+		return s
+	}
+	return "3s"
+}
 
 // zombieSigns are what a woken zombie's log may say (lower case): that
 // it lost its partitions, had its transaction aborted, or was fenced.

@@ -120,6 +120,8 @@ type steadyProducer struct {
 	parts  int32
 	rng    *rand.Rand
 	record func(rng *rand.Rand, p int32, n int, ts int64) input // n: records produced before
+	// disorder: up to this many ms are taken off a record's event time
+	disorder int64
 
 	mu   sync.Mutex
 	recs []input
@@ -147,7 +149,21 @@ func startSteadyProducer(t *testing.T, e *env) *steadyProducer {
 
 // startProducer starts a steadyProducer whose records come from record.
 func startProducer(t *testing.T, e *env, seed int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
-	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record,
+	return startProducerWith(t, e, seed, steadyDisorderMS, record)
+}
+
+// startLockstepProducer starts a steadyProducer whose records are in event
+// time order within each partition (no disorder), 10 keys per partition.
+func startLockstepProducer(t *testing.T, e *env) *steadyProducer {
+	return startProducerWith(t, e, 43, 0, func(rng *rand.Rand, p int32, _ int, ts int64) input {
+		u := fmt.Sprintf("k%d-%d", p, rng.Intn(10))
+		return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
+	})
+}
+
+// startProducerWith is startProducer with up to disorder ms of disorder.
+func startProducerWith(t *testing.T, e *env, seed, disorder int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
+	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record, disorder: disorder,
 		cl:   newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(e.in)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(sp.halt) // before the client closes (cleanups run last first)
@@ -168,7 +184,7 @@ func (sp *steadyProducer) run() {
 		batch := make([]input, 0, int(sp.parts)*steadyPerTick)
 		for p := int32(0); p < sp.parts; p++ {
 			for i := int64(0); i < steadyPerTick; i++ {
-				ts := base + (sp.seq+i)*steadyStepMS - sp.rng.Int63n(steadyDisorderMS+1)
+				ts := base + (sp.seq+i)*steadyStepMS - sp.rng.Int63n(sp.disorder+1)
 				batch = append(batch, sp.record(sp.rng, p, len(sp.recs)+len(batch), ts))
 			}
 		}
