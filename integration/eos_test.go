@@ -532,7 +532,8 @@ var zombieSigns = []string{"transaction aborted", "fenced", "partitions lost", "
 // over; B processes on, then A is woken (SIGCONT) with whatever transaction
 // it had open. A must find itself out of the group by itself (its log says
 // so: partitions lost, transaction aborted or producer fenced) rather than
-// commit what B now owns; it may rejoin or exit non-zero. A read_committed
+// commit what B now owns, and rejoin the group rather than exit (as Kafka
+// Streams does with a fenced producer). A read_committed
 // consumer sees each pane once, one final pane per window, equal to
 // replay's, and whatever still runs at the end stops cleanly on SIGTERM.
 func TestExactlyOnceZombie(t *testing.T) { zombie(t, 0) }
@@ -682,6 +683,9 @@ func zombie(t *testing.T, minStopped time.Duration) {
 		t.Logf("a's log since waking says %s", strings.Join(found, ", "))
 	}
 
+	if !a.running() {
+		zombie = append(zombie, fmt.Sprintf("a exited (%v) after waking instead of rejoining the group; its stderr ends:\n%s", a.exitErr, stderrTail(a, 10)))
+	}
 	for _, inst := range []*instance{a, b} {
 		if !inst.running() {
 			continue

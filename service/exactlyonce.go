@@ -51,6 +51,13 @@ const (
 	txnTimeout = 10 * time.Second
 )
 
+// errFenced marks a pipeline stopped because its transactional producer
+// was fenced or its transaction timed out on the broker: a zombie. The
+// service rebuilds such a pipeline, which rejoins the group with a new
+// producer epoch and restores what it is given from the changelog, as
+// Kafka Streams does (docs/OPERATIONS.md).
+var errFenced = errors.New("fenced")
+
 // errRolledBack reports a commit cycle whose transaction aborted: the
 // pipeline is back at its last committed transaction and the consumer
 // rewinds there. Not a failure.
@@ -165,13 +172,13 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	p.markEnd()
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
 	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
-		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused, or another instance uses its transactional id); a restart restores from the changelog: %w", err)}
+		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
 	}
 	if errors.Is(err, kerr.InvalidTxnState) {
 		// The same pause, met earlier: the coordinator is still aborting
 		// the timed-out transaction (PrepareAbort) and refuses its commit
 		// before it fences the producer's epoch.
-		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused); a restart restores from the changelog: %w", err)}
+		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
 	}
 	if err != nil {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}

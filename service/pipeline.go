@@ -58,6 +58,7 @@ type partition struct {
 // and whose commit cycle makes output, state and offsets durable in that
 // order (DESIGN.md §9, at_least_once).
 type pipeline struct {
+	orig   *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
 	cfg    *config.Pipeline
 	log    *zap.Logger
 	m      *metrics
@@ -159,12 +160,14 @@ func (l *lockedWriter) writeLine(b []byte) {
 // topic, with its stage 1 beside it.
 func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, inputs int32, deps deps) (*pipeline, error) {
 	clTopic := changelogTopic(cfg)
+	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
 		rp = &stage2{inputs: inputs, ups: map[int32]*upstreamState{}}
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{
+		orig:     orig,
 		rp:       rp,
 		cfg:      cfg,
 		log:      deps.log.With(zap.String("pipeline", cfg.Name)),

@@ -155,6 +155,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		go func() {
 			defer wg.Done()
 			err := p.run(runCtx, grace)
+			for errors.Is(err, errFenced) && runCtx.Err() == nil {
+				// A zombie (exactly_once): rejoin as a new pipeline on the
+				// same state dir and transactional id rather than exit.
+				log.Warn("pipeline fenced: rejoining the group with a new producer epoch; its partitions restore from the changelog",
+					zap.String("pipeline", p.cfg.Name), zap.Error(err))
+				np, nerr := newPipeline(p.orig, cfg, brokers, inputs[p.orig.Name], d)
+				if nerr != nil {
+					err = nerr
+					break
+				}
+				st.replace(p, np)
+				p = np
+				err = p.run(runCtx, grace)
+			}
 			if err != nil {
 				log.Error("pipeline stopped", zap.String("pipeline", p.cfg.Name), zap.Error(err))
 				stop() // one failed pipeline stops the process: restart resumes from the last checkpoint
@@ -345,6 +359,17 @@ func (s *status) add(p *pipeline) {
 	s.mu.Lock()
 	s.pipelines = append(s.pipelines, p)
 	s.mu.Unlock()
+}
+
+// replace puts p in old's place (a pipeline rebuilt after it was fenced).
+func (s *status) replace(old, p *pipeline) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.pipelines {
+		if q == old {
+			s.pipelines[i] = p
+		}
+	}
 }
 
 func (s *status) ready() (bool, string) {
