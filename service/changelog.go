@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -383,6 +385,78 @@ func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int6
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// growChangelog adds partitions to the changelog topic when the input has
+// grown past it (partitions added while running: partition p's state is
+// logged to changelog partition p), so that every partition in parts has
+// its changelog partition before it is restored.
+func (p *pipeline) growChangelog(ctx context.Context, parts []int32) error {
+	need := int32(0)
+	for _, part := range parts {
+		need = max(need, part+1)
+	}
+	if need == 0 {
+		return nil
+	}
+	if err := growTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
+		return err
+	}
+	return producerSees(ctx, p.cl, p.clTopic, need)
+}
+
+// producerSees waits until cl's producer knows partition need-1 of topic
+// (a producer that has written to a topic keeps its partition count until
+// its next metadata refresh, and refuses a record for a partition beyond it).
+func producerSees(ctx context.Context, cl *kgo.Client, topic string, need int32) error {
+	if leader, _, _ := cl.PartitionLeader(topic, 0); leader < 0 {
+		return nil // not loaded yet: its first record loads it whole
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if leader, _, _ := cl.PartitionLeader(topic, need-1); leader >= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: partition %d not in the producer's metadata after 30s", topic, need-1)
+		}
+		cl.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// growTopic makes topic have at least need partitions.
+func growTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) error {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	refreshTopicMetadata(lctx, cl, topic)
+	tds, err := adm.ListTopics(lctx, topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("topic %s: %v", topic, td.Err)
+	}
+	have := int32(len(td.Partitions))
+	if have >= need {
+		return nil
+	}
+	resp, err := adm.CreatePartitions(lctx, int(need-have), topic)
+	if err == nil {
+		if r, ok := resp[topic]; ok && r.Err != nil && !errors.Is(r.Err, kerr.InvalidPartitions) {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("adding %d partitions to %s (the input grew to %d): %w", need-have, topic, need, err)
+	}
+	log.Info("input grew: added partitions to match", zap.String("topic", topic), zap.Int32("from", have), zap.Int32("to", need))
+	refreshTopicMetadata(lctx, cl, topic)
+	return nil
 }
 
 // refreshTopicMetadata asks the broker for topic's metadata, so that

@@ -36,6 +36,9 @@ const (
 	metaOffsets     = "offsets"
 	errLogInterval  = 10 * time.Second
 	readyStaleAfter = 10 * time.Second
+	// partitionsSeenWithin bounds how long partitions added to a topic
+	// stay unseen (franz-go's metadata refresh interval).
+	partitionsSeenWithin = 10 * time.Second
 )
 
 // partition is what the pipeline tracks of one assigned input partition.
@@ -294,6 +297,9 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 func groupOpts(base []kgo.Opt, c *config.Config, group, topic string) []kgo.Opt {
 	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
 	return append(append([]kgo.Opt(nil), base...),
+		// Partitions added to the input (kafka-topics --alter) are seen
+		// within this: the group leader then rebalances them in.
+		kgo.MetadataMaxAge(partitionsSeenWithin),
 		kgo.ConsumerGroup(group),
 		kgo.SessionTimeout(session),
 		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
@@ -965,6 +971,9 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 				return err
 			}
 		}
+	}
+	if err := p.growChangelog(ctx, parts); err != nil {
+		return err
 	}
 	for _, part := range parts {
 		rs, err := p.restore(ctx, part)

@@ -306,8 +306,16 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			case err == nil:
 				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", n))
 			case errors.Is(err, kerr.TopicAlreadyExists):
-				if topic == changelog || topic == internal {
-					if err := checkPartitions(ctx, adm, topic, n, topic == internal); err != nil {
+				switch topic {
+				case internal:
+					if err := checkPartitions(ctx, adm, topic, n); err != nil {
+						return nil, err
+					}
+				case changelog:
+					// The input grew while windowd was down (or before
+					// it ever ran): partition p's state needs changelog
+					// partition p.
+					if err := growTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
 						return nil, err
 					}
 				}
@@ -322,12 +330,10 @@ func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 	return inputs, nil
 }
 
-// checkPartitions refuses an existing changelog topic with fewer partitions
-// than the stage it logs (partition p's state is logged to changelog
-// partition p), and an existing repartition topic (exact) with another
-// count than configured (stage 1 would write keys where stage 2's state
-// does not expect them).
-func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32, exact bool) error {
+// checkPartitions refuses an existing repartition topic with another
+// partition count than configured (stage 1 would write keys where stage 2's
+// state does not expect them).
+func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	details, err := adm.ListTopics(tctx, topic)
@@ -338,13 +344,9 @@ func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partit
 	if !ok || d.Err != nil {
 		return nil
 	}
-	switch have := int32(len(d.Partitions)); {
-	case exact && have != partitions:
+	if have := int32(len(d.Partitions)); have != partitions {
 		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
 			topic, have, partitions, have)
-	case !exact && have < partitions:
-		return fmt.Errorf("changelog topic %s has %d partitions, the input has %d: state of partition p is logged to changelog partition p; delete the changelog topic or add partitions to it",
-			topic, have, partitions)
 	}
 	return nil
 }
