@@ -69,6 +69,10 @@ func (de *deliveryEnv) writeConfig(stateDir string) string {
 		cfg := readFile(de.t, path)
 		writeFile(de.t, path, strings.Replace(cfg, "allowed_lateness: 30s", "allowed_lateness: "+de.lateness, 1))
 	}
+	if d := os.Getenv("WINDOWD_CRASH_MAX_DELAY"); d != "" {
+		cfg := readFile(de.t, path)
+		writeFile(de.t, path, strings.Replace(cfg, "max_delay: 2s", "max_delay: "+d, 1))
+	}
 	return path
 }
 
@@ -311,6 +315,9 @@ type crashPlan struct {
 	// keys per partition (startLockstepProducer), instead of the steady
 	// out-of-order stream.
 	lockstep bool
+	// headStart: the stream runs this long before the first instance
+	// starts, which then begins on a backlog with no committed offset.
+	headStart time.Duration
 }
 
 // crashLoop (docs/SEMANTICS.md, delivery): the steady out-of-order stream
@@ -343,6 +350,13 @@ func crashLoop(t *testing.T, plan crashPlan) {
 			t.Fatalf("WINDOWD_CRASH_CYCLES: %q", s)
 		}
 		plan.cycles = n
+	}
+	if s := os.Getenv("WINDOWD_CRASH_HEADSTART"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("WINDOWD_CRASH_HEADSTART: %v", err)
+		}
+		plan.headStart = d
 	}
 	if raceEnabled && plan.early {
 		plan.cycles = min(plan.cycles, 4) // the race run checks the same with fewer kills
@@ -377,6 +391,9 @@ func crashLoop(t *testing.T, plan crashPlan) {
 		produce = startLockstepProducer
 	}
 	sp := produce(t, e)
+	if plan.headStart > 0 {
+		time.Sleep(plan.headStart) // the first instance starts on a backlog
+	}
 	var cycleTotal time.Duration
 	var before int64
 	for i := 1; i <= plan.cycles; i++ {

@@ -122,6 +122,10 @@ type steadyProducer struct {
 	record func(rng *rand.Rand, p int32, n int, ts int64) input // n: records produced before
 	// disorder: up to this many ms are taken off a record's event time
 	disorder int64
+	// tick: how often a batch goes out (0: steadyTick); slower than
+	// steadyTick, event time runs slower than wall time and windows stay
+	// open across more restarts
+	tick time.Duration
 
 	mu   sync.Mutex
 	recs []input
@@ -149,21 +153,28 @@ func startSteadyProducer(t *testing.T, e *env) *steadyProducer {
 
 // startProducer starts a steadyProducer whose records come from record.
 func startProducer(t *testing.T, e *env, seed int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
-	return startProducerWith(t, e, seed, steadyDisorderMS, record)
+	return startProducerWith(t, e, seed, steadyDisorderMS, 0, record)
 }
 
 // startLockstepProducer starts a steadyProducer whose records are in event
 // time order within each partition (no disorder), 10 keys per partition.
 func startLockstepProducer(t *testing.T, e *env) *steadyProducer {
-	return startProducerWith(t, e, 43, 0, func(rng *rand.Rand, p int32, _ int, ts int64) input {
+	var tick time.Duration
+	if s := os.Getenv("WINDOWD_CRASH_TICK"); s != "" {
+		var err error
+		if tick, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("WINDOWD_CRASH_TICK: %v", err)
+		}
+	}
+	return startProducerWith(t, e, 43, 0, tick, func(rng *rand.Rand, p int32, _ int, ts int64) input {
 		u := fmt.Sprintf("k%d-%d", p, rng.Intn(10))
 		return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
 	})
 }
 
 // startProducerWith is startProducer with up to disorder ms of disorder.
-func startProducerWith(t *testing.T, e *env, seed, disorder int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
-	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record, disorder: disorder,
+func startProducerWith(t *testing.T, e *env, seed, disorder int64, tick time.Duration, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
+	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record, disorder: disorder, tick: tick,
 		cl:   newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(e.in)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(sp.halt) // before the client closes (cleanups run last first)
@@ -173,7 +184,11 @@ func startProducerWith(t *testing.T, e *env, seed, disorder int64, record func(r
 
 func (sp *steadyProducer) run() {
 	defer close(sp.done)
-	tk := time.NewTicker(steadyTick)
+	tick := steadyTick
+	if sp.tick > 0 {
+		tick = sp.tick
+	}
+	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	for {
 		select {

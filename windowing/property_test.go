@@ -227,30 +227,7 @@ func TestFinalPanesEqualBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for p := 0; p < parts; p++ {
-				eng.Assign(int32(p), 0, true)
-			}
-			now := int64(0)
-			for i, r := range recs {
-				ev := r.event(len(spec.Aggregates))
-				if err := eng.Record(&ev, now); err != nil {
-					t.Fatal(err)
-				}
-				if rng.Intn(10) == 0 {
-					now += int64(rng.Intn(100))
-					if err := eng.Tick(now); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if i%37 == 0 {
-					if err := eng.Checkpoint(false); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if err := eng.Finish(); err != nil {
-				t.Fatal(err)
-			}
+			drive(t, eng, spec, recs, parts, rng, 10, 100)
 			if n := eng.OpenWindows(); n != 0 {
 				t.Fatalf("%d windows still open after the end of input", n)
 			}
@@ -424,30 +401,7 @@ func TestPaneTimingsFollowTriggers(t *testing.T) {
 				t.Fatal(err)
 			}
 			eng := col.eng
-			for p := 0; p < parts; p++ {
-				eng.Assign(int32(p), 0, true)
-			}
-			now := int64(0)
-			for i, r := range recs {
-				ev := r.event(len(spec.Aggregates))
-				if err := eng.Record(&ev, now); err != nil {
-					t.Fatal(err)
-				}
-				if rng.Intn(3) == 0 {
-					now += int64(rng.Intn(60))
-					if err := eng.Tick(now); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if i%37 == 0 {
-					if err := eng.Checkpoint(false); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if err := eng.Finish(); err != nil {
-				t.Fatal(err)
-			}
+			drive(t, eng, spec, recs, parts, rng, 3, 60)
 			checkTimings(t, spec, col.panes, col.frontiers)
 		})
 	}
@@ -479,5 +433,36 @@ func checkTimings(t *testing.T, spec windowing.Spec, panes []windowing.Pane, fro
 		} else {
 			ids[id] = true
 		}
+	}
+}
+
+// drive assigns parts partitions, feeds recs to eng with a processing-time
+// tick after about one record in tickOdds (advancing by up to tickMax ms),
+// checkpoints every 37 records, and finishes the input.
+func drive(t *testing.T, eng *windowing.Engine, spec windowing.Spec, recs []rec, parts int, rng *rand.Rand, tickOdds, tickMax int) {
+	t.Helper()
+	for p := 0; p < parts; p++ {
+		eng.Assign(int32(p), 0, true)
+	}
+	now := int64(0)
+	for i, r := range recs {
+		ev := r.event(len(spec.Aggregates))
+		if err := eng.Record(&ev, now); err != nil {
+			t.Fatal(err)
+		}
+		if rng.Intn(tickOdds) == 0 {
+			now += int64(rng.Intn(tickMax))
+			if err := eng.Tick(now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%37 == 0 {
+			if err := eng.Checkpoint(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := eng.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }
