@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -394,4 +395,41 @@ func TestRestoredEarlyTimerFiresNoLatePane(t *testing.T) {
 	samePanes(t, "of k after the restore", paneLines(spec, got), []string{
 		`{"key":"k","window":{"start":0,"end":1000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":1}}`,
 	})
+}
+
+// TestReleasedPartitionFiresWindowsBehindTheFrontier: a partition that
+// joins behind the frontier runs on its own (CatchUp), and a record then
+// opens a window that its own frontier has not passed but the engine's
+// has. Released before its watermark reaches the frontier, the window must
+// still fire with the next step; it once stayed open for good, never
+// emitting (the timer scan had passed its deadline while the partition
+// waited).
+func TestReleasedPartitionFiresWindowsBehindTheFrontier(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
+	}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
+	r := newRestoreRun(t, spec, wm, 1<<20)
+	r.eng.Assign(0, 0, true)
+	r.feed([]rec{{part: 0, key: "a", t: 500}, {part: 0, key: "a", t: 10_000}}, 0)
+	if f := r.eng.Frontier(); f != 10_000 {
+		t.Fatalf("frontier %d, want 10000", f)
+	}
+	r.eng.Assign(1, 0, false)
+	r.eng.Watermarks().RestoreGenerator(1, watermark.Generator{MaxTS: 5000, Seen: 1, Watermark: 5000})
+	r.eng.CatchUp(1)
+	r.feed([]rec{{part: 1, key: "b", t: 7500}}, 0)
+	if err := r.eng.ReleaseTimers(1); err != nil {
+		t.Fatal(err)
+	}
+	r.feed([]rec{{part: 0, key: "a", t: 20_000}, {part: 1, key: "b", t: 20_000}}, 100)
+	want := `{"key":"b","window":{"start":7000,"end":8000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":1}}`
+	for _, l := range paneLines(spec, r.col.panes) {
+		if l == want {
+			return
+		}
+	}
+	t.Fatalf("window [7000,8000) of b never fired (open windows %d); panes:\n%s", r.eng.OpenWindows(), strings.Join(paneLines(spec, r.col.panes), "\n"))
 }

@@ -156,10 +156,17 @@ func (e *Engine) CatchUp(p int32) {
 }
 
 // ReleaseTimers lets partition p's timers fire again at the frontier,
-// firing those already due.
+// firing those already due. While p caught up, its records could open
+// windows that its own frontier had not passed but the engine's timer scan
+// had (their deadlines are at or below doneEvent): the next scan starts
+// again from where p's own frontier stopped, so that they fire too.
 func (e *Engine) ReleaseTimers(p int32) error {
-	delete(e.catching, e.shard(p))
-	e.owned[e.shard(p)] = true
+	shard := e.shard(p)
+	if done, ok := e.catching[shard]; ok {
+		e.rewind(&e.doneEvent, &e.nextEvent, after(done))
+	}
+	delete(e.catching, shard)
+	e.owned[shard] = true
 	return e.FireDue()
 }
 
