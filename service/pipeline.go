@@ -1253,8 +1253,13 @@ func closeWithin(cl *kgo.Client, deadline time.Time, log *zap.Logger) {
 
 // releaseGated returns a partition that joined behind the frontier to the
 // frontier once its own watermark has reached the frontier it joined at, or
-// it has consumed what its partition held, or it is idle (mu held). Until
-// then it runs on its own frontier (gateIfBehind).
+// it is idle (mu held). Until then it runs on its own frontier
+// (gateIfBehind). Not merely because its consumer reached the partition's
+// end: its watermark is still behind the frontier then, and its next
+// records, judged against the frontier, would be late (dropped under
+// allowed_lateness 0) where replay, whose frontier the partition held,
+// counts them; its frontier is held meanwhile, as the partition holds it
+// after the release too.
 func (p *pipeline) releaseGated() error {
 	if len(p.gated) == 0 {
 		return nil
@@ -1264,10 +1269,8 @@ func (p *pipeline) releaseGated() error {
 		idle[s.Partition] = s.Idle
 	}
 	for part, f := range p.gated {
-		st := p.parts[part]
 		g, _ := p.eng.Watermarks().Generator(part)
-		caughtUp := st != nil && st.caughtUp()
-		if g.Watermark < f && !caughtUp && !idle[part] {
+		if g.Watermark < f && !idle[part] {
 			continue
 		}
 		delete(p.gated, part)
