@@ -34,7 +34,7 @@ const crashCycles = 20
 // session and one delivery guarantee.
 type deliveryEnv struct {
 	*env
-	session, lateness string
+	session string
 }
 
 // newDeliveryEnv creates the input topic and a config on state dir "state".
@@ -47,8 +47,8 @@ func newDeliveryEnv(t *testing.T, partitions int32, delivery string) *deliveryEn
 // allowed_lateness.
 func newDeliveryEnvWith(t *testing.T, partitions int32, delivery, session, lateness string) *deliveryEnv {
 	t.Helper()
-	de := &deliveryEnv{session: session, lateness: lateness, env: &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"),
-		dlq: uniqueName(t, "dlq"), group: uniqueName(t, "g"), partitions: partitions, delivery: delivery}}
+	de := &deliveryEnv{session: session, env: &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"),
+		dlq: uniqueName(t, "dlq"), group: uniqueName(t, "g"), partitions: partitions, delivery: delivery, lateness: lateness}}
 	createTopic(t, de.in, partitions)
 	de.stateDir = filepath.Join(t.TempDir(), "state")
 	de.cfgPath = de.writeConfig(de.stateDir)
@@ -64,16 +64,7 @@ func newDeliveryEnvWith(t *testing.T, partitions int32, delivery, session, laten
 }
 
 func (de *deliveryEnv) writeConfig(stateDir string) string {
-	path := de.writeSteadyConfig(stateDir, de.session, "    delivery: "+de.delivery+"\n")
-	if de.lateness != "30s" {
-		cfg := readFile(de.t, path)
-		writeFile(de.t, path, strings.Replace(cfg, "allowed_lateness: 30s", "allowed_lateness: "+de.lateness, 1))
-	}
-	if d := os.Getenv("WINDOWD_CRASH_MAX_DELAY"); d != "" {
-		cfg := readFile(de.t, path)
-		writeFile(de.t, path, strings.Replace(cfg, "max_delay: 2s", "max_delay: "+d, 1))
-	}
-	return path
+	return de.writeSteadyConfig(stateDir, de.session, "    delivery: "+de.delivery+"\n")
 }
 
 // instanceEnv is the env of one more member of the group: same topics,

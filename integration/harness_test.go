@@ -176,6 +176,7 @@ type env struct {
 	cfg        *config.Config
 	partitions int32
 	delivery   string // the pipeline's delivery (rebalanceYAML tests)
+	lateness   string // the pipeline's allowed_lateness (rebalanceYAML tests); "": 30s
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

@@ -70,9 +70,14 @@ pipelines:
 // newRebalanceEnv creates the topics and the shared config of
 // TestStateFollowsPartitions (state dir "shared", used only for replay).
 func newRebalanceEnv(t *testing.T, partitions int32, delivery string) *env {
+	return newRebalanceEnvWith(t, partitions, delivery, "")
+}
+
+// newRebalanceEnvWith is newRebalanceEnv with an allowed_lateness ("": 30s).
+func newRebalanceEnvWith(t *testing.T, partitions int32, delivery, lateness string) *env {
 	t.Helper()
 	e := &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: partitions, delivery: delivery}
+		group: uniqueName(t, "g"), partitions: partitions, delivery: delivery, lateness: lateness}
 	createTopic(t, e.in, partitions)
 	e.stateDir = filepath.Join(t.TempDir(), "shared")
 	e.cfgPath = e.writeRebalanceConfig(e.stateDir)
@@ -93,8 +98,15 @@ func (e *env) writeRebalanceConfig(stateDir string) string {
 func (e *env) writeSteadyConfig(stateDir, sessionTimeout, tail string) string {
 	e.t.Helper()
 	path := filepath.Join(e.t.TempDir(), "windowd.yaml")
-	writeFile(e.t, path, fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), sessionTimeout, stateDir,
-		e.in, e.group, e.out, e.late, e.dlq, tail))
+	yaml := fmt.Sprintf(rebalanceYAML, strings.Join(quoteAll(brokers), ", "), sessionTimeout, stateDir,
+		e.in, e.group, e.out, e.late, e.dlq, tail)
+	if e.lateness != "" {
+		yaml = strings.Replace(yaml, "allowed_lateness: 30s", "allowed_lateness: "+e.lateness, 1)
+	}
+	if d := os.Getenv("WINDOWD_CRASH_MAX_DELAY"); d != "" {
+		yaml = strings.Replace(yaml, "max_delay: 2s", "max_delay: "+d, 1)
+	}
+	writeFile(e.t, path, yaml)
 	return path
 }
 
@@ -126,6 +138,8 @@ type steadyProducer struct {
 	// steadyTick, event time runs slower than wall time and windows stay
 	// open across more restarts
 	tick time.Duration
+	// lag: partition p's event time runs lag(p) ms behind (nil: none)
+	lag func(p int32) int64
 
 	mu   sync.Mutex
 	recs []input
@@ -145,15 +159,30 @@ const (
 )
 
 func startSteadyProducer(t *testing.T, e *env) *steadyProducer {
-	return startProducer(t, e, 42, func(rng *rand.Rand, p int32, _ int, ts int64) input {
-		u := fmt.Sprintf("k%d-%d", p, rng.Intn(steadyKeys))
-		return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
-	})
+	return startProducer(t, e, 42, steadyRecord)
+}
+
+// steadyRecord is a record of key k<p>-<0..3> on partition p.
+func steadyRecord(rng *rand.Rand, p int32, _ int, ts int64) input {
+	u := fmt.Sprintf("k%d-%d", p, rng.Intn(steadyKeys))
+	return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
+}
+
+// laggingPartitions makes partition p's event time run 3p seconds behind,
+// well beyond max_delay.
+func laggingPartitions(p int32) int64 { return int64(p) * 3000 }
+
+// lagOf is how far partition p's event time runs behind the stream's.
+func (sp *steadyProducer) lagOf(p int32) int64 {
+	if sp.lag == nil {
+		return 0
+	}
+	return sp.lag(p)
 }
 
 // startProducer starts a steadyProducer whose records come from record.
 func startProducer(t *testing.T, e *env, seed int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
-	return startProducerWith(t, e, seed, steadyDisorderMS, 0, record)
+	return startProducerWith(t, e, seed, steadyDisorderMS, 0, nil, record)
 }
 
 // startLockstepProducer starts a steadyProducer whose records are in event
@@ -166,15 +195,16 @@ func startLockstepProducer(t *testing.T, e *env) *steadyProducer {
 			t.Fatalf("WINDOWD_CRASH_TICK: %v", err)
 		}
 	}
-	return startProducerWith(t, e, 43, 0, tick, func(rng *rand.Rand, p int32, _ int, ts int64) input {
+	return startProducerWith(t, e, 43, 0, tick, nil, func(rng *rand.Rand, p int32, _ int, ts int64) input {
 		u := fmt.Sprintf("k%d-%d", p, rng.Intn(10))
 		return input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
 	})
 }
 
-// startProducerWith is startProducer with up to disorder ms of disorder.
-func startProducerWith(t *testing.T, e *env, seed, disorder int64, tick time.Duration, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
-	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record, disorder: disorder, tick: tick,
+// startProducerWith is startProducer with up to disorder ms of disorder, a
+// batch every tick (0: steadyTick) and partitions lagging by lag (nil: none).
+func startProducerWith(t *testing.T, e *env, seed, disorder int64, tick time.Duration, lag func(p int32) int64, record func(rng *rand.Rand, p int32, n int, ts int64) input) *steadyProducer {
+	sp := &steadyProducer{t: t, parts: e.partitions, rng: rand.New(rand.NewSource(seed)), record: record, disorder: disorder, tick: tick, lag: lag,
 		cl:   newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(e.in)),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(sp.halt) // before the client closes (cleanups run last first)
@@ -199,7 +229,7 @@ func (sp *steadyProducer) run() {
 		batch := make([]input, 0, int(sp.parts)*steadyPerTick)
 		for p := int32(0); p < sp.parts; p++ {
 			for i := int64(0); i < steadyPerTick; i++ {
-				ts := base + (sp.seq+i)*steadyStepMS - sp.rng.Int63n(sp.disorder+1)
+				ts := base + (sp.seq+i)*steadyStepMS - sp.rng.Int63n(sp.disorder+1) - sp.lagOf(p)
 				batch = append(batch, sp.record(sp.rng, p, len(sp.recs)+len(batch), ts))
 			}
 		}
@@ -307,22 +337,36 @@ func (inst *instance) heldPartitions() []int32 {
 // window is missing or extra, no record was dropped as late, and a pane
 // emitted twice (at least once, after the kill) repeats its pane id with
 // byte-identical content.
-func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once") }
+func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once", "") }
+
+// TestStateFollowsPartitionsNoLateness is TestStateFollowsPartitions with
+// allowed_lateness 0s: a record that a partition moved behind the frontier
+// would make late is lost here instead of turned into a LATE update, so
+// frontier and position bugs of the handover show as missing panes.
+func TestStateFollowsPartitionsNoLateness(t *testing.T) {
+	stateFollowsPartitions(t, "at_least_once", "0s")
+}
+
+// TestStateFollowsPartitionsExactlyOnceNoLateness is the same under
+// exactly_once.
+func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
+	stateFollowsPartitions(t, "exactly_once", "0s")
+}
 
 // TestStateFollowsPartitionsExactlyOnce is the same under exactly_once:
 // every rebalance aborts the transactions open across it, and a
 // read_committed reader must see each pane id once.
 func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
-	stateFollowsPartitions(t, "exactly_once")
+	stateFollowsPartitions(t, "exactly_once", "")
 }
 
-func stateFollowsPartitions(t *testing.T, delivery string) {
+func stateFollowsPartitions(t *testing.T, delivery, lateness string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes rebalancing one consumer group")
 	}
 	windowdBinary(t) // build before the clock matters
 	began := time.Now()
-	e := newRebalanceEnv(t, 8, delivery)
+	e := newRebalanceEnvWith(t, 8, delivery, lateness)
 	names := map[*instance]string{}
 	start := func(name string) *instance {
 		inst := e.member(name).spawn(nil)
@@ -391,7 +435,7 @@ func stateFollowsPartitions(t *testing.T, delivery string) {
 			covered := map[int32]bool{}
 			for _, inst := range live {
 				for p, wm := range inst.partitionWatermarks() {
-					if wm >= target {
+					if wm >= target-float64(sp.lagOf(p)) {
 						covered[p] = true
 					}
 				}
@@ -427,7 +471,14 @@ func stateFollowsPartitions(t *testing.T, delivery string) {
 	for _, inst := range []*instance{a, b, c} {
 		inst.waitListening(t)
 	}
-	sp = startSteadyProducer(t, e)
+	if lateness == "0s" {
+		// Partition p's event time runs 3p seconds behind partition 0's: a
+		// partition that moves to an instance without the slower ones
+		// joins behind its frontier and must catch up on its own.
+		sp = startProducerWith(t, e, 42, steadyDisorderMS, 0, laggingPartitions, steadyRecord)
+	} else {
+		sp = startSteadyProducer(t, e)
+	}
 	owners("three instances sharing the partitions", a, b, c)
 	caughtUp("three instances processing", a, b, c)
 	until(8)

@@ -430,18 +430,31 @@ func producerSees(ctx context.Context, cl *kgo.Client, topic string, need int32)
 
 // growTopic makes topic have at least need partitions.
 func growTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) error {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	refreshTopicMetadata(lctx, cl, topic)
-	tds, err := adm.ListTopics(lctx, topic)
-	if err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
+	var have int32
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		// A topic another instance created a moment ago may not be in
+		// every broker's metadata yet.
+		refreshTopicMetadata(lctx, cl, topic)
+		tds, err := adm.ListTopics(lctx, topic)
+		if err == nil {
+			if td, ok := tds[topic]; !ok {
+				err = kerr.UnknownTopicOrPartition
+			} else if err = td.Err; err == nil {
+				have = int32(len(td.Partitions))
+				break
+			}
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
+			return fmt.Errorf("topic %s: %w", topic, err)
+		}
+		select {
+		case <-lctx.Done():
+			return fmt.Errorf("topic %s: %w", topic, err)
+		case <-time.After(backoff):
+		}
 	}
-	td, ok := tds[topic]
-	if !ok || td.Err != nil {
-		return fmt.Errorf("topic %s: %v", topic, td.Err)
-	}
-	have := int32(len(td.Partitions))
 	if have >= need {
 		return nil
 	}
