@@ -167,16 +167,17 @@ pipelines:
 
 // env is one test's topics, config and state directory.
 type env struct {
-	t          *testing.T
-	in, out    string
-	late, dlq  string
-	group      string
-	stateDir   string
-	cfgPath    string
-	cfg        *config.Config
-	partitions int32
-	delivery   string // the pipeline's delivery (rebalanceYAML tests)
-	lateness   string // the pipeline's allowed_lateness (rebalanceYAML tests); "": 30s
+	t           *testing.T
+	in, out     string
+	late, dlq   string
+	group       string
+	stateDir    string
+	cfgPath     string
+	cfg         *config.Config
+	partitions  int32
+	delivery    string // the pipeline's delivery (rebalanceYAML tests)
+	lateness    string // the pipeline's allowed_lateness (rebalanceYAML tests); "": 30s
+	repartition bool   // the pipeline has repartition: true (rebalanceYAML tests)
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

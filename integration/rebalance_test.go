@@ -70,14 +70,15 @@ pipelines:
 // newRebalanceEnv creates the topics and the shared config of
 // TestStateFollowsPartitions (state dir "shared", used only for replay).
 func newRebalanceEnv(t *testing.T, partitions int32, delivery string) *env {
-	return newRebalanceEnvWith(t, partitions, delivery, "")
+	return newRebalanceEnvWith(t, partitions, delivery, "", false)
 }
 
-// newRebalanceEnvWith is newRebalanceEnv with an allowed_lateness ("": 30s).
-func newRebalanceEnvWith(t *testing.T, partitions int32, delivery, lateness string) *env {
+// newRebalanceEnvWith is newRebalanceEnv with an allowed_lateness ("": 30s)
+// and, with repartition, the pipeline repartitioned by its key field.
+func newRebalanceEnvWith(t *testing.T, partitions int32, delivery, lateness string, repartition bool) *env {
 	t.Helper()
 	e := &env{t: t, in: uniqueName(t, "in"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: partitions, delivery: delivery, lateness: lateness}
+		group: uniqueName(t, "g"), partitions: partitions, delivery: delivery, lateness: lateness, repartition: repartition}
 	createTopic(t, e.in, partitions)
 	e.stateDir = filepath.Join(t.TempDir(), "shared")
 	e.cfgPath = e.writeRebalanceConfig(e.stateDir)
@@ -90,7 +91,11 @@ func newRebalanceEnvWith(t *testing.T, partitions int32, delivery, lateness stri
 }
 
 func (e *env) writeRebalanceConfig(stateDir string) string {
-	return e.writeSteadyConfig(stateDir, "6s", "    commit_interval: 200ms\n    delivery: "+e.delivery+"\n")
+	tail := "    commit_interval: 200ms\n    delivery: " + e.delivery + "\n"
+	if e.repartition {
+		tail += "    repartition: true\n"
+	}
+	return e.writeSteadyConfig(stateDir, "6s", tail)
 }
 
 // writeSteadyConfig writes rebalanceYAML for e's topics and group into a
@@ -337,36 +342,48 @@ func (inst *instance) heldPartitions() []int32 {
 // window is missing or extra, no record was dropped as late, and a pane
 // emitted twice (at least once, after the kill) repeats its pane id with
 // byte-identical content.
-func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once", "") }
+func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once", "", false) }
 
 // TestStateFollowsPartitionsNoLateness is TestStateFollowsPartitions with
 // allowed_lateness 0s: a record that a partition moved behind the frontier
 // would make late is lost here instead of turned into a LATE update, so
 // frontier and position bugs of the handover show as missing panes.
 func TestStateFollowsPartitionsNoLateness(t *testing.T) {
-	stateFollowsPartitions(t, "at_least_once", "0s")
+	stateFollowsPartitions(t, "at_least_once", "0s", false)
 }
 
 // TestStateFollowsPartitionsExactlyOnceNoLateness is the same under
 // exactly_once.
 func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
-	stateFollowsPartitions(t, "exactly_once", "0s")
+	stateFollowsPartitions(t, "exactly_once", "0s", false)
+}
+
+// TestRepartitionScaleIn is the same sequence (three instances, one killed,
+// a fourth joins, scale in to one by SIGTERM) on a repartitioned pipeline
+// with allowed_lateness 0s: both stages move, and the last instance, which
+// ends up with every input and internal partition, must emit every window's
+// final pane. It once emitted nothing after the rebalance: internal
+// partitions that moved joined behind its frontier, were let go at once
+// because they were at their end, and their windows between the two
+// frontiers never fired.
+func TestRepartitionScaleIn(t *testing.T) {
+	stateFollowsPartitions(t, "at_least_once", "0s", true)
 }
 
 // TestStateFollowsPartitionsExactlyOnce is the same under exactly_once:
 // every rebalance aborts the transactions open across it, and a
 // read_committed reader must see each pane id once.
 func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
-	stateFollowsPartitions(t, "exactly_once", "")
+	stateFollowsPartitions(t, "exactly_once", "", false)
 }
 
-func stateFollowsPartitions(t *testing.T, delivery, lateness string) {
+func stateFollowsPartitions(t *testing.T, delivery, lateness string, repartition bool) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes rebalancing one consumer group")
 	}
 	windowdBinary(t) // build before the clock matters
 	began := time.Now()
-	e := newRebalanceEnvWith(t, 8, delivery, lateness)
+	e := newRebalanceEnvWith(t, 8, delivery, lateness, repartition)
 	names := map[*instance]string{}
 	start := func(name string) *instance {
 		inst := e.member(name).spawn(nil)
