@@ -57,7 +57,7 @@ WORKDIR /var/lib/windowd
 # /metrics, /healthz, /readyz (http.listen)
 EXPOSE 9100
 # Pebble state (state.dir). A clean shutdown keeps it as a warm cache; the
-# changelog topic is the source of truth (DESIGN.md §9).
+# changelog topic is the source of truth (docs/SEMANTICS.md, State follows partitions).
 VOLUME ["/var/lib/windowd"]
 
 ENTRYPOINT ["/windowd"]

@@ -1,6 +1,7 @@
 // Package config turns a windowd YAML (or JSON) file into typed, validated
-// pipeline specs (DESIGN.md §12). Loading never stops at the first problem:
-// every unknown field, bad value and inconsistency is reported.
+// pipeline specs (docs/SEMANTICS.md, Configuration). Loading never stops at
+// the first problem: every unknown field, bad value and inconsistency is
+// reported.
 //
 // # Errors
 //
@@ -218,7 +219,8 @@ type Pipeline struct {
 	Delivery        Delivery
 	CommitInterval  int64 // ms between commit cycles; default 1s
 	// Repartition, when set, runs the pipeline in two stages joined by the
-	// internal topic <group>-<name>-repartition (DESIGN.md §13).
+	// internal topic <group>-<name>-repartition (docs/SEMANTICS.md,
+	// Repartitioning).
 	Repartition *Repartition
 }
 

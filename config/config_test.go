@@ -27,7 +27,7 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// designConfig is the example of DESIGN.md §12, verbatim.
+// designConfig is the example of docs/SEMANTICS.md, Configuration, verbatim.
 const designConfig = `kafka:
   brokers: ["127.0.0.1:9092"]   # or ` + "`brokers: embedded`" + `: an in-process broker (quickstart, demos)
   embedded_listen: 127.0.0.1:19092   # where the embedded broker listens
@@ -136,7 +136,8 @@ pipelines:
     output: {topic: out}
 `
 
-// minimalWant is what minimalConfig gives: every default of DESIGN.md §12.
+// minimalWant is what minimalConfig gives: every default (the README's
+// configuration table; docs/SEMANTICS.md, Configuration).
 func minimalWant(file string, line int) *Config {
 	return &Config{
 		File: file,

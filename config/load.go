@@ -16,7 +16,8 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// Defaults of DESIGN.md §12 that are not the zero value.
+// Defaults that are not the zero value (the README's configuration table;
+// docs/SEMANTICS.md, Configuration).
 const (
 	DefaultEmbeddedListen = "127.0.0.1:19092"
 	DefaultClientID       = "windowd"

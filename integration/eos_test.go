@@ -195,7 +195,8 @@ func renderRecord(r outRecord) string {
 // final panes replay computes (want: window -> aggregates):
 //
 //   - every record has a pane id, and it is <key>/<start>/<end>/<index> of
-//     the record's value (DESIGN.md §8: the id a consumer dedups by);
+//     the record's value (the id a consumer dedups by: docs/SEMANTICS.md,
+//     Output);
 //   - exactlyOnce: no pane id occurs twice, not even with identical content;
 //     at least once: a repeated pane id repeats key, headers and value byte
 //     for byte;
@@ -537,16 +538,16 @@ func crashSession() string {
 // it lost its partitions, had its transaction aborted, or was fenced.
 var zombieSigns = []string{"transaction aborted", "fenced", "partitions lost", "invalid_producer_epoch"}
 
-// TestExactlyOnceZombie (DESIGN.md §9): two windowd processes (one group,
-// separate state dirs) share 4 partitions under exactly_once. A is frozen
-// (SIGSTOP) mid-stream, so its session expires and B takes every partition
-// over; B processes on, then A is woken (SIGCONT) with whatever transaction
-// it had open. A must find itself out of the group by itself (its log says
-// so: partitions lost, transaction aborted or producer fenced) rather than
-// commit what B now owns, and rejoin the group rather than exit (as Kafka
-// Streams does with a fenced producer). A read_committed
-// consumer sees each pane once, one final pane per window, equal to
-// replay's, and whatever still runs at the end stops cleanly on SIGTERM.
+// TestExactlyOnceZombie (docs/SEMANTICS.md, Delivery): two windowd processes
+// (one group, separate state dirs) share 4 partitions under exactly_once. A
+// is frozen (SIGSTOP) mid-stream, so its session expires and B takes every
+// partition over; B processes on, then A is woken (SIGCONT) with whatever
+// transaction it had open. A must find itself out of the group by itself (its
+// log says so: partitions lost, transaction aborted or producer fenced)
+// rather than commit what B now owns, and rejoin the group rather than exit
+// (as Kafka Streams does with a fenced producer). A read_committed consumer
+// sees each pane once, one final pane per window, equal to replay's, and
+// whatever still runs at the end stops cleanly on SIGTERM.
 func TestExactlyOnceZombie(t *testing.T) { zombie(t, 0) }
 
 // TestExactlyOnceZombiePastTxnTimeout: the same, with A frozen past the

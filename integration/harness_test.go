@@ -106,7 +106,7 @@ func produce(t *testing.T, topic string, recs []input) {
 	}
 }
 
-// replayLines renders records as a replay input (DESIGN.md §11).
+// replayLines renders records as a replay input (docs/SEMANTICS.md, Replay).
 func replayLines(recs []input) string {
 	var b strings.Builder
 	for _, r := range recs {

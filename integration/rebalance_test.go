@@ -332,8 +332,8 @@ func (inst *instance) heldPartitions() []int32 {
 	return ps
 }
 
-// TestStateFollowsPartitions (issue #4, DESIGN.md §9 "State follows
-// partitions"): three instances (separate processes, one group, each its own
+// TestStateFollowsPartitions (issue #4, docs/SEMANTICS.md, State follows
+// partitions): three instances (separate processes, one group, each its own
 // state dir) window a steady out-of-order stream over 8 partitions; one is
 // killed (kill -9), a fourth starts with an empty state dir, then two are
 // stopped (SIGTERM) and one is left with every partition. The stream never

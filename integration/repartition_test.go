@@ -23,15 +23,16 @@ import (
 	"github.com/windowd/windowd/source"
 )
 
-// Repartitioning (DESIGN.md §13). The input of these tests is keyed (Kafka
-// key) by order id, so the records of one user sit on every input
-// partition, while the pipeline groups by `user` (key.field). In `run`,
-// window state follows input partitions (§9): without repartitioning each
-// input partition holds its own, partial, window of a user, and each fires
-// its own "final" pane. `repartition: true` re-keys the records by user
-// through the internal topic <group>-<pipeline>-repartition (stage 1) and
-// windows that topic (stage 2), whose watermark is the minimum over the
-// upstream (input) partitions of their last watermark marker.
+// Repartitioning (docs/SEMANTICS.md, Repartitioning). The input of these
+// tests is keyed (Kafka key) by order id, so the records of one user sit on
+// every input partition, while the pipeline groups by `user` (key.field). In
+// `run`, window state follows input partitions (docs/SEMANTICS.md, State
+// follows partitions): without repartitioning each input partition holds its
+// own, partial, window of a user, and each fires its own "final" pane.
+// `repartition: true` re-keys the records by user through the internal topic
+// <group>-<pipeline>-repartition (stage 1) and windows that topic (stage 2),
+// whose watermark is the minimum over the upstream (input) partitions of
+// their last watermark marker.
 
 // repartitionYAML is the pipeline of TestRepartitionSlowUpstream: tumbling
 // 10s windows, a small max_delay and a LONG idle_timeout, so that an input
@@ -97,7 +98,8 @@ func writeRepartitionYAML(tail string) func(e *env, stateDir string) string {
 	}
 }
 
-// repartitionTopic is the internal topic of pipeline "p" (DESIGN.md §13).
+// repartitionTopic is the internal topic of pipeline "p" (docs/SEMANTICS.md,
+// Repartitioning).
 func (e *env) repartitionTopic() string { return e.group + "-p-repartition" }
 
 // sample is one Prometheus sample.
@@ -266,11 +268,11 @@ func maxTS(recs []input, p int32) int64 {
 	return m
 }
 
-// TestRepartitionSlowUpstream (DESIGN.md §13, §4): one input partition (7)
-// falls behind — its records for the windows from +10s on are produced
-// 7+ s of wall time after the other partitions' — while a user's records
-// sit on every partition (the input is keyed by order id) and windows are
-// grouped by user.
+// TestRepartitionSlowUpstream (docs/SEMANTICS.md, Repartitioning and
+// Frontier): one input partition (7) falls behind — its records for the
+// windows from +10s on are produced 7+ s of wall time after the other
+// partitions' — while a user's records sit on every partition (the input is
+// keyed by order id) and windows are grouped by user.
 //
 // With repartition: true the frontier of every repartition partition is
 // held by partition 7's markers (slow, not idle: idle_timeout 60s), so
@@ -638,18 +640,18 @@ func groupShares(adm *kadm.Client, groups ...string) map[string][]int {
 	return out
 }
 
-// TestRepartitionKill (DESIGN.md §13, §9): two windowd processes (one
-// config, separate state dirs, repartition: true, at_least_once with its
-// default 1s commit interval, 2s session) share both stages of a steady
-// stream over 8 partitions keyed by order id; mid-stream one is killed
-// (kill -9). Its input partitions move, and stage 1 re-reads from the last
-// committed input offsets and writes those records to the repartition
-// topic again; its repartition partitions move with their state (restored
-// from the changelog). The stream goes on, then stops and a flush closes
-// every window. Every window replay computes for the same records has
+// TestRepartitionKill (docs/SEMANTICS.md, Repartitioning and Delivery): two
+// windowd processes (one config, separate state dirs, repartition: true,
+// at_least_once with its default 1s commit interval, 2s session) share both
+// stages of a steady stream over 8 partitions keyed by order id; mid-stream
+// one is killed (kill -9). Its input partitions move, and stage 1 re-reads
+// from the last committed input offsets and writes those records to the
+// repartition topic again; its repartition partitions move with their state
+// (restored from the changelog). The stream goes on, then stops and a flush
+// closes every window. Every window replay computes for the same records has
 // exactly one final pane, equal to replay's: nothing lost, nothing counted
-// twice (stage 2 drops the records stage 1 wrote again, by upstream
-// offset); a pane emitted twice repeats its pane id byte for byte.
+// twice (stage 2 drops the records stage 1 wrote again, by upstream offset);
+// a pane emitted twice repeats its pane id byte for byte.
 func TestRepartitionKill(t *testing.T) { repartitionKill(t, "at_least_once") }
 
 // TestRepartitionKillExactlyOnce is TestRepartitionKill under exactly_once

@@ -11,12 +11,12 @@ import (
 	"github.com/windowd/windowd/service"
 )
 
-// TestExactlyOnceRollbackMidPoll (DESIGN.md §9): under exactly_once, a
-// transaction that aborts in the middle of a poll rolls the pipeline back
-// while the poll still holds records, of the partition being processed and
-// of others not reached yet. Those records come again from the rewound
-// positions (franz-go's abort resets every partition it delivered to its
-// committed offset; the rollback rewinds the ones processed since); the
+// TestExactlyOnceRollbackMidPoll (docs/SEMANTICS.md, Delivery): under
+// exactly_once, a transaction that aborts in the middle of a poll rolls the
+// pipeline back while the poll still holds records, of the partition being
+// processed and of others not reached yet. Those records come again from the
+// rewound positions (franz-go's abort resets every partition it delivered to
+// its committed offset; the rollback rewinds the ones processed since); the
 // pipeline must not also process the copies it polled before the rollback.
 //
 // The faults make it happen on every run: a 64 KiB cache (below config's

@@ -147,7 +147,7 @@ func TestRunMatchesReplay(t *testing.T) {
 	if g, w := sorted(got), sorted(want); strings.Join(g, "\n") != strings.Join(w, "\n") {
 		t.Fatalf("output panes differ from replay: got %d, want %d\n%s", len(g), len(w), diff(g, w))
 	}
-	// Pane records carry the headers of DESIGN.md §8, in batches of
+	// Pane records carry the headers of docs/SEMANTICS.md, Output, in batches of
 	// kafka.compression's default codec.
 	for _, r := range out.got {
 		if r.codec != 3 {

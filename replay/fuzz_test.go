@@ -341,7 +341,8 @@ func fuzzReplay(t *testing.T, p *config.Pipeline, data []byte, cacheBytes int) r
 //   - every output and error-stream line is a valid UTF-8 JSON object of the
 //     documented shape;
 //   - the summary agrees with the input and the streams;
-//   - the pane protocol of DESIGN.md §6 (see checkPanes).
+//   - the pane protocol of docs/SEMANTICS.md, Firing and Panes (see
+//     checkPanes).
 func checkReplay(t *testing.T, p *config.Pipeline, data []byte) {
 	res := fuzzReplay(t, p, data, 0)
 	evicting := fuzzReplay(t, p, data, 1)
@@ -424,7 +425,7 @@ func lines(b []byte) []string {
 }
 
 // fuzzPane is one output line; decoding it with DisallowUnknownFields checks
-// the shape of DESIGN.md §8.
+// the shape of docs/SEMANTICS.md, Output.
 type fuzzPane struct {
 	Key    *string `json:"key"`
 	Window *struct {
@@ -503,7 +504,7 @@ func parsePane(t *testing.T, p *config.Pipeline, line string) fuzzPane {
 	return fp
 }
 
-// checkPanes checks the pane protocol of DESIGN.md §6 and docs/SEMANTICS.md
+// checkPanes checks the pane protocol of docs/SEMANTICS.md (Firing, Panes)
 // on one replay's output (retracting mode, closing: always):
 //
 //   - a retraction repeats (bounds, timing, index, aggregates) a non-final

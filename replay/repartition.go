@@ -7,12 +7,13 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// repartitioner replays a pipeline with `repartition: true` (DESIGN.md §13)
-// in one process: stage 1 keeps a generator (and idleness) per input
-// partition and routes each record to repartition partition
-// KeyPartition(key); each watermark change of an input partition is a
-// marker that every repartition partition applies before the next input
-// line, and stage 2's partition watermarks come only from the markers.
+// repartitioner replays a pipeline with `repartition: true`
+// (docs/SEMANTICS.md, Repartitioning) in one process: stage 1 keeps a
+// generator (and idleness) per input partition and routes each record to
+// repartition partition KeyPartition(key); each watermark change of an input
+// partition is a marker that every repartition partition applies before the
+// next input line, and stage 2's partition watermarks come only from the
+// markers.
 //
 // Stage 2 receives a record before the marker its own event time produced,
 // as it does in run; so the frontier, and hence the final panes, equal a

@@ -78,10 +78,10 @@ func repartitionInput(seed int64, parts int) string {
 	return b.String()
 }
 
-// TestRepartitionSamePanes: DESIGN.md §13 — replay with repartition: true
-// gives the same panes as without it (final panes, and here every pane,
-// since markers reach every repartition partition at once), for 1 to 6
-// repartition partitions over 4 input partitions.
+// TestRepartitionSamePanes: docs/SEMANTICS.md, Repartitioning — replay with
+// repartition: true gives the same panes as without it (final panes, and here
+// every pane, since markers reach every repartition partition at once), for 1
+// to 6 repartition partitions over 4 input partitions.
 func TestRepartitionSamePanes(t *testing.T) {
 	cfg, err := config.Parse("r.yaml", []byte(repartitionConfig))
 	if err != nil {

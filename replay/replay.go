@@ -1,7 +1,7 @@
-// Package replay runs one pipeline over a JSON-lines file (DESIGN.md §11)
-// with the same engine as the Kafka service, printing panes to an output
-// stream. Processing time starts at 0 and moves only through clock lines, so
-// idleness and processing-time triggers replay deterministically.
+// Package replay runs one pipeline over a JSON-lines file (docs/SEMANTICS.md,
+// Replay) with the same engine as the Kafka service, printing panes to an
+// output stream. Processing time starts at 0 and moves only through clock
+// lines, so idleness and processing-time triggers replay deterministically.
 //
 // Invariants: a malformed line never stops a replay (it is dead-lettered
 // with its line number and counted); panes are printed in emission order;

@@ -22,12 +22,12 @@ import (
 	"github.com/windowd/windowd/watermark"
 )
 
-// State follows partitions (DESIGN.md §9). Every commit cycle writes the
-// latest value of each key that changed in input partition p to partition p
-// of the pipeline's compacted changelog topic, then a marker record for p
-// (its consumer position, generator and the frontier), and only then
-// commits input offsets. A new owner of p restores p's keys from the
-// changelog before it processes any record of p.
+// State follows partitions (docs/SEMANTICS.md, State follows partitions).
+// Every commit cycle writes the latest value of each key that changed in
+// input partition p to partition p of the pipeline's compacted changelog
+// topic, then a marker record for p (its consumer position, generator and the
+// frontier), and only then commits input offsets. A new owner of p restores
+// p's keys from the changelog before it processes any record of p.
 //
 // Changelog records:
 //

@@ -16,12 +16,12 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// exactly_once (DESIGN.md §9). Each commit cycle is one Kafka transaction
-// of the pipeline's producer, bound to its consumer group (franz-go's
-// GroupTransactSession): the cycle's panes, dead letters, late records and
-// changelog records, and the input offsets of the assigned partitions,
-// commit together or not at all. Local Pebble is a cache of the committed
-// transactions:
+// exactly_once (docs/SEMANTICS.md, Delivery). Each commit cycle is one Kafka
+// transaction of the pipeline's producer, bound to its consumer group
+// (franz-go's GroupTransactSession): the cycle's panes, dead letters, late
+// records and changelog records, and the input offsets of the assigned
+// partitions, commit together or not at all. Local Pebble is a cache of the
+// committed transactions:
 //
 //   - It is checkpointed only after its transaction committed, so it is
 //     never ahead of what Kafka holds.

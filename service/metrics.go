@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the Prometheus series of DESIGN.md §10, labelled by pipeline
-// (and partition or timing).
+// metrics are the Prometheus series of docs/SEMANTICS.md, Operation, labelled
+// by pipeline (and partition or timing).
 type metrics struct {
 	recordsIn      *prometheus.CounterVec
 	deadLetters    *prometheus.CounterVec
@@ -33,7 +33,7 @@ type metrics struct {
 	restoreSeconds   *prometheus.GaugeVec
 	transactions     *prometheus.CounterVec
 
-	// repartitioning (DESIGN.md §13)
+	// repartitioning (docs/SEMANTICS.md, Repartitioning)
 	repartitioned     *prometheus.CounterVec
 	markers           *prometheus.CounterVec
 	upstreamWatermark *prometheus.GaugeVec

@@ -59,7 +59,7 @@ type partition struct {
 // pipeline runs one configured pipeline: a consumer-group member whose
 // records feed the windowing engine, whose panes go to the output topic,
 // and whose commit cycle makes output, state and offsets durable in that
-// order (DESIGN.md §9, at_least_once).
+// order (docs/SEMANTICS.md, Delivery: at_least_once).
 type pipeline struct {
 	orig   *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
 	cfg    *config.Pipeline

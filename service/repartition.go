@@ -22,8 +22,9 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// Repartitioning (DESIGN.md §13). A pipeline with `repartition: true` runs
-// two stages in every instance, each a member of its own consumer group:
+// Repartitioning (docs/SEMANTICS.md, Repartitioning). A pipeline with
+// `repartition: true` runs two stages in every instance, each a member of its
+// own consumer group:
 //
 //   - Stage 1 (repartitioner, group input.group, the input topic): decodes
 //     each record, writes it to the internal topic

@@ -1,6 +1,6 @@
-// Package sink writes windowd's output to Kafka: panes (DESIGN.md §8) to the
-// output topic, undecodable records to the dead-letter topic and records
-// dropped as expired to the late topic.
+// Package sink writes windowd's output to Kafka: panes (docs/SEMANTICS.md,
+// Output) to the output topic, undecodable records to the dead-letter topic
+// and records dropped as expired to the late topic.
 //
 // Invariants: every record is produced asynchronously through one idempotent
 // producer (acks=all); Flush returns only when every record produced so far

@@ -5,10 +5,11 @@ import (
 	"errors"
 )
 
-// Repartitioning (DESIGN.md §13): stage 1 writes every decoded record to the
-// internal repartition topic keyed by its group key, in the partition
-// KeyPartition names, with the upstream header; it writes watermark markers
-// to every partition with the marker header. Stage 2 reads both.
+// Repartitioning (docs/SEMANTICS.md, Repartitioning): stage 1 writes every
+// decoded record to the internal repartition topic keyed by its group key,
+// in the partition KeyPartition names, with the upstream header; it writes
+// watermark markers to every partition with the marker header. Stage 2 reads
+// both.
 const (
 	// HeaderUpstream is on every repartitioned record: Upstream's encoding
 	// of the input partition and offset it came from.

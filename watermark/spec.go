@@ -29,8 +29,8 @@ type Spec struct {
 	MaxDelay    int64 // bounded_out_of_orderness only
 	Every       int64 // emit the watermark after every N-th record (>= 1)
 	IdleTimeout int64 // processing time without records before a partition is idle (0: never)
-	// Marked: partition watermarks are set by Frontier.Mark (from the
-	// markers of upstream partitions, DESIGN.md §13), not by the event
-	// times of the partition's records. Not part of the YAML.
+	// Marked: partition watermarks are set by Frontier.Mark (from the markers
+	// of upstream partitions, docs/SEMANTICS.md, Repartitioning), not by the
+	// event times of the partition's records. Not part of the YAML.
 	Marked bool
 }

@@ -6,10 +6,10 @@ import (
 )
 
 // Upstreams is what one partition q of a repartition topic knows of the
-// upstream partitions that feed it (DESIGN.md §13): the last marker of
-// each. Its Watermark is q's watermark: the minimum over the upstream
-// partitions that are not idle, the largest of them when all are idle, and
-// minus infinity until every upstream partition has sent a marker.
+// upstream partitions that feed it (docs/SEMANTICS.md, Repartitioning): the
+// last marker of each. Its Watermark is q's watermark: the minimum over the
+// upstream partitions that are not idle, the largest of them when all are
+// idle, and minus infinity until every upstream partition has sent a marker.
 //
 // Invariant: an upstream partition's watermark never decreases here, even
 // when a marker carries a lower one (a new owner of the upstream partition

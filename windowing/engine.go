@@ -84,10 +84,10 @@ type cacheKey struct {
 }
 
 // Engine runs one pipeline's windowing over a Store, in the step order of
-// DESIGN.md §6. A record: (1) assign and update its windows, (2) count and
-// immediate late triggers, (3) the partition's watermark generator,
-// (4) frontier, (5) on-time and expiry firing. A processing-time tick:
-// (1) due early/late timers, (2) idleness, (3) frontier, (4) firing.
+// docs/SEMANTICS.md, Step order. A record: (1) assign and update its windows,
+// (2) count and immediate late triggers, (3) the partition's watermark
+// generator, (4) frontier, (5) on-time and expiry firing. A processing-time
+// tick: (1) due early/late timers, (2) idleness, (3) frontier, (4) firing.
 //
 // Window state lives in a write-back cache of whole keys in front of the
 // Store; Checkpoint flushes it exactly. Not safe for concurrent use.

@@ -59,8 +59,8 @@ func (p *Pane) AppendID(b []byte) []byte {
 	return strconv.AppendUint(b, uint64(p.Index), 10)
 }
 
-// AppendJSON appends the pane as the JSON object of DESIGN.md §8, with
-// aggregates named by specs, in spec order.
+// AppendJSON appends the pane as the JSON object of docs/SEMANTICS.md,
+// Output, with aggregates named by specs, in spec order.
 func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)

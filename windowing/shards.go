@@ -7,7 +7,7 @@ import (
 )
 
 // This file holds what the Kafka service needs to move a partition's state
-// between instances (DESIGN.md §9: state follows partitions): dropping a
+// between instances (docs/SEMANTICS.md, State follows partitions): dropping a
 // shard, restoring keys from a changelog, and skipping records whose effect
 // a restored key already holds. Replay never calls it.
 

@@ -27,10 +27,10 @@ import (
 // repoRoot is the repository root, relative to this package's directory.
 const repoRoot = "../.."
 
-// knownMetrics are the metric names the service exports (DESIGN.md §10) that
-// the dashboard may query. A dashboard expression naming any other windowd_
-// metric fails TestComposeDashboardMetrics, and so does a known metric that no
-// panel shows.
+// knownMetrics are the metric names the service exports (docs/SEMANTICS.md,
+// Operation) that the dashboard may query. A dashboard expression naming any
+// other windowd_ metric fails TestComposeDashboardMetrics, and so does a
+// known metric that no panel shows.
 var knownMetrics = []string{
 	"windowd_partition_watermark_ms",
 	"windowd_frontier_ms",

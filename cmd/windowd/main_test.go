@@ -45,7 +45,7 @@ func TestValidateOK(t *testing.T) {
 }
 
 // TestReplayExampleA checks replay's stdout byte for byte against the pane
-// JSON of DESIGN.md §8 for worked example A.
+// JSON of docs/SEMANTICS.md, Output, for worked example A (Worked examples).
 func TestReplayExampleA(t *testing.T) {
 	want, err := os.ReadFile("testdata/example_a.out")
 	if err != nil {
