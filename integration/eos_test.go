@@ -516,12 +516,14 @@ func TestAtLeastOnceCrashLoop(t *testing.T) {
 // the committed input is lost here, and every final pane must still be
 // replay's, with no record dropped as late.
 func TestExactlyOnceEarlyKillsNoLateness(t *testing.T) {
-	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 8, cycles: 8, lateness: "0s", session: crashSession(), early: true, lockstep: true})
+	t.Parallel()
+	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 8, cycles: 6, lateness: "0s", session: crashSession(), early: true, lockstep: true})
 }
 
 // TestAtLeastOnceEarlyKillsNoLateness: the same under at_least_once.
 func TestAtLeastOnceEarlyKillsNoLateness(t *testing.T) {
-	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 8, cycles: 8, lateness: "0s", session: crashSession(), early: true, lockstep: true})
+	t.Parallel()
+	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 8, cycles: 6, lateness: "0s", session: crashSession(), early: true, lockstep: true})
 }
 
 // crashSession is the session timeout of the early-kill loops: 3s, or

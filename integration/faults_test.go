@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/config"
 )
 
 // committedOffsets returns the group's committed offset per input partition.
@@ -225,7 +227,16 @@ func TestMalformedAmongGood(t *testing.T) {
 // again (same data). windowd keeps running, reports not ready, resumes, and
 // the output is complete and correct. Needs WINDOWD_KAFKA_CTL, the path of
 // scripts/kafka-local.sh that started the broker (CI sets it).
-func TestBrokerOutage(t *testing.T) {
+func TestBrokerOutage(t *testing.T) { brokerOutage(t, "") }
+
+// TestBrokerOutageExactlyOnce: the same under exactly_once. The outage
+// outlives the 10 s transaction timeout: the broker aborts the open
+// transaction when it is back and fences its producer epoch, and windowd
+// rebuilds the pipeline and rejoins (it exited with status 1 before);
+// read_committed, the output is still replay's.
+func TestBrokerOutageExactlyOnce(t *testing.T) { brokerOutage(t, "exactly_once") }
+
+func brokerOutage(t *testing.T, delivery string) {
 	ctl := os.Getenv("WINDOWD_KAFKA_CTL")
 	if ctl == "" || os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker and WINDOWD_KAFKA_CTL to stop and start it")
@@ -240,6 +251,14 @@ func TestBrokerOutage(t *testing.T) {
 	t.Cleanup(func() { kafka("start") }) // never leave CI without its broker
 
 	e := newEnv(t, 2, "")
+	if delivery != "" {
+		writeFile(t, e.cfgPath, readFile(t, e.cfgPath)+"    delivery: "+delivery+"\n")
+		cfg, err := config.Load(e.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cfg = cfg
+	}
 	s := newStream(6, 2, 400)
 	s.phases[1] = nil
 	want, _, _ := expectedPanes(t, e, s)
@@ -247,6 +266,7 @@ func TestBrokerOutage(t *testing.T) {
 	first, rest := s.phases[2][:half], s.phases[2][half:]
 
 	inst := e.startProcess()
+	logTroubles(t, map[*instance]string{inst: "windowd"})
 	produce(t, e.in, s.phases[0])
 	produce(t, e.in, first)
 	inst.waitRecordsIn(t, len(s.phases[0])+len(first))
@@ -273,6 +293,9 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	kafka("start")
 	waitFor(t, "/readyz ready after the outage", 90*time.Second, func() bool {
+		if !inst.running() {
+			t.Fatalf("windowd exited after the outage: %v\n%s", inst.exitErr, stderrTail(inst, 15))
+		}
 		code, _ := httpGet(t, "http://"+inst.httpAddr+"/readyz")
 		return code == 200
 	})

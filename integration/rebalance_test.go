@@ -349,12 +349,14 @@ func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_le
 // would make late is lost here instead of turned into a LATE update, so
 // frontier and position bugs of the handover show as missing panes.
 func TestStateFollowsPartitionsNoLateness(t *testing.T) {
+	t.Parallel() // mostly waits for the stream: runs beside the other long tests
 	stateFollowsPartitions(t, "at_least_once", "0s", false)
 }
 
 // TestStateFollowsPartitionsExactlyOnceNoLateness is the same under
 // exactly_once.
 func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
+	t.Parallel() // mostly waits for the stream: runs beside the other long tests
 	stateFollowsPartitions(t, "exactly_once", "0s", false)
 }
 
@@ -367,6 +369,7 @@ func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
 // because they were at their end, and their windows between the two
 // frontiers never fired.
 func TestRepartitionScaleIn(t *testing.T) {
+	t.Parallel() // mostly waits for the stream: runs beside the other long tests
 	stateFollowsPartitions(t, "at_least_once", "0s", true)
 }
 

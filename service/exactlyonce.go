@@ -58,6 +58,13 @@ const (
 // Kafka Streams does (docs/OPERATIONS.md).
 var errFenced = errors.New("fenced")
 
+// isFenced reports an error of a producer whose epoch the broker fenced
+// (another producer with its transactional id, or its transaction timed
+// out) or whose transaction the broker aborted.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidTxnState)
+}
+
 // errRolledBack reports a commit cycle whose transaction aborted: the
 // pipeline is back at its last committed transaction and the consumer
 // rewinds there. Not a failure.
@@ -159,8 +166,15 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	acks := p.writeChangelog()
 	ferr := p.prod.Flush(ctx)
 	if ferr != nil || acks.err != nil {
+		perr := errors.Join(ferr, acks.err)
 		_, aerr := p.txn.End(ctx, kgo.TryAbort)
-		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", errors.Join(ferr, acks.err)), aerr)}
+		if isFenced(perr) {
+			// The broker timed the transaction out (an outage or a
+			// pause longer than the transaction timeout) and bumped
+			// the producer's epoch: a zombie, not a refused output.
+			return fatalError{fmt.Errorf("transactional producer fenced while producing: %w: %w", errFenced, errors.Join(perr, aerr))}
+		}
+		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", perr), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		p.setTxnOffsets(req, positions)
@@ -171,7 +185,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	}
 	p.markEnd()
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
-	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+	if isFenced(err) && !errors.Is(err, kerr.InvalidTxnState) {
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
 	}
 	if errors.Is(err, kerr.InvalidTxnState) {
