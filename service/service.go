@@ -191,7 +191,18 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		log.Warn("shutdown grace passed with a pipeline still stopping; exiting without its final commit (what it did not commit is processed again after a restart, or rolled back under exactly_once)",
 			zap.Duration("shutdown_grace", grace))
 		log.Debug("goroutines at the end of the shutdown grace", zap.String("goroutines", stacks.String()))
-		return nil
+		// A pipeline that failed (rather than stopped) still fails the run.
+		var all []error
+		for {
+			select {
+			case err := <-errs:
+				if err != nil {
+					all = append(all, err)
+				}
+			default:
+				return errors.Join(all...)
+			}
+		}
 	}
 	close(errs)
 	var all []error
