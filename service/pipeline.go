@@ -812,16 +812,22 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	}
 	start := p.now()
 	p.lastCommit = start
+	// The cycle's panes, dead letters and late records are acknowledged
+	// before the state that produced them reaches the changelog: a key
+	// value logged there is restored ahead of the input position (its
+	// records are skipped, docs/SEMANTICS.md, State follows partitions),
+	// so a crash with the value logged but a pane of it not yet written
+	// would lose that pane for good.
+	if err := p.flushOutput(ctx); err != nil {
+		return err
+	}
 	// State changes go to the changelog before anything is committed.
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
 	acks := p.writeChangelog()
-	if err := p.prod.Flush(ctx); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		return fatalError{fmt.Errorf("output not acknowledged: %w", err)}
+	if err := p.flushOutput(ctx); err != nil {
+		return err
 	}
 	if acks.err != nil {
 		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
@@ -838,6 +844,18 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 		}
 	}
 	p.cycleDone(start)
+	return nil
+}
+
+// flushOutput waits until every record produced so far is acknowledged
+// (mu held); a refusal is fatal.
+func (p *pipeline) flushOutput(ctx context.Context) error {
+	if err := p.prod.Flush(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fatalError{fmt.Errorf("output not acknowledged: %w", err)}
+	}
 	return nil
 }
 
@@ -1112,14 +1130,14 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
 		}
 		p.release(parts)
-		p.dropReleased(parts)
+		p.dropReleased(ctx, parts)
 	default:
 		// Lost: another member may own them already and be restoring them,
 		// so nothing more of theirs is logged; what this instance did
 		// since its last cycle is redone by the new owner. The other
 		// partitions' changes are still logged and checkpointed.
 		p.release(parts)
-		p.dropReleased(parts)
+		p.dropReleased(ctx, parts)
 		if err := p.commit(ctx, false); err != nil {
 			p.log.Warn("commit after losing partitions failed", zap.Error(err))
 		}
@@ -1135,8 +1153,11 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 }
 
 // dropReleased drops released partitions' local state and checkpoints
-// (mu held); a failure stops the pipeline.
-func (p *pipeline) dropReleased(parts []int32) {
+// (mu held); a failure stops the pipeline. The checkpoint holds the other
+// partitions' state too, so the panes and diverted records produced from
+// it are acknowledged first (as in commit); when they cannot be, the
+// checkpoint waits for the next commit cycle.
+func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
 	var err error
 	for _, part := range parts {
 		if err = p.dropPartition(part); err != nil {
@@ -1144,6 +1165,13 @@ func (p *pipeline) dropReleased(parts []int32) {
 		}
 	}
 	if err == nil {
+		p.panes.sync()
+		if ferr := p.flushOutput(ctx); ferr != nil {
+			if isFatal(ferr) {
+				p.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
+			}
+			return
+		}
 		err = p.checkpoint(nil)
 	}
 	if err != nil {
