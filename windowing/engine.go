@@ -187,10 +187,14 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	} else if n, k := binary.Varint(b); k > 0 {
 		e.open = n
 	}
-	// Timers are always set past the frontier (event) or the current
-	// processing time, and a checkpoint holds the frontier together with the
-	// deletions of the timers it fired.
-	e.doneEvent, e.doneProc = e.f, watermark.MinTime
+	// A fired timer is deleted in the checkpoint that holds the frontier it
+	// fired at, so every event-time timer still stored is pending, also one
+	// at or below the frontier: its partition was not assigned, or caught
+	// up on its own frontier, when the frontier passed it (fireDue skips
+	// such timers until their shard may fire). The first scan therefore
+	// starts from the earliest timer, not from the frontier: starting at
+	// the frontier took them for fired, and their windows never emitted.
+	e.doneEvent, e.doneProc = watermark.MinTime, watermark.MinTime
 	var err error
 	if e.nextEvent, err = e.nextDeadline(EventTimer, e.doneEvent); err != nil {
 		return nil, err

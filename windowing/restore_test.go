@@ -433,3 +433,47 @@ func TestReleasedPartitionFiresWindowsBehindTheFrontier(t *testing.T) {
 	}
 	t.Fatalf("window [7000,8000) of b never fired (open windows %d); panes:\n%s", r.eng.OpenWindows(), strings.Join(paneLines(spec, r.col.panes), "\n"))
 }
+
+// TestReopenedEngineFiresWaitingTimers: a partition's windows that the
+// frontier passed while the partition was not assigned (its timers wait for
+// the assignment) are in the checkpoint with the frontier. An engine opened
+// from that checkpoint (a restart, a rollback) must fire them once the
+// partition is assigned; it once took every timer up to the checkpoint's
+// frontier for fired, and those windows never emitted a pane.
+func TestReopenedEngineFiresWaitingTimers(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
+	}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
+	r := newRestoreRun(t, spec, wm, 1<<20)
+	r.eng.Assign(0, 0, true)
+	r.eng.Assign(1, 0, true)
+	r.feed([]rec{{part: 1, key: "b", t: 2500}, {part: 0, key: "a", t: 100}, {part: 1, key: "b", t: 9000}}, 0)
+	// Partition 1 leaves (its state stays, held), the frontier passes its
+	// window [2000,3000) on partition 0 alone.
+	r.eng.Revoke(1)
+	r.feed([]rec{{part: 0, key: "a", t: 8000}}, 0)
+	if f := r.eng.Frontier(); f != 8000 {
+		t.Fatalf("frontier %d, want 8000", f)
+	}
+	if err := r.eng.Checkpoint(true); err != nil {
+		t.Fatal(err)
+	}
+	var col collector
+	eng, err := windowing.New(spec, wm, r.db, &col, windowing.Options{ShardByPartition: true, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Assign(0, 0, true)
+	eng.Assign(1, 0, true)
+	if err := eng.FireDue(); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"key":"b","window":{"start":2000,"end":3000},"pane":{"timing":"ON_TIME","index":0,"final":true,"mode":"accumulating"},"retraction":false,"aggregates":{"n":1}}`
+	got := paneLines(spec, col.panes)
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("after the reopened engine's partition 1 was assigned: panes %q, want [%s]", got, want)
+	}
+}
