@@ -405,12 +405,7 @@ func TestRestoredEarlyTimerFiresNoLatePane(t *testing.T) {
 // emitting (the timer scan had passed its deadline while the partition
 // waited).
 func TestReleasedPartitionFiresWindowsBehindTheFrontier(t *testing.T) {
-	spec := windowing.Spec{
-		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
-		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
-		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
-	}
-	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
+	spec, wm := countPerSecond()
 	r := newRestoreRun(t, spec, wm, 1<<20)
 	r.eng.Assign(0, 0, true)
 	r.feed([]rec{{part: 0, key: "a", t: 500}, {part: 0, key: "a", t: 10_000}}, 0)
@@ -441,12 +436,7 @@ func TestReleasedPartitionFiresWindowsBehindTheFrontier(t *testing.T) {
 // partition is assigned; it once took every timer up to the checkpoint's
 // frontier for fired, and those windows never emitted a pane.
 func TestReopenedEngineFiresWaitingTimers(t *testing.T) {
-	spec := windowing.Spec{
-		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
-		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
-		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
-	}
-	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
+	spec, wm := countPerSecond()
 	r := newRestoreRun(t, spec, wm, 1<<20)
 	r.eng.Assign(0, 0, true)
 	r.eng.Assign(1, 0, true)
@@ -476,4 +466,14 @@ func TestReopenedEngineFiresWaitingTimers(t *testing.T) {
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("after the reopened engine's partition 1 was assigned: panes %q, want [%s]", got, want)
 	}
+}
+
+// countPerSecond is a tumbling 1 s count with on-time and closing panes
+// and no out-of-orderness: every window fires once, as its end passes.
+func countPerSecond() (windowing.Spec, watermark.Spec) {
+	return windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
+	}, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
 }
