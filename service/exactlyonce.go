@@ -185,14 +185,14 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	}
 	p.markEnd()
 	committed, err := p.txn.End(tctx, kgo.TryCommit)
-	if isFenced(err) && !errors.Is(err, kerr.InvalidTxnState) {
-		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
-	}
-	if errors.Is(err, kerr.InvalidTxnState) {
-		// The same pause, met earlier: the coordinator is still aborting
-		// the timed-out transaction (PrepareAbort) and refuses its commit
-		// before it fences the producer's epoch.
+	switch {
+	case errors.Is(err, kerr.InvalidTxnState):
+		// A pause or an outage met before the epoch was fenced: the
+		// coordinator is still aborting the timed-out transaction
+		// (PrepareAbort) and refuses its commit.
 		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
+	case isFenced(err):
+		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
 	}
 	if err != nil {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
