@@ -121,7 +121,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	setMemoryLimit(cfg, 1)
+	setMemoryLimit(1, cfg.State.CacheBytes)
 	p, err := pickPipeline(cfg, *name)
 	if err != nil {
 		return fail("%v", err)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/state"
 )
 
@@ -29,17 +28,17 @@ func memoryLimit(pipelines int, cacheBytes int64) int64 {
 }
 
 // setMemoryLimit gives the Go runtime the soft memory limit of memoryLimit
-// for the pipelines that run (every pipeline of cfg in `run`, one in
+// for the pipelines that run (every configured pipeline in `run`, one in
 // `replay`), unless GOMEMLIMIT is set. Without a limit the runtime keeps
 // freed heap (the large batch buffers of each checkpoint) long enough for
 // RSS to grow with the number of windows; with it, it collects and returns
 // memory as RSS approaches the limit. Returns the limit in bytes, or -1
 // when GOMEMLIMIT decides.
-func setMemoryLimit(cfg *config.Config, pipelines int) int64 {
+func setMemoryLimit(pipelines int, cacheBytes int64) int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return -1
 	}
-	limit := memoryLimit(pipelines, cfg.State.CacheBytes)
+	limit := memoryLimit(pipelines, cacheBytes)
 	debug.SetMemoryLimit(limit)
 	return limit
 }

@@ -37,7 +37,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	if limit := setMemoryLimit(cfg, len(cfg.Pipelines)); limit > 0 {
+	if limit := setMemoryLimit(len(cfg.Pipelines), cfg.State.CacheBytes); limit > 0 {
 		log.Info("soft memory limit for the Go heap (set GOMEMLIMIT to override)", zap.Int64("bytes", limit),
 			zap.Int("pipelines", len(cfg.Pipelines)), zap.Bool("pebble_outside_go_heap", cgoEnabled),
 			zap.Int64("pebble_bytes_per_pipeline", state.PebbleMemoryBytes))
