@@ -261,7 +261,8 @@ var (
 	binErr  error
 )
 
-// windowdBinary builds cmd/windowd once per test run.
+// windowdBinary builds cmd/windowd once per test run, with the fault
+// points of the windowd_faults tag (cmd/windowd/faults_on.go).
 func windowdBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -270,7 +271,7 @@ func windowdBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "windowd")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/windowd/windowd/cmd/windowd").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "windowd_faults", "-o", binPath, "github.com/windowd/windowd/cmd/windowd").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -55,17 +55,6 @@ const (
 
 var markerKey = []byte{'m'}
 
-// faultEnv names a fault point for crash tests: with
-// WINDOWD_FAULT_EXIT_AFTER_CHANGELOG=N the process exits with status
-// faultExitCode in the N-th commit cycle that logs key changes, once its
-// key records are acknowledged and before its markers, local state and
-// input offsets are written (a crash in the middle of a cycle). Unset in
-// production.
-const (
-	faultEnv      = "WINDOWD_FAULT_EXIT_AFTER_CHANGELOG"
-	faultExitCode = 86
-)
-
 // changelogTopic names the pipeline's changelog: <group>-<pipeline>-changelog.
 func changelogTopic(p *config.Pipeline) string {
 	return p.Input.Group + "-" + p.Name + "-changelog"
@@ -240,9 +229,9 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		if p.faultAfter--; p.faultAfter == 0 {
 			err := p.cl.Flush(p.prodCtx)
 			p.log.Error("fault injection: exiting after the changelog's key records, before its markers and the checkpoint",
-				zap.String("env", faultEnv), zap.NamedError("flush", err))
+				zap.NamedError("flush", err))
 			_ = p.log.Sync()
-			os.Exit(faultExitCode)
+			os.Exit(FaultExitCode)
 		}
 	}
 	for part, st := range p.parts {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -128,7 +127,7 @@ type pipeline struct {
 	// countedEvictions: the engine's Stats().Evictions already counted in
 	// the metric (0 again with a rollback's new engine).
 	countedEvictions int64
-	faultAfter       int             // see faultEnv; 0: off
+	faultAfter       int             // Faults.ExitAfterChangelog; 0: off
 	abortTxn         func() bool     // Faults.AbortTxn; nil: off
 	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
 
@@ -186,15 +185,14 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		abortTxn: deps.faults.AbortTxn,
 	}
 	p.restoring.Store(-1)
-	if n, err := strconv.Atoi(os.Getenv(faultEnv)); err == nil && n > 0 {
-		p.faultAfter = n
-	}
+	p.faultAfter = deps.faults.ExitAfterChangelog
 	if cfg.OutputStdout {
 		p.stdout = deps.stdout
 	}
 	p.prodCtx, p.prodCancel = context.WithCancel(context.Background())
 	dir := filepath.Join(c.State.Dir, cfg.Name)
 	db, err := state.Open(dir, state.Options{
+		FS:   deps.faults.FS,
 		Logf: func(format string, args ...any) { p.log.Error("pebble: " + fmt.Sprintf(format, args...)) },
 		Fatal: func(msg string) {
 			p.m.ready.WithLabelValues(cfg.Name).Set(0)

@@ -52,19 +52,6 @@ type Options struct {
 	Faults Faults
 }
 
-// Faults are what a test injects into every pipeline to reach paths that
-// rebalances and large states reach only by chance.
-type Faults struct {
-	// AbortTxn, when set, is asked before each exactly_once transaction
-	// that would commit; true aborts it instead, as a rebalance that took
-	// partitions away does, and the pipeline rolls back.
-	AbortTxn func() bool
-	// MaxPendingBytes, when positive, replaces the engine's bound on
-	// uncommitted state writes (windowing.Options.MaxPendingBytes): with a
-	// small cache, commit cycles then run in the middle of a poll.
-	MaxPendingBytes int
-}
-
 type deps struct {
 	fatal   func(msg string)
 	log     *zap.Logger

@@ -45,7 +45,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting", zap.String("version", version()), zap.String("config", *path), zap.Int("pipelines", len(cfg.Pipelines)))
-	if err := service.Run(ctx, cfg, service.Options{Log: log, Stdout: stdout}); err != nil {
+	faults, err := injectedFaults()
+	if err != nil {
+		fmt.Fprintln(stderr, "windowd run:", err)
+		return 2
+	}
+	if faultsBuild {
+		log.Warn("this binary is built with -tags windowd_faults: WINDOWD_FAULT_* variables inject faults (tests only)")
+	}
+	if err := service.Run(ctx, cfg, service.Options{Log: log, Stdout: stdout, Faults: faults}); err != nil {
 		log.Error("windowd stopped with an error", zap.Error(err))
 		return 1
 	}

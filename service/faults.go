@@ -1,0 +1,34 @@
+package service
+
+import "github.com/cockroachdb/pebble/v2/vfs"
+
+// Faults reach rare paths on purpose. Nothing in the service reads them
+// from the environment: only a caller sets them, the tests directly and
+// the windowd binary built with the windowd_faults tag (cmd/windowd,
+// faults_on.go) from WINDOWD_FAULT_* variables. A production build cannot
+// be made to fail by its environment.
+
+// Faults are what a test injects into every pipeline to reach paths that
+// rebalances, crashes and full disks reach only by chance.
+type Faults struct {
+	// AbortTxn, when set, is asked before each exactly_once transaction
+	// that would commit; true aborts it instead, as a rebalance that took
+	// partitions away does, and the pipeline rolls back.
+	AbortTxn func() bool
+	// MaxPendingBytes, when positive, replaces the engine's bound on
+	// uncommitted state writes (windowing.Options.MaxPendingBytes): with a
+	// small cache, commit cycles then run in the middle of a poll.
+	MaxPendingBytes int
+	// ExitAfterChangelog, when positive, makes the process exit with
+	// status FaultExitCode in the N-th commit cycle that logs key changes,
+	// once its key records are acknowledged and before its markers, local
+	// state and input offsets are written: a crash in the middle of a
+	// cycle.
+	ExitAfterChangelog int
+	// FS, when set, is the file system of every pipeline's local state
+	// (state.Options.FS): tests wrap the disk in Pebble's errorfs.
+	FS vfs.FS
+}
+
+// FaultExitCode is the exit status of Faults.ExitAfterChangelog.
+const FaultExitCode = 86
