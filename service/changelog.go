@@ -11,13 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
-	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 )
@@ -54,11 +51,6 @@ const (
 )
 
 var markerKey = []byte{'m'}
-
-// changelogTopic names the pipeline's changelog: <group>-<pipeline>-changelog.
-func changelogTopic(p *config.Pipeline) string {
-	return p.Input.Group + "-" + p.Name + "-changelog"
-}
 
 // marker is what the changelog holds of a partition beyond its keys.
 type marker struct {
@@ -176,26 +168,6 @@ func (a *changelogAcks) done(r *kgo.Record, err error) {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		a.markers[r.Partition] = r.Offset
 	}
-}
-
-// changelogPartitioner sends changelog records to the partition they name
-// (partition p's state goes to changelog partition p) and every other
-// record through franz-go's default partitioner (by key hash).
-type changelogPartitioner struct {
-	topic string
-	def   kgo.Partitioner
-}
-
-func newChangelogPartitioner(topic string) changelogPartitioner {
-	return changelogPartitioner{topic: topic, def: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
-}
-
-// ForTopic implements kgo.Partitioner.
-func (c changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == c.topic {
-		return kgo.ManualPartitioner().ForTopic(topic)
-	}
-	return c.def.ForTopic(topic)
 }
 
 // writeChangelog produces the cycle's changelog records (mu held, engine
@@ -367,7 +339,7 @@ func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int6
 			return 0, 0, ctx.Err()
 		}
 		p.log.Warn("listing changelog offsets failed (retrying)", zap.Int32("partition", part), zap.Error(err))
-		refreshTopicMetadata(ctx, p.cl, p.clTopic)
+		kafka.RefreshTopicMetadata(ctx, p.cl, p.clTopic)
 		select {
 		case <-ctx.Done():
 			return 0, 0, ctx.Err()
@@ -388,94 +360,10 @@ func (p *pipeline) growChangelog(ctx context.Context, parts []int32) error {
 	if need == 0 {
 		return nil
 	}
-	if err := growTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
+	if err := kafka.GrowTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
 		return err
 	}
-	return producerSees(ctx, p.cl, p.clTopic, need)
-}
-
-// producerSees waits until cl's producer knows partition need-1 of topic
-// (a producer that has written to a topic keeps its partition count until
-// its next metadata refresh, and refuses a record for a partition beyond it).
-func producerSees(ctx context.Context, cl *kgo.Client, topic string, need int32) error {
-	if leader, _, _ := cl.PartitionLeader(topic, 0); leader < 0 {
-		return nil // not loaded yet: its first record loads it whole
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if leader, _, _ := cl.PartitionLeader(topic, need-1); leader >= 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("topic %s: partition %d not in the producer's metadata after 30s", topic, need-1)
-		}
-		cl.ForceMetadataRefresh()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// growTopic makes topic have at least need partitions.
-func growTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) error {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var have int32
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		// A topic another instance created a moment ago may not be in
-		// every broker's metadata yet.
-		refreshTopicMetadata(lctx, cl, topic)
-		tds, err := adm.ListTopics(lctx, topic)
-		if err == nil {
-			if td, ok := tds[topic]; !ok {
-				err = kerr.UnknownTopicOrPartition
-			} else if err = td.Err; err == nil {
-				have = int32(len(td.Partitions))
-				break
-			}
-		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
-			return fmt.Errorf("topic %s: %w", topic, err)
-		}
-		select {
-		case <-lctx.Done():
-			return fmt.Errorf("topic %s: %w", topic, err)
-		case <-time.After(backoff):
-		}
-	}
-	if have >= need {
-		return nil
-	}
-	resp, err := adm.CreatePartitions(lctx, int(need-have), topic)
-	if err == nil {
-		if r, ok := resp[topic]; ok && r.Err != nil && !errors.Is(r.Err, kerr.InvalidPartitions) {
-			err = r.Err
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("adding %d partitions to %s (the input grew to %d): %w", need-have, topic, need, err)
-	}
-	log.Info("input grew: added partitions to match", zap.String("topic", topic), zap.Int32("from", have), zap.Int32("to", need))
-	refreshTopicMetadata(lctx, cl, topic)
-	return nil
-}
-
-// refreshTopicMetadata asks the broker for topic's metadata, so that
-// cl's next offset listing sees its partitions. franz-go shards listings by
-// metadata it keeps for MetadataMinAge (5 s), "unknown topic" answers
-// included: a topic created moments ago, listed before the broker had
-// applied its creation, stays unknown to cl that long, and kadm's Metadata
-// answers from that cache too. A metadata request issued through cl
-// replaces the cached entry. Errors show in the next listing.
-func refreshTopicMetadata(ctx context.Context, cl *kgo.Client, topic string) {
-	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	_, _ = req.RequestWith(mctx, cl)
+	return kafka.ProducerSees(ctx, p.cl, p.clTopic, need)
 }
 
 // restoreStats are what one partition's restore did, for logs and metrics.

@@ -1,19 +1,9 @@
 package service
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/watermark"
 )
 
@@ -54,101 +44,5 @@ func TestOffsetsRoundTrip(t *testing.T) {
 	out := map[int32]int64{}
 	if err := decodeOffsets(encodeOffsets(in), out); err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip: %v, %v", out, err)
-	}
-}
-
-func TestChangelogTopicName(t *testing.T) {
-	p := &config.Pipeline{Name: "clicks"}
-	p.Input.Group = "windowd-clicks"
-	if got := changelogTopic(p); got != "windowd-clicks-clicks-changelog" {
-		t.Fatalf("changelog topic %q", got)
-	}
-}
-
-// The changelog partitioner keeps partition p's state on changelog
-// partition p and leaves every other topic to the default partitioner,
-// which sends equal keys to one partition.
-func TestChangelogPartitioner(t *testing.T) {
-	cp := newChangelogPartitioner("g-p-changelog")
-	tp := cp.ForTopic("g-p-changelog")
-	for _, part := range []int32{0, 3, 7} {
-		r := &kgo.Record{Topic: "g-p-changelog", Partition: part, Key: []byte("kuser")}
-		if got := tp.Partition(r, 8); got != int(part) {
-			t.Fatalf("changelog record of partition %d went to %d", part, got)
-		}
-	}
-	out, ok := cp.ForTopic("out").(kgo.TopicBackupPartitioner)
-	if !ok {
-		t.Fatalf("the output topic's partitioner is %T, not franz-go's default", cp.ForTopic("out"))
-	}
-	r := &kgo.Record{Topic: "out", Key: []byte("u1"), Partition: 5}
-	if !out.RequiresConsistency(r) {
-		t.Fatal("keyed pane records are not partitioned by key")
-	}
-	first := out.PartitionByBackup(r, 8, nil)
-	for i := 0; i < 20; i++ {
-		if got := out.PartitionByBackup(&kgo.Record{Topic: "out", Key: []byte("u1"), Partition: int32(i % 8)}, 8, nil); got != first {
-			t.Fatalf("pane records of one key went to partitions %d and %d", first, got)
-		}
-	}
-}
-
-// TestRefreshTopicMetadataEndsCachedUnknown: a client that listed a topic's
-// offsets before the topic existed keeps "unknown topic" cached for its
-// offset listings (franz-go's MetadataMinAge, 5 s), so a changelog created
-// moments ago looked partitionless to changelogBounds for seconds after
-// startup; refreshTopicMetadata makes the next listing see the partitions.
-// Against WINDOWD_KAFKA_BROKERS when set, else an in-process kfake broker.
-func TestRefreshTopicMetadataEndsCachedUnknown(t *testing.T) {
-	seeds := os.Getenv("WINDOWD_KAFKA_BROKERS")
-	if seeds == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		seeds = strings.Join(c.ListenAddrs(), ",")
-	}
-	newAdmin := func() (*kgo.Client, *kadm.Client) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(seeds, ",")...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl, kadm.NewClient(cl)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	topic := fmt.Sprintf("windowd-metadata-%d", time.Now().UnixNano())
-	listed := func(adm *kadm.Client) bool {
-		starts, err := adm.ListStartOffsets(ctx, topic)
-		_, ok := starts.Lookup(topic, 0)
-		return err == nil && ok
-	}
-
-	cl, adm := newAdmin()
-	poisoned := time.Now()
-	if listed(adm) {
-		t.Fatalf("topic %s listed before it was created", topic)
-	}
-	_, other := newAdmin()
-	if _, err := other.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	defer other.DeleteTopics(context.Background(), topic)
-	for !listed(other) { // a client without the cached answer: the broker knows the topic
-		if ctx.Err() != nil {
-			t.Fatal("the broker never listed the new topic")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if time.Since(poisoned) < 3*time.Second && listed(adm) {
-		// Well within MetadataMinAge: the cached answer must still hold,
-		// or this test shows nothing about refreshTopicMetadata.
-		t.Fatal("the first client listed the new topic without a refresh: franz-go no longer caches unknown topics for listings")
-	}
-	refreshTopicMetadata(ctx, cl, topic)
-	if !listed(adm) {
-		t.Fatal("after refreshTopicMetadata the client still does not list the new topic's partitions")
 	}
 }

@@ -15,12 +15,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
@@ -35,9 +34,6 @@ const (
 	metaOffsets     = "offsets"
 	errLogInterval  = 10 * time.Second
 	readyStaleAfter = 10 * time.Second
-	// partitionsSeenWithin bounds how long partitions added to a topic
-	// stay unseen (franz-go's metadata refresh interval).
-	partitionsSeenWithin = 10 * time.Second
 )
 
 // partition is what the pipeline tracks of one assigned input partition.
@@ -161,7 +157,7 @@ func (l *lockedWriter) writeLine(b []byte) {
 // partitions; a repartitioned pipeline runs as stage 2 over the internal
 // topic, with its stage 1 beside it.
 func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, inputs int32, deps deps) (*pipeline, error) {
-	clTopic := changelogTopic(cfg)
+	clTopic := kafka.ChangelogTopic(cfg)
 	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
@@ -229,7 +225,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.dec = source.NewDecoder(cfg)
 	p.ahead = newDecodeAhead(source.NewDecoder(cfg))
 	p.panes = newPaneWriter(p.writePane)
-	base, err := clientOpts(c, brokers, p.log)
+	base, err := kafka.ClientOpts(c, brokers, p.log)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
@@ -237,7 +233,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.baseOpts = base
 	if p.rp != nil {
 		orig := c.Pipeline(cfg.Name)
-		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, repartitionPartitions(orig, inputs)); err != nil {
+		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, kafka.RepartitionPartitions(orig, inputs)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 		}
@@ -246,13 +242,13 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		p.log.Warn("key.field without repartition: true: the records of one "+cfg.Key.Field+" must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
 			zap.String("key_field", cfg.Key.Field))
 	}
-	opts := append(groupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
+	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordPartitioner(newChangelogPartitioner(p.clTopic)),
+		kgo.RecordPartitioner(kafka.NewChangelogPartitioner(p.clTopic)),
 	)
 	// The group may assign partitions as soon as the client exists; the
 	// callbacks wait for mu until the pipeline is complete.
@@ -287,26 +283,6 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.prod = sink.NewProducer(p.cl)
 	p.m.ready.WithLabelValues(cfg.Name).Set(0)
 	return p, nil
-}
-
-// groupOpts are the client options of a consumer-group member of group on
-// topic: read_committed from the log start, offsets committed by the
-// caller, cooperative-sticky rebalances.
-func groupOpts(base []kgo.Opt, c *config.Config, group, topic string) []kgo.Opt {
-	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
-	return append(append([]kgo.Opt(nil), base...),
-		// Partitions added to the input (kafka-topics --alter) are seen
-		// within this: the group leader then rebalances them in.
-		kgo.MetadataMaxAge(partitionsSeenWithin),
-		kgo.ConsumerGroup(group),
-		kgo.SessionTimeout(session),
-		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DisableAutoCommit(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-	)
 }
 
 // loadMeta reads what the last checkpoint holds beyond window state: the
@@ -901,39 +877,20 @@ func (p *pipeline) offsetsToStore() map[int32]int64 {
 	return offsets
 }
 
-// commitGroup commits the positions of the assigned partitions to the group.
-func (p *pipeline) commitGroup(ctx context.Context) error {
-	return commitPositions(ctx, p.cl, p.cfg.Input.Topic, p.parts)
-}
-
-// commitPositions commits the known positions of topic's partitions in
-// parts to cl's group.
-func commitPositions(ctx context.Context, cl *kgo.Client, topic string, parts map[int32]*partition) error {
-	uncommitted := map[int32]kgo.EpochOffset{}
+// positions are the known positions of parts.
+func positions(parts map[int32]*partition) map[int32]int64 {
+	out := make(map[int32]int64, len(parts))
 	for part, st := range parts {
 		if st.position >= 0 {
-			uncommitted[part] = kgo.EpochOffset{Epoch: -1, Offset: st.position}
+			out[part] = st.position
 		}
 	}
-	if len(uncommitted) == 0 {
-		return nil
-	}
-	var cerr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: uncommitted},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				cerr = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, pt := range t.Partitions {
-					if e := kerr.ErrorForCode(pt.ErrorCode); e != nil && cerr == nil {
-						cerr = fmt.Errorf("commit %s[%d]: %w", t.Topic, pt.Partition, e)
-					}
-				}
-			}
-		})
-	return cerr
+	return out
+}
+
+// commitGroup commits the positions of the assigned partitions to the group.
+func (p *pipeline) commitGroup(ctx context.Context) error {
+	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.parts))
 }
 
 // onAssigned restores each new partition's state before any of its records

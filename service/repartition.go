@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/watermark"
@@ -48,26 +49,12 @@ import (
 // record below it was processed already. That table and the markers are
 // persisted with the partition's state (checkpoint and changelog marker).
 
-// repartitionTopic names the internal topic, which is also the name of
-// stage 2's consumer group: <group>-<pipeline>-repartition.
-func repartitionTopic(p *config.Pipeline) string {
-	return p.Input.Group + "-" + p.Name + "-repartition"
-}
-
-// repartitionPartitions is the internal topic's partition count.
-func repartitionPartitions(p *config.Pipeline, inputs int32) int32 {
-	if p.Repartition.Partitions > 0 {
-		return p.Repartition.Partitions
-	}
-	return inputs
-}
-
 // stage2Config is the pipeline as stage 2 runs it: it consumes the internal
 // topic in its own group.
 func stage2Config(p *config.Pipeline) *config.Pipeline {
 	c := *p
-	c.Input.Topic = repartitionTopic(p)
-	c.Input.Group = repartitionTopic(p)
+	c.Input.Topic = kafka.RepartitionTopic(p)
+	c.Input.Group = kafka.RepartitionTopic(p)
 	// Partition watermarks come from the markers, which carry the input
 	// partitions' idleness; a repartition partition is never idle itself.
 	c.Watermark.Marked, c.Watermark.IdleTimeout = true, 0
@@ -352,11 +339,11 @@ type repartitioner struct {
 func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32) (*repartitioner, error) {
 	r := &repartitioner{
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
-		dec: source.NewDecoder(cfg), topic: repartitionTopic(cfg), n: partitions,
+		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions,
 		wm: watermark.NewFrontier(cfg.Watermark), parts: map[int32]*partition{}, sent: map[int32]source.Marker{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	opts := append(groupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
+	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
@@ -600,5 +587,5 @@ func (r *repartitioner) commit(ctx context.Context) error {
 		// commit; stage 2 drops what it processed already.
 		return fatalError{fmt.Errorf("repartitioned record not acknowledged: %w", perr)}
 	}
-	return commitPositions(ctx, r.cl, r.cfg.Input.Topic, r.parts)
+	return kafka.CommitPositions(ctx, r.cl, r.cfg.Input.Topic, positions(r.parts))
 }

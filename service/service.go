@@ -1,8 +1,9 @@
 // Package service is `windowd run`: it wires the configured pipelines to
 // Kafka (consumer groups, output, dead-letter and late topics), the
 // windowing engine and Pebble state, and serves /metrics, /healthz and
-// /readyz. With `kafka.brokers: embedded` it first starts an in-process
-// broker (franz-go's kfake) and, when configured, a demo event generator.
+// /readyz. The embedded broker and the demo generator of the quickstart
+// are the windowd command's (cmd/windowd), which passes their address in
+// Options.Brokers.
 //
 // Invariants: a pipeline commits input offsets only after its output is
 // acknowledged and its state is synced (at_least_once); a failure to write
@@ -19,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,13 +27,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 )
 
 // Options are the process-level dependencies of Run.
@@ -47,6 +44,9 @@ type Options struct {
 	// error) and must not return. Default: log the error and exit(1), which
 	// is safe because offsets are committed only after state is synced.
 	Fatal func(msg string)
+	// Brokers, when set, replace kafka.brokers (the embedded broker's
+	// address).
+	Brokers []string
 	// Faults are injected by tests to reach rare paths; the zero value
 	// injects none.
 	Faults Faults
@@ -83,15 +83,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
 
-	brokers := cfg.Kafka.Brokers
-	if cfg.Kafka.Embedded {
-		cluster, err := startEmbedded(cfg)
-		if err != nil {
-			return err
+	brokers := opts.Brokers
+	if len(brokers) == 0 {
+		if cfg.Kafka.Embedded {
+			return errors.New("kafka.brokers: embedded: the embedded broker is started by `windowd run`, which passes its address in Options.Brokers")
 		}
-		defer cluster.Close()
-		brokers = cluster.ListenAddrs()
-		log.Info("embedded broker started", zap.Strings("listen", brokers))
+		brokers = cfg.Kafka.Brokers
 	}
 
 	st := &status{}
@@ -108,17 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	if cfg.Generator != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := runGenerator(runCtx, cfg, brokers, log.Named("generator"), opts.Now); err != nil && runCtx.Err() == nil {
-				log.Error("generator stopped", zap.Error(err))
-			}
-		}()
-	}
-
-	inputs, err := ensureTopics(runCtx, cfg, brokers, log)
+	inputs, err := kafka.EnsureTopics(runCtx, cfg, brokers, log)
 	if err != nil {
 		stop()
 		wg.Wait()
@@ -201,154 +188,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	return errors.Join(all...)
 }
 
-// startEmbedded starts the in-process broker with every input topic.
-func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
-	_, portStr, err := net.SplitHostPort(cfg.Kafka.EmbeddedListen)
-	if err != nil {
-		return nil, fmt.Errorf("kafka.embedded_listen: %w", err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("kafka.embedded_listen: %w", err)
-	}
-	opts := []kfake.Opt{kfake.Ports(port), kfake.AllowAutoTopicCreation()}
-	for _, p := range cfg.Pipelines {
-		opts = append(opts, kfake.SeedTopics(p.Input.Partitions, p.Input.Topic))
-	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Kafka.EmbeddedListen, err)
-	}
-	return c, nil
-}
-
-// ensureTopics waits for every input topic and creates missing output,
-// dead-letter and late topics with the input's partition count, and the
-// changelog (and a repartitioned pipeline's internal topic) with as many
-// partitions as the pipeline's windowing stage consumes. It returns each
-// pipeline's input partition count. It is the
-// first connection to the cluster: a broker that cannot be reached or a
-// missing input topic is retried, but credentials, a certificate or
-// permissions that the cluster refuses stop it at once (securityError).
-func ensureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]int32, error) {
-	opts, err := clientOpts(cfg, brokers, log)
-	if err != nil {
-		return nil, err
-	}
-	inputs := map[string]int32{}
-	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
-		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")
-	}
-	if s := cfg.Kafka.SASL; s != nil && s.Mechanism == config.SASLPlain && cfg.Kafka.TLS == nil {
-		log.Warn("kafka.sasl: PLAIN without kafka.tls sends the password in clear text")
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for _, p := range cfg.Pipelines {
-		var partitions int32
-		for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			details, err := adm.ListTopics(tctx, p.Input.Topic)
-			cancel()
-			if err == nil {
-				d, ok := details[p.Input.Topic]
-				if ok && d.Err == nil && len(d.Partitions) > 0 {
-					partitions = int32(len(d.Partitions))
-					break
-				}
-				err = fmt.Errorf("topic %s does not exist", p.Input.Topic)
-				if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-					err = d.Err
-				}
-			}
-			if serr := securityError(&cfg.Kafka, err, "input topic "+p.Input.Topic); serr != nil {
-				return nil, serr
-			}
-			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
-			}
-		}
-		inputs[p.Name] = partitions
-		changelog := changelogTopic(&p)
-		internal, stateParts := "", partitions
-		if p.Repartition != nil {
-			internal, stateParts = repartitionTopic(&p), repartitionPartitions(&p, partitions)
-		}
-		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
-			if topic == "" {
-				continue
-			}
-			var configs map[string]*string
-			n := partitions
-			switch topic {
-			case changelog:
-				configs, n = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, stateParts
-			case internal:
-				// No time-based deletion: stage 2 deletes what it has processed.
-				configs, n = map[string]*string{"retention.ms": kadm.StringPtr("-1")}, stateParts
-			}
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := adm.CreateTopic(tctx, n, -1, configs, topic)
-			cancel()
-			if err == nil {
-				err = resp.Err
-			}
-			switch {
-			case err == nil:
-				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", n))
-			case errors.Is(err, kerr.TopicAlreadyExists):
-				switch topic {
-				case internal:
-					if err := checkPartitions(ctx, adm, topic, n); err != nil {
-						return nil, err
-					}
-				case changelog:
-					// The input grew while windowd was down (or before
-					// it ever ran): partition p's state needs changelog
-					// partition p.
-					if err := growTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
-						return nil, err
-					}
-				}
-			default:
-				if serr := securityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
-					return nil, serr
-				}
-				return nil, fmt.Errorf("create topic %s: %w", topic, err)
-			}
-		}
-	}
-	return inputs, nil
-}
-
-// checkPartitions refuses an existing repartition topic with another
-// partition count than configured (stage 1 would write keys where stage 2's
-// state does not expect them).
-func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	details, err := adm.ListTopics(tctx, topic)
-	if err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
-	}
-	d, ok := details[topic]
-	if !ok || d.Err != nil {
-		return nil
-	}
-	if have := int32(len(d.Partitions)); have != partitions {
-		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
-			topic, have, partitions, have)
-	}
-	return nil
-}
-
 // status answers /readyz from the running pipelines.
 type status struct {
 	mu        sync.Mutex
@@ -408,24 +247,4 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status) (*http.Serve
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr().String(), nil
-}
-
-// kgoLogger adapts zap to franz-go's logger (warnings and errors only).
-type kgoLogger struct{ l *zap.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	fields := make([]zap.Field, 0, len(keyvals)/2)
-	for i := 0; i+1 < len(keyvals); i += 2 {
-		fields = append(fields, zap.Any(fmt.Sprint(keyvals[i]), keyvals[i+1]))
-	}
-	switch level {
-	case kgo.LogLevelError:
-		k.l.Error(msg, fields...)
-	case kgo.LogLevelWarn:
-		k.l.Warn(msg, fields...)
-	default:
-		k.l.Debug(msg, fields...)
-	}
 }

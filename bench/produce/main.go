@@ -6,7 +6,7 @@
 // itself, the same pane JSON), and only then produces them all to a topic
 // with the producer settings of `windowd run` (service/pipeline.go: franz-go
 // defaults, so an idempotent producer with acks=all; a 5 ms linger; keys
-// hashed to partitions; kafka.compression's compressor, service.Compressor). The broker's CPU while it runs is the cost of taking those
+// hashed to partitions; kafka.compression's compressor, kafka.Compressor). The broker's CPU while it runs is the cost of taking those
 // panes, apart from anything windowd does.
 //
 //	go run ./bench/produce -topic T -panes panes.jsonl [-records N] [-cpu-of PID] [-brokers 127.0.0.1:9092]
@@ -37,7 +37,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/windowd/windowd/service"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/windowing"
 )
@@ -59,7 +59,7 @@ func main() {
 		fail(err)
 	}
 
-	comp, err := service.Compressor(*codec)
+	comp, err := kafka.Compressor(*codec)
 	if err != nil {
 		fail(err)
 	}

@@ -53,7 +53,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if faultsBuild {
 		log.Warn("this binary is built with -tags windowd_faults: WINDOWD_FAULT_* variables inject faults (tests only)")
 	}
-	if err := service.Run(ctx, cfg, service.Options{Log: log, Stdout: stdout, Faults: faults}); err != nil {
+	brokers, stopQuickstart, err := startQuickstart(ctx, cfg, log)
+	if err != nil {
+		log.Error("windowd stopped with an error", zap.Error(err))
+		return 1
+	}
+	defer stopQuickstart()
+	if err := service.Run(ctx, cfg, service.Options{Log: log, Stdout: stdout, Brokers: brokers, Faults: faults}); err != nil {
 		log.Error("windowd stopped with an error", zap.Error(err))
 		return 1
 	}

@@ -1,4 +1,4 @@
-package service
+package main
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 )
 
 // runGenerator produces the configured demo stream until ctx is done:
@@ -19,7 +20,7 @@ import (
 // not JSON.
 func runGenerator(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger, now func() time.Time) error {
 	g := cfg.Generator
-	opts, err := clientOpts(cfg, brokers, log)
+	opts, err := kafka.ClientOpts(cfg, brokers, log)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
-package service
+package kafka
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -9,107 +8,13 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 
-	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"go.uber.org/zap"
-
 	"github.com/windowd/windowd/config"
 )
-
-// clientOpts are the connection options every Kafka client of windowd
-// shares (consumers, producers, admin, generator): brokers, client id,
-// logging, the codec of produced batches (kafka.compression), and the
-// cluster's security settings (kafka.tls, kafka.sasl). It fails when the
-// TLS files cannot be loaded.
-func clientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt, error) {
-	comp, err := Compressor(c.Kafka.Compression)
-	if err != nil {
-		return nil, err
-	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ClientID(c.Kafka.ClientID),
-		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
-		kgo.WithCompressor(comp),
-	}
-	if c.Kafka.TLS != nil {
-		tc, err := tlsConfig(c.Kafka.TLS)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	if c.Kafka.SASL != nil {
-		m, err := saslMechanism(c.Kafka.SASL)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts, nil
-}
-
-// Compressor is the batch compressor of every windowd producer for a
-// kafka.compression value ("" is the default, lz4): franz-go's for each
-// codec but lz4, whose writer would make frames of 4 MiB blocks
-// (lz4Compressor).
-func Compressor(name string) (kgo.Compressor, error) {
-	var codec kgo.CompressionCodec
-	switch name {
-	case "", "lz4":
-		return newLz4Compressor(), nil
-	case "snappy":
-		codec = kgo.SnappyCompression()
-	case "zstd":
-		codec = kgo.ZstdCompression()
-	case "gzip":
-		codec = kgo.GzipCompression()
-	case "none":
-		codec = kgo.NoCompression()
-	default:
-		return nil, fmt.Errorf("kafka.compression: unknown codec %q", name)
-	}
-	return kgo.DefaultCompressor(codec)
-}
-
-// lz4Compressor writes each batch as an lz4 frame of 64 KiB blocks, as
-// Kafka's own producer does. franz-go's lz4 writer keeps the library's
-// default of 4 MiB blocks, and a reader (the broker validating a batch,
-// windowd's changelog and repartition readers, every consumer) sizes its
-// buffers by the frame's block size, however small the batch: with those
-// frames an exactly-once kill test took 75 instead of 22 s under the race
-// detector.
-type lz4Compressor struct{ pool sync.Pool }
-
-func newLz4Compressor() *lz4Compressor {
-	return &lz4Compressor{pool: sync.Pool{New: func() any {
-		w := lz4.NewWriter(nil)
-		if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
-			panic(err) // a constant option: cannot fail
-		}
-		return w
-	}}}
-}
-
-// Compress implements kgo.Compressor.
-func (c *lz4Compressor) Compress(dst *bytes.Buffer, src []byte, _ ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
-	w := c.pool.Get().(*lz4.Writer)
-	defer c.pool.Put(w)
-	w.Reset(dst)
-	if _, err := w.Write(src); err != nil {
-		return nil, kgo.CodecError
-	}
-	if err := w.Close(); err != nil {
-		return nil, kgo.CodecError
-	}
-	return dst.Bytes(), kgo.CodecLz4
-}
 
 // tlsConfig builds the client TLS configuration of kafka.tls: at least
 // TLS 1.2, the CA bundle (else the system roots), the client certificate
@@ -154,7 +59,7 @@ func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("kafka.sasl.mechanism: unsupported mechanism %q", s.Mechanism)
 }
 
-// securityError turns an error of a Kafka request about resource (for
+// SecurityError turns an error of a Kafka request about resource (for
 // messages: "input topic clicks") into the error windowd stops on when the
 // cluster refused its credentials, certificate or permissions, none of which
 // a retry fixes; it returns nil for any other error (an unreachable or
@@ -179,7 +84,7 @@ func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
 // port) makes the broker close the connection: franz-go returns a
 // *kgo.ErrFirstReadEOF with a hint, which is retried like any closed
 // connection.
-func securityError(k *config.Kafka, err error, resource string) error {
+func SecurityError(k *config.Kafka, err error, resource string) error {
 	if err == nil {
 		return nil
 	}

@@ -1,0 +1,38 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CommitPositions commits positions (the next offset to consume, per
+// partition of topic) to cl's group; a partition's refusal is an error.
+func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, positions map[int32]int64) error {
+	uncommitted := make(map[int32]kgo.EpochOffset, len(positions))
+	for part, off := range positions {
+		uncommitted[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	if len(uncommitted) == 0 {
+		return nil
+	}
+	var cerr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: uncommitted},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, pt := range t.Partitions {
+					if e := kerr.ErrorForCode(pt.ErrorCode); e != nil && cerr == nil {
+						cerr = fmt.Errorf("commit %s[%d]: %w", t.Topic, pt.Partition, e)
+					}
+				}
+			}
+		})
+	return cerr
+}

@@ -1,0 +1,245 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/windowd/windowd/config"
+	"go.uber.org/zap"
+)
+
+// EnsureTopics waits for every input topic and creates missing output,
+// dead-letter and late topics with the input's partition count, and the
+// changelog (and a repartitioned pipeline's internal topic) with as many
+// partitions as the pipeline's windowing stage consumes. It returns each
+// pipeline's input partition count. It is the
+// first connection to the cluster: a broker that cannot be reached or a
+// missing input topic is retried, but credentials, a certificate or
+// permissions that the cluster refuses stop it at once (SecurityError).
+func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]int32, error) {
+	opts, err := ClientOpts(cfg, brokers, log)
+	if err != nil {
+		return nil, err
+	}
+	inputs := map[string]int32{}
+	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
+		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")
+	}
+	if s := cfg.Kafka.SASL; s != nil && s.Mechanism == config.SASLPlain && cfg.Kafka.TLS == nil {
+		log.Warn("kafka.sasl: PLAIN without kafka.tls sends the password in clear text")
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, p := range cfg.Pipelines {
+		var partitions int32
+		for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			details, err := adm.ListTopics(tctx, p.Input.Topic)
+			cancel()
+			if err == nil {
+				d, ok := details[p.Input.Topic]
+				if ok && d.Err == nil && len(d.Partitions) > 0 {
+					partitions = int32(len(d.Partitions))
+					break
+				}
+				err = fmt.Errorf("topic %s does not exist", p.Input.Topic)
+				if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+					err = d.Err
+				}
+			}
+			if serr := SecurityError(&cfg.Kafka, err, "input topic "+p.Input.Topic); serr != nil {
+				return nil, serr
+			}
+			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+		}
+		inputs[p.Name] = partitions
+		changelog := ChangelogTopic(&p)
+		internal, stateParts := "", partitions
+		if p.Repartition != nil {
+			internal, stateParts = RepartitionTopic(&p), RepartitionPartitions(&p, partitions)
+		}
+		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
+			if topic == "" {
+				continue
+			}
+			var configs map[string]*string
+			n := partitions
+			switch topic {
+			case changelog:
+				configs, n = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, stateParts
+			case internal:
+				// No time-based deletion: stage 2 deletes what it has processed.
+				configs, n = map[string]*string{"retention.ms": kadm.StringPtr("-1")}, stateParts
+			}
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := adm.CreateTopic(tctx, n, -1, configs, topic)
+			cancel()
+			if err == nil {
+				err = resp.Err
+			}
+			switch {
+			case err == nil:
+				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", n))
+			case errors.Is(err, kerr.TopicAlreadyExists):
+				switch topic {
+				case internal:
+					if err := checkPartitions(ctx, adm, topic, n); err != nil {
+						return nil, err
+					}
+				case changelog:
+					// The input grew while windowd was down (or before
+					// it ever ran): partition p's state needs changelog
+					// partition p.
+					if err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
+						return nil, err
+					}
+				}
+			default:
+				if serr := SecurityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
+					return nil, serr
+				}
+				return nil, fmt.Errorf("create topic %s: %w", topic, err)
+			}
+		}
+	}
+	return inputs, nil
+}
+
+// checkPartitions refuses an existing repartition topic with another
+// partition count than configured (stage 1 would write keys where stage 2's
+// state does not expect them).
+func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(tctx, topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return nil
+	}
+	if have := int32(len(d.Partitions)); have != partitions {
+		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
+			topic, have, partitions, have)
+	}
+	return nil
+}
+
+// GrowTopic makes topic have at least need partitions.
+func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) error {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var have int32
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		// A topic another instance created a moment ago may not be in
+		// every broker's metadata yet.
+		RefreshTopicMetadata(lctx, cl, topic)
+		tds, err := adm.ListTopics(lctx, topic)
+		if err == nil {
+			if td, ok := tds[topic]; !ok {
+				err = kerr.UnknownTopicOrPartition
+			} else if err = td.Err; err == nil {
+				have = int32(len(td.Partitions))
+				break
+			}
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
+			return fmt.Errorf("topic %s: %w", topic, err)
+		}
+		select {
+		case <-lctx.Done():
+			return fmt.Errorf("topic %s: %w", topic, err)
+		case <-time.After(backoff):
+		}
+	}
+	if have >= need {
+		return nil
+	}
+	resp, err := adm.CreatePartitions(lctx, int(need-have), topic)
+	if err == nil {
+		if r, ok := resp[topic]; ok && r.Err != nil && !errors.Is(r.Err, kerr.InvalidPartitions) {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("adding %d partitions to %s (the input grew to %d): %w", need-have, topic, need, err)
+	}
+	log.Info("input grew: added partitions to match", zap.String("topic", topic), zap.Int32("from", have), zap.Int32("to", need))
+	RefreshTopicMetadata(lctx, cl, topic)
+	return nil
+}
+
+// ProducerSees waits until cl's producer knows partition need-1 of topic
+// (a producer that has written to a topic keeps its partition count until
+// its next metadata refresh, and refuses a record for a partition beyond it).
+func ProducerSees(ctx context.Context, cl *kgo.Client, topic string, need int32) error {
+	if leader, _, _ := cl.PartitionLeader(topic, 0); leader < 0 {
+		return nil // not loaded yet: its first record loads it whole
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if leader, _, _ := cl.PartitionLeader(topic, need-1); leader >= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: partition %d not in the producer's metadata after 30s", topic, need-1)
+		}
+		cl.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// RefreshTopicMetadata asks the broker for topic's metadata, so that
+// cl's next offset listing sees its partitions. franz-go shards listings by
+// metadata it keeps for MetadataMinAge (5 s), "unknown topic" answers
+// included: a topic created moments ago, listed before the broker had
+// applied its creation, stays unknown to cl that long, and kadm's Metadata
+// answers from that cache too. A metadata request issued through cl
+// replaces the cached entry. Errors show in the next listing.
+func RefreshTopicMetadata(ctx context.Context, cl *kgo.Client, topic string) {
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	_, _ = req.RequestWith(mctx, cl)
+}
+
+// ChangelogTopic names the pipeline's changelog: <group>-<pipeline>-changelog.
+func ChangelogTopic(p *config.Pipeline) string {
+	return p.Input.Group + "-" + p.Name + "-changelog"
+}
+
+// RepartitionTopic names the internal topic, which is also the name of
+// stage 2's consumer group: <group>-<pipeline>-repartition.
+func RepartitionTopic(p *config.Pipeline) string {
+	return p.Input.Group + "-" + p.Name + "-repartition"
+}
+
+// RepartitionPartitions is the internal topic's partition count.
+func RepartitionPartitions(p *config.Pipeline, inputs int32) int32 {
+	if p.Repartition.Partitions > 0 {
+		return p.Repartition.Partitions
+	}
+	return inputs
+}
