@@ -28,8 +28,6 @@ import (
 )
 
 const (
-	pollTimeout     = 100 * time.Millisecond // the processing-time tick
-	pollMaxRecords  = 10000
 	endsInterval    = time.Second // how often high watermarks are listed for idleness
 	metaOffsets     = "offsets"
 	errLogInterval  = 10 * time.Second
@@ -518,7 +516,6 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	p.mu.Lock()
 	p.lastCommit = p.now()
 	p.mu.Unlock()
-	var err error
 	var stage1 chan error
 	if p.rp != nil {
 		// Stage 1 stops with this loop: the stage that fails first stops both.
@@ -533,61 +530,38 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 			}
 		}()
 	}
-	for ctx.Err() == nil {
-		select {
-		case uerr := <-stage1:
-			if uerr == nil {
-				uerr = errors.New("repartition stage stopped")
+	m := &kafka.Member{
+		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu,
+		// Under exactly_once, mu is held from the poll through step. A
+		// rollback (of a rebalance callback, or of a commit cycle in
+		// step) rewinds the consumer, and franz-go drops what it had
+		// buffered; holding mu puts every rollback either before the
+		// poll, whose records are then the rewound ones, or inside step,
+		// which drops the rest of the poll. (franz-go also rules out
+		// polling while a transaction ends, which callbacks do under mu.)
+		// Callbacks wait for mu at most a poll's timeout. Not otherwise:
+		// BlockRebalanceOnPoll makes callbacks wait for AllowRebalance,
+		// and a poll waits for a rebalance's callbacks, which wait for mu.
+		Hold: p.eos,
+		Step: p.step,
+		// A failure a rebalance callback recorded.
+		After: func() error { return p.failed },
+	}
+	if stage1 != nil {
+		m.Before = func() error {
+			select {
+			case uerr := <-stage1:
+				if uerr == nil {
+					uerr = errors.New("repartition stage stopped")
+				}
+				stage1 <- nil // for the deferred wait; the error is reported once, below
+				return uerr
+			default:
+				return nil
 			}
-			stage1 <- nil // for the deferred wait; the error is reported once, below
-			return p.shutdown(uerr, grace)
-		default:
-		}
-		var closed bool
-		if closed, err = p.pollStep(ctx); closed {
-			break
-		}
-		p.cl.AllowRebalance()
-		if err == nil {
-			p.mu.Lock()
-			err = p.failed
-			p.mu.Unlock()
-		}
-		if err != nil {
-			break
 		}
 	}
-	return p.shutdown(err, grace)
-}
-
-// pollStep polls once and processes what came (step); closed reports a
-// closed client.
-//
-// Under exactly_once, mu is held from the poll through step. A rollback
-// (of a rebalance callback, or of a commit cycle in step) rewinds the
-// consumer, and franz-go drops what it had buffered; holding mu puts every
-// rollback either before the poll, whose records are then the rewound ones,
-// or inside step, which drops the rest of the poll. (franz-go also rules
-// out polling while a transaction ends, which callbacks do under mu.)
-// Callbacks wait for mu at most a poll's timeout. Not otherwise:
-// BlockRebalanceOnPoll makes callbacks wait for AllowRebalance, and a poll
-// waits for a rebalance's callbacks, which wait for mu.
-func (p *pipeline) pollStep(ctx context.Context) (closed bool, err error) {
-	pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
-	defer cancel()
-	if p.eos {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-	}
-	fetches := p.cl.PollRecords(pollCtx, pollMaxRecords)
-	if fetches.IsClientClosed() {
-		return true, nil
-	}
-	if !p.eos {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-	}
-	return false, p.step(ctx, fetches)
+	return p.shutdown(m.Run(ctx), grace)
 }
 
 // step processes one poll's records, ticks processing time and commits when
@@ -596,15 +570,6 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
 	p.applyReleased()
 	now := p.now()
-	fetches.EachError(func(topic string, part int32, err error) {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return
-		}
-		if now.Sub(p.lastErrLog) >= errLogInterval {
-			p.lastErrLog = now
-			p.log.Warn("fetch error (retrying)", zap.String("topic", topic), zap.Int32("partition", part), zap.Error(err))
-		}
-	})
 	var err error
 	rolledBack, dropped := false, 0
 	p.ahead.start(fetches, p.cfg.Input.Topic)

@@ -329,7 +329,6 @@ type repartitioner struct {
 	lastMarkers time.Time
 	lastCommit  time.Time
 	lastEnds    time.Time
-	lastErrLog  time.Time
 	ev          windowing.Event
 	rec         source.Record
 	prodErr     error // first produce failure (errMu)
@@ -422,20 +421,8 @@ func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 	r.mu.Lock() // as pipeline.run: the group's callbacks commit too
 	r.lastCommit = r.now()
 	r.mu.Unlock()
-	var err error
-	for ctx.Err() == nil {
-		pollCtx, cancel := context.WithTimeout(ctx, pollTimeout)
-		fetches := r.cl.PollRecords(pollCtx, pollMaxRecords)
-		cancel()
-		if fetches.IsClientClosed() {
-			break
-		}
-		err = r.step(ctx, fetches)
-		r.cl.AllowRebalance()
-		if err != nil {
-			break
-		}
-	}
+	m := &kafka.Member{Client: r.cl, Log: r.log, Now: r.now, Mu: &r.mu, Step: r.step}
+	err := m.Run(ctx)
 	deadline := time.Now().Add(grace - shutdownMargin(grace))
 	gctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-leaveBudget(grace)))
 	defer cancel()
@@ -461,17 +448,11 @@ func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
+// step writes one poll's records on and markers out, and commits when due
+// (mu held).
 func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
 	nowMS := now.UnixMilli()
-	fetches.EachError(func(topic string, part int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && now.Sub(r.lastErrLog) >= errLogInterval {
-			r.lastErrLog = now
-			r.log.Warn("fetch error (retrying)", zap.String("topic", topic), zap.Int32("partition", part), zap.Error(err))
-		}
-	})
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		st := r.parts[fp.Partition]
 		if st == nil || fp.Topic != r.cfg.Input.Topic {
