@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
@@ -61,42 +61,30 @@ type marker struct {
 }
 
 func encodeMarker(m marker) []byte {
-	b := []byte{markerVersion}
+	version := byte(markerVersion)
 	if m.upstream != nil {
-		b[0] = markerVersionUpstream
+		version = markerVersionUpstream
 	}
-	for _, v := range []int64{m.position, m.gen.MaxTS, m.gen.Seen, m.gen.Watermark, m.frontier} {
-		b = binary.AppendVarint(b, v)
-	}
+	w := codec.NewWriter(nil).Byte(version)
+	w.Varint(m.position).Varint(m.gen.MaxTS).Varint(m.gen.Seen).Varint(m.gen.Watermark).Varint(m.frontier)
 	if m.upstream != nil {
-		b = m.upstream.appendBinary(b)
+		m.upstream.encode(w)
 	}
-	return b
+	return w.Bytes()
 }
 
 func decodeMarker(b []byte) (marker, error) {
-	if len(b) == 0 || (b[0] != markerVersion && b[0] != markerVersionUpstream) {
+	r := codec.NewReader(b, "changelog marker")
+	version := r.Byte()
+	if r.Err() == nil && version != markerVersion && version != markerVersionUpstream {
 		return marker{}, errors.New("changelog: unknown marker version")
 	}
-	version := b[0]
-	b = b[1:]
-	var v [5]int64
-	for i := range v {
-		x, n := binary.Varint(b)
-		if n <= 0 {
-			return marker{}, errors.New("changelog: corrupt marker")
-		}
-		v[i], b = x, b[n:]
-	}
-	m := marker{position: v[0], gen: watermark.Generator{MaxTS: v[1], Seen: v[2], Watermark: v[3]}, frontier: v[4]}
+	m := marker{position: r.Varint(), gen: watermark.Generator{MaxTS: r.Varint(), Seen: r.Varint(), Watermark: r.Varint()}, frontier: r.Varint()}
 	if version == markerVersionUpstream {
-		var err error
-		if m.upstream, b, err = decodeUpstreamState(b); err != nil {
-			return marker{}, errors.New("changelog: corrupt marker")
-		}
+		m.upstream = decodeUpstreamState(r)
 	}
-	if len(b) != 0 {
-		return marker{}, errors.New("changelog: corrupt marker")
+	if err := r.Done(); err != nil {
+		return marker{}, err
 	}
 	return m, nil
 }
@@ -254,17 +242,14 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 }
 
 func encodeSkip(m map[int32]*skipSet) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(m)))
+	w := codec.NewWriter(nil).Uvarint(uint64(len(m)))
 	for part, s := range m {
-		b = binary.AppendVarint(b, int64(part))
-		b = binary.AppendUvarint(b, uint64(len(s.keys)))
+		w.Varint(int64(part)).Uvarint(uint64(len(s.keys)))
 		for k, off := range s.keys {
-			b = binary.AppendUvarint(b, uint64(len(k)))
-			b = append(b, k...)
-			b = binary.AppendVarint(b, off)
+			w.String(k).Varint(off)
 		}
 	}
-	return b
+	return w.Bytes()
 }
 
 func decodeSkip(b []byte) (map[int32]*skipSet, error) {
@@ -272,40 +257,21 @@ func decodeSkip(b []byte) (map[int32]*skipSet, error) {
 	if b == nil {
 		return out, nil
 	}
-	bad := errors.New("state: corrupt skip sets")
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, bad
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		part, k1 := binary.Varint(b)
-		if k1 <= 0 {
-			return nil, bad
-		}
-		b = b[k1:]
-		cnt, k2 := binary.Uvarint(b)
-		if k2 <= 0 || cnt > uint64(len(b)) {
-			return nil, bad
-		}
-		b = b[k2:]
+	r := codec.NewReader(b, "skip sets in local state")
+	for n := r.Count(); n > 0 && r.Err() == nil; n-- {
+		part := r.Varint()
+		cnt := r.Count()
 		s := &skipSet{keys: make(map[string]int64, cnt)}
-		for j := uint64(0); j < cnt; j++ {
-			l, k3 := binary.Uvarint(b)
-			if k3 <= 0 || uint64(len(b)-k3) < l {
-				return nil, bad
-			}
-			key := string(b[k3 : k3+int(l)])
-			b = b[k3+int(l):]
-			off, k4 := binary.Varint(b)
-			if k4 <= 0 {
-				return nil, bad
-			}
-			b = b[k4:]
+		for ; cnt > 0 && r.Err() == nil; cnt-- {
+			key := r.String()
+			off := r.Varint()
 			s.keys[key] = off
 			s.max = max(s.max, off)
 		}
 		out[int32(part)] = s
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

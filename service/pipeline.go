@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
@@ -319,34 +319,14 @@ func decodeOffsets(b []byte, dst map[int32]int64) error {
 	if b == nil {
 		return nil
 	}
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return errors.New("state: corrupt offsets")
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		part, k1 := binary.Varint(b)
-		if k1 <= 0 {
-			return errors.New("state: corrupt offsets")
-		}
-		off, k2 := binary.Varint(b[k1:])
-		if k2 <= 0 {
-			return errors.New("state: corrupt offsets")
-		}
-		b = b[k1+k2:]
-		dst[int32(part)] = off
-	}
-	return nil
+	r := codec.NewReader(b, "offsets in local state")
+	r.Offsets(dst)
+	return r.Done()
 }
 
-func encodeOffsets(m map[int32]int64) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(m)))
-	for part, off := range m {
-		b = binary.AppendVarint(b, int64(part))
-		b = binary.AppendVarint(b, off)
-	}
-	return b
-}
+// encodeOffsets encodes a next offset per partition (input offsets,
+// changelog positions).
+func encodeOffsets(m map[int32]int64) []byte { return codec.NewWriter(nil).Offsets(m).Bytes() }
 
 func (p *pipeline) nowMS() int64 { return p.now().UnixMilli() }
 

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
@@ -72,30 +72,26 @@ func newUpstreamState(inputs int) *upstreamState {
 	return &upstreamState{marks: watermark.NewUpstreams(inputs), next: make([]int64, inputs)}
 }
 
-func (u *upstreamState) appendBinary(b []byte) []byte {
-	b = u.marks.AppendBinary(b)
+func (u *upstreamState) encode(w *codec.Writer) {
+	u.marks.Encode(w)
 	for _, n := range u.next {
-		b = binary.AppendVarint(b, n)
+		w.Varint(n)
 	}
-	return b
 }
 
-var errCorruptUpstream = errors.New("state: corrupt upstream table")
-
-func decodeUpstreamState(b []byte) (*upstreamState, []byte, error) {
-	marks, b, err := watermark.DecodeUpstreams(b)
-	if err != nil {
-		return nil, nil, err
+func decodeUpstreamState(r *codec.Reader) *upstreamState {
+	marks := watermark.DecodeUpstreams(r)
+	if marks == nil {
+		return nil
 	}
 	u := &upstreamState{marks: marks, next: make([]int64, marks.Len())}
 	for i := range u.next {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return nil, nil, errCorruptUpstream
-		}
-		u.next[i], b = v, b[n:]
+		u.next[i] = r.Varint()
 	}
-	return u, b, nil
+	if r.Err() != nil {
+		return nil
+	}
+	return u
 }
 
 // stage2 is the repartition state of a stage-2 pipeline (mu held).
@@ -163,12 +159,12 @@ func (s *stage2) upstream(q int32) *upstreamState {
 }
 
 func (s *stage2) encode() []byte {
-	b := binary.AppendUvarint(nil, uint64(len(s.ups)))
+	w := codec.NewWriter(nil).Uvarint(uint64(len(s.ups)))
 	for q, u := range s.ups {
-		b = binary.AppendVarint(b, int64(q))
-		b = u.appendBinary(b)
+		w.Varint(int64(q))
+		u.encode(w)
 	}
-	return b
+	return w.Bytes()
 }
 
 func (s *stage2) decode(b []byte) error {
@@ -176,26 +172,14 @@ func (s *stage2) decode(b []byte) error {
 	if b == nil {
 		return nil
 	}
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return errCorruptUpstream
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		q, k := binary.Varint(b)
-		if k <= 0 {
-			return errCorruptUpstream
+	r := codec.NewReader(b, "upstream tables in local state")
+	for n := r.Count(); n > 0 && r.Err() == nil; n-- {
+		q := r.Varint()
+		if u := decodeUpstreamState(r); u != nil {
+			s.ups[int32(q)] = u
 		}
-		u, rest, err := decodeUpstreamState(b[k:])
-		if err != nil {
-			return err
-		}
-		s.ups[int32(q)], b = u, rest
 	}
-	if len(b) != 0 {
-		return errCorruptUpstream
-	}
-	return nil
+	return r.Done()
 }
 
 // repartitionHeaders finds the marker and upstream headers of a record.

@@ -1,9 +1,6 @@
 package source
 
-import (
-	"encoding/binary"
-	"errors"
-)
+import "github.com/windowd/windowd/codec"
 
 // Repartitioning (docs/SEMANTICS.md, Repartitioning): stage 1 writes every
 // decoded record to the internal repartition topic keyed by its group key,
@@ -77,52 +74,36 @@ func AppendMarker(b []byte, m Marker) []byte {
 	if m.Idle {
 		flags = 1
 	}
-	b = append(b, markerEncoding, flags)
-	b = binary.AppendVarint(b, int64(m.Upstream))
-	b = binary.AppendVarint(b, m.Watermark)
-	return binary.AppendVarint(b, m.Time)
+	return codec.NewWriter(b).Byte(markerEncoding).Byte(flags).
+		Varint(int64(m.Upstream)).Varint(m.Watermark).Varint(m.Time).Bytes()
 }
-
-var errMarker = errors.New("corrupt watermark marker")
 
 // DecodeMarker reads what AppendMarker wrote.
 func DecodeMarker(b []byte) (Marker, error) {
-	if len(b) < 2 || b[0] != markerEncoding || b[1] > 1 {
-		return Marker{}, errMarker
+	r := codec.NewReader(b, "watermark marker")
+	version, flags := r.Byte(), r.Byte()
+	m := Marker{Idle: flags == 1, Upstream: r.Partition(), Watermark: r.Varint(), Time: r.Varint()}
+	if version != markerEncoding || flags > 1 {
+		r.Fail()
 	}
-	m := Marker{Idle: b[1] == 1}
-	b = b[2:]
-	var v [3]int64
-	for i := range v {
-		x, n := binary.Varint(b)
-		if n <= 0 {
-			return Marker{}, errMarker
-		}
-		v[i], b = x, b[n:]
+	if err := r.Done(); err != nil {
+		return Marker{}, err
 	}
-	if len(b) != 0 || v[0] < 0 || v[0] > 1<<31-1 {
-		return Marker{}, errMarker
-	}
-	m.Upstream, m.Watermark, m.Time = int32(v[0]), v[1], v[2]
 	return m, nil
 }
 
 // AppendUpstream appends the upstream header value of a record from input
 // partition p at offset off.
 func AppendUpstream(b []byte, p int32, off int64) []byte {
-	b = binary.AppendVarint(b, int64(p))
-	return binary.AppendVarint(b, off)
+	return codec.NewWriter(b).Varint(int64(p)).Varint(off).Bytes()
 }
 
 // DecodeUpstream reads what AppendUpstream wrote.
 func DecodeUpstream(b []byte) (p int32, off int64, ok bool) {
-	x, n := binary.Varint(b)
-	if n <= 0 || x < 0 || x > 1<<31-1 {
+	r := codec.NewReader(b, "upstream header")
+	p, off = r.Partition(), r.Varint()
+	if r.Done() != nil {
 		return 0, 0, false
 	}
-	y, k := binary.Varint(b[n:])
-	if k <= 0 || n+k != len(b) {
-		return 0, 0, false
-	}
-	return int32(x), y, true
+	return p, off, true
 }

@@ -1,9 +1,6 @@
 package watermark
 
-import (
-	"encoding/binary"
-	"errors"
-)
+import "github.com/windowd/windowd/codec"
 
 // Upstreams is what one partition q of a repartition topic knows of the
 // upstream partitions that feed it (docs/SEMANTICS.md, Repartitioning): the
@@ -85,9 +82,9 @@ func (u *Upstreams) Watermark() int64 {
 	return min
 }
 
-// AppendBinary appends the markers' encoding to b.
-func (u *Upstreams) AppendBinary(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(u.marks)))
+// Encode writes the markers' encoding.
+func (u *Upstreams) Encode(w *codec.Writer) {
+	w.Uvarint(uint64(len(u.marks)))
 	for _, m := range u.marks {
 		flags := byte(0)
 		if m.seen {
@@ -96,37 +93,27 @@ func (u *Upstreams) AppendBinary(b []byte) []byte {
 		if m.idle {
 			flags |= 2
 		}
-		b = append(b, flags)
-		b = binary.AppendVarint(b, m.watermark)
+		w.Byte(flags).Varint(m.watermark)
 	}
-	return b
 }
 
-var errCorruptUpstreams = errors.New("watermark: corrupt upstream markers")
-
-// DecodeUpstreams reads what AppendBinary wrote at the start of b and
-// returns the rest of b.
-func DecodeUpstreams(b []byte) (*Upstreams, []byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, nil, errCorruptUpstreams
-	}
-	b = b[k:]
-	u := NewUpstreams(int(n))
+// DecodeUpstreams reads what Encode wrote; nil when r holds no valid
+// encoding (r.Err tells why).
+func DecodeUpstreams(r *codec.Reader) *Upstreams {
+	u := NewUpstreams(r.Count())
 	for i := range u.marks {
-		if len(b) == 0 || b[0] > 3 {
-			return nil, nil, errCorruptUpstreams
+		flags, wm := r.Byte(), r.Varint()
+		if flags > 3 {
+			r.Fail()
+			return nil
 		}
-		flags := b[0]
-		wm, k := binary.Varint(b[1:])
-		if k <= 0 {
-			return nil, nil, errCorruptUpstreams
-		}
-		b = b[1+k:]
 		u.marks[i] = upstreamMark{seen: flags&1 != 0, idle: flags&2 != 0, watermark: wm}
 		if flags&1 != 0 {
 			u.known++
 		}
 	}
-	return u, b, nil
+	if r.Err() != nil {
+		return nil
+	}
+	return u
 }

@@ -1,6 +1,10 @@
 package watermark
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/windowd/windowd/codec"
+)
 
 // TestUpstreams steps markers of three upstream partitions into one
 // downstream partition and checks its watermark after each.
@@ -33,10 +37,12 @@ func TestUpstreams(t *testing.T) {
 			t.Fatalf("step %d: marker (%d, %d, idle %v): watermark %d, want %d", i, s.p, s.wm, s.idle, got, s.want)
 		}
 	}
-	b := u.AppendBinary([]byte{0xff})
-	v, rest, err := DecodeUpstreams(append(b[1:], 0xee))
-	if err != nil || len(rest) != 1 || rest[0] != 0xee {
-		t.Fatalf("decode: %v, rest %x", err, rest)
+	w := codec.NewWriter([]byte{0xff})
+	u.Encode(w)
+	r := codec.NewReader(append(w.Bytes()[1:], 0xee), "upstreams")
+	v := DecodeUpstreams(r)
+	if rest := r.Rest(); v == nil || r.Err() != nil || len(rest) != 1 || rest[0] != 0xee {
+		t.Fatalf("decode: %v, rest %x", r.Err(), rest)
 	}
 	if v.Watermark() != 26 || v.Len() != 3 {
 		t.Errorf("decoded watermark %d over %d, want 26 over 3", v.Watermark(), v.Len())
@@ -45,7 +51,7 @@ func TestUpstreams(t *testing.T) {
 		t.Errorf("decoded upstream 0 = (%d, %v, %v), want (40, true, true)", wm, idle, seen)
 	}
 	for _, bad := range [][]byte{nil, {3}, {1, 4, 0}, {1, 1}} {
-		if _, _, err := DecodeUpstreams(bad); err == nil {
+		if r := codec.NewReader(bad, "upstreams"); DecodeUpstreams(r) != nil || r.Err() == nil {
 			t.Errorf("DecodeUpstreams(%x): no error", bad)
 		}
 	}

@@ -21,11 +21,11 @@
 package watermark
 
 import (
-	"encoding/binary"
-	"errors"
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // MinTime is the watermark of a partition that has emitted none yet (minus infinity).
@@ -356,65 +356,45 @@ const encodingVersion = 1
 // (assignment, idleness and processing times are not persisted: they belong
 // to the running instance).
 func (f *Frontier) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 16+len(f.sorted)*24)
-	b = append(b, encodingVersion)
-	b = binary.AppendVarint(b, f.value)
-	b = binary.AppendUvarint(b, uint64(len(f.sorted)))
+	w := codec.NewWriter(make([]byte, 0, 16+len(f.sorted)*24)).Byte(encodingVersion)
+	w.Varint(f.value).Uvarint(uint64(len(f.sorted)))
 	for _, st := range f.sorted {
 		g := st.gen
-		b = binary.AppendVarint(b, int64(st.id))
-		b = binary.AppendVarint(b, g.MaxTS)
-		b = binary.AppendVarint(b, g.Seen)
-		b = binary.AppendVarint(b, g.Watermark)
+		w.Varint(int64(st.id)).Varint(g.MaxTS).Varint(g.Seen).Varint(g.Watermark)
 	}
-	return b, nil
+	return w.Bytes(), nil
 }
-
-var errCorrupt = errors.New("watermark: corrupt frontier encoding")
 
 // UnmarshalBinary restores what MarshalBinary wrote. Restored partitions are
 // not assigned until Assign or Observe; the frontier keeps the larger of its
-// current and the restored value.
+// current and the restored value. A corrupt encoding changes nothing.
 func (f *Frontier) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != encodingVersion {
-		return errCorrupt
+	r := codec.NewReader(b, "frontier encoding")
+	if r.Byte() != encodingVersion {
+		r.Fail()
 	}
-	b = b[1:]
-	next := func() (int64, bool) {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return 0, false
+	value := r.Varint()
+	type entry struct {
+		id  int64
+		gen Generator
+	}
+	entries := make([]entry, r.Count())
+	for i := range entries {
+		e := &entries[i]
+		e.id, e.gen.MaxTS, e.gen.Seen, e.gen.Watermark = r.Varint(), r.Varint(), r.Varint(), r.Varint()
+		if e.id < math.MinInt32 || e.id > math.MaxInt32 {
+			r.Fail()
 		}
-		b = b[n:]
-		return v, true
 	}
-	value, ok := next()
-	if !ok {
-		return errCorrupt
+	if err := r.Done(); err != nil {
+		return err
 	}
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return errCorrupt
-	}
-	b = b[n:]
-	for i := uint64(0); i < count; i++ {
-		var vals [4]int64
-		for j := range vals {
-			if vals[j], ok = next(); !ok {
-				return errCorrupt
-			}
-		}
-		if vals[0] < math.MinInt32 || vals[0] > math.MaxInt32 {
-			return errCorrupt
-		}
-		st := f.part(int32(vals[0]))
-		if vals[3] > st.gen.Watermark {
-			st.gen = Generator{MaxTS: vals[1], Seen: vals[2], Watermark: vals[3]}
+	for _, e := range entries {
+		st := f.part(int32(e.id))
+		if e.gen.Watermark > st.gen.Watermark {
+			st.gen = e.gen
 			f.stale = true
 		}
-	}
-	if len(b) != 0 {
-		return errCorrupt
 	}
 	if value > f.value {
 		f.value = value
