@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,4 +36,11 @@ func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, position
 			}
 		})
 	return cerr
+}
+
+// IsFenced reports an error of a producer whose epoch the broker fenced
+// (another producer with its transactional id, or its transaction timed
+// out) or whose transaction the broker aborted.
+func IsFenced(err error) bool {
+	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidTxnState)
 }

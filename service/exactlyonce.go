@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -50,25 +51,6 @@ const (
 	// transaction sooner.
 	txnTimeout = 10 * time.Second
 )
-
-// errFenced marks a pipeline stopped because its transactional producer
-// was fenced or its transaction timed out on the broker: a zombie. The
-// service rebuilds such a pipeline, which rejoins the group with a new
-// producer epoch and restores what it is given from the changelog, as
-// Kafka Streams does (docs/OPERATIONS.md).
-var errFenced = errors.New("fenced")
-
-// isFenced reports an error of a producer whose epoch the broker fenced
-// (another producer with its transactional id, or its transaction timed
-// out) or whose transaction the broker aborted.
-func isFenced(err error) bool {
-	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidTxnState)
-}
-
-// errRolledBack reports a commit cycle whose transaction aborted: the
-// pipeline is back at its last committed transaction and the consumer
-// rewinds there. Not a failure.
-var errRolledBack = errors.New("transaction aborted; rolled back to the last committed transaction")
 
 // openExactlyOnce prepares local state for exactly_once (before the engine
 // opens it) and returns the transactional id: state left by an unclean
@@ -168,7 +150,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if ferr != nil || acks.err != nil {
 		perr := errors.Join(ferr, acks.err)
 		_, aerr := p.txn.End(ctx, kgo.TryAbort)
-		if isFenced(perr) {
+		if kafka.IsFenced(perr) {
 			// The broker timed the transaction out (an outage or a
 			// pause longer than the transaction timeout) and bumped
 			// the producer's epoch: a zombie, not a refused output.
@@ -191,7 +173,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		// coordinator is still aborting the timed-out transaction
 		// (PrepareAbort) and refuses its commit.
 		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
-	case isFenced(err):
+	case kafka.IsFenced(err):
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
 	}
 	if err != nil {

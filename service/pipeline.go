@@ -638,18 +638,6 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
-// fatalError marks errors after which the pipeline must stop without
-// committing: local state could not be written, or output was refused.
-type fatalError struct{ err error }
-
-func (f fatalError) Error() string { return f.err.Error() }
-func (f fatalError) Unwrap() error { return f.err }
-
-func isFatal(err error) bool {
-	var f fatalError
-	return errors.As(err, &f)
-}
-
 // refreshEnds lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEnds(ctx context.Context) {

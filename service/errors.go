@@ -1,0 +1,46 @@
+package service
+
+import "errors"
+
+// The service's errors, by what the caller does with them. Every check is
+// errors.Is or errors.As, so wrapping keeps the class.
+//
+//   - fatal (fatalError, isFatal): local state could not be written or the
+//     cluster refused output. The pipeline stops at once, without
+//     committing; a restart resumes from the last checkpoint
+//     (docs/OPERATIONS.md).
+//   - errFenced, inside a fatal error: under exactly_once the broker
+//     fenced the producer (a zombie). The pipeline stops, and the service
+//     rebuilds it: it rejoins the group with a new producer epoch.
+//   - errRolledBack: a transaction aborted and the pipeline rolled back
+//     to its last committed transaction. Not a failure: the rewound
+//     consumer delivers the rest again.
+//   - anything else a commit cycle returns is retryable: nothing was
+//     committed, the next cycle tries again.
+//   - kafka.SecurityError's refusals (credentials, certificates, ACLs)
+//     stop the start; an unreachable broker is retried, never fatal.
+
+// fatalError marks errors after which the pipeline must stop without
+// committing: local state could not be written, or output was refused.
+type fatalError struct{ err error }
+
+func (f fatalError) Error() string { return f.err.Error() }
+
+func (f fatalError) Unwrap() error { return f.err }
+
+func isFatal(err error) bool {
+	var f fatalError
+	return errors.As(err, &f)
+}
+
+// errFenced marks a pipeline stopped because its transactional producer
+// was fenced or its transaction timed out on the broker: a zombie. The
+// service rebuilds such a pipeline, which rejoins the group with a new
+// producer epoch and restores what it is given from the changelog, as
+// Kafka Streams does (docs/OPERATIONS.md).
+var errFenced = errors.New("fenced")
+
+// errRolledBack reports a commit cycle whose transaction aborted: the
+// pipeline is back at its last committed transaction and the consumer
+// rewinds there. Not a failure.
+var errRolledBack = errors.New("transaction aborted; rolled back to the last committed transaction")
