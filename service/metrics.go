@@ -1,7 +1,12 @@
 package service
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/windowd/windowd/watermark"
 )
 
 // metrics are the Prometheus series of docs/SEMANTICS.md, Operation, labelled
@@ -91,4 +96,64 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.transactions)
 	return m
+}
+
+func msGauge(v int64) float64 {
+	if v == watermark.MinTime || v == watermark.MaxTime {
+		return math.NaN()
+	}
+	return float64(v)
+}
+
+// countEvictions adds the engine's cache evictions not counted yet to the
+// metric (mu held).
+func (p *pipeline) countEvictions() {
+	n := p.eng.Stats().Evictions
+	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.countedEvictions))
+	p.countedEvictions = n
+}
+
+// updateMetrics refreshes the gauges (mu held).
+func (p *pipeline) updateMetrics() {
+	name := p.cfg.Name
+	f := p.eng.Frontier()
+	p.m.frontier.WithLabelValues(name).Set(msGauge(f))
+	if f == watermark.MinTime || f == watermark.MaxTime {
+		p.m.frontierLag.WithLabelValues(name).Set(math.NaN())
+	} else {
+		p.m.frontierLag.WithLabelValues(name).Set(float64(p.nowMS()-f) / 1000)
+	}
+	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
+	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
+	p.countEvictions()
+	p.m.assigned.WithLabelValues(name).Set(float64(len(p.parts)))
+	ok, _ := p.ready()
+	p.m.ready.WithLabelValues(name).Set(b2f(ok))
+	status := p.eng.Watermarks().Status()
+	minActive := watermark.MaxTime
+	for _, s := range status {
+		if s.Assigned && !s.Idle && s.Watermark < minActive {
+			minActive = s.Watermark
+		}
+	}
+	for _, s := range status {
+		st := p.parts[s.Partition]
+		if st == nil || !s.Assigned {
+			continue
+		}
+		label := strconv.Itoa(int(s.Partition))
+		p.m.watermark.WithLabelValues(name, label).Set(msGauge(s.Watermark))
+		p.m.idle.WithLabelValues(name, label).Set(b2f(s.Idle))
+		p.m.holds.WithLabelValues(name, label).Set(b2f(!s.Idle && s.Watermark == minActive && f < watermark.MaxTime))
+		if c := st.consumed(); st.end >= 0 && c >= 0 {
+			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-c)))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

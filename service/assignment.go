@@ -1,0 +1,163 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// deferRelease is onRevoked and onLost under exactly_once. It must not wait
+// for mu: the transact session calls it holding the lock its End needs,
+// and the poll loop may be in End. The partitions stop being fetched before
+// this runs; the poll loop releases them (applyReleased), the open
+// transaction aborts (the session saw the revoke), and nothing commits
+// until settleAssignment has checked what this member owns.
+func (p *pipeline) deferRelease(parts []int32, revoked bool) {
+	if len(parts) == 0 {
+		return // a cooperative rebalance that took nothing
+	}
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	if p.closing.Load() {
+		return // the final transaction ended; local state stays as checkpointed
+	}
+	p.released = append(p.released, parts...)
+	p.awaitSettle = true
+	p.revokes++
+	if !revoked {
+		p.inGroup.Store(false)
+	}
+	if revoked {
+		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	} else {
+		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
+}
+
+// markEnd notes that a transaction end begins: revokes up to now are
+// consumed by it (a revoke during the end counts for the next one).
+func (p *pipeline) markEnd() {
+	p.relMu.Lock()
+	p.revokesAtEnd = p.revokes
+	p.relMu.Unlock()
+}
+
+// revokedSinceEnd reports a revoke or loss since the last transaction end
+// began: the transact session aborts the next end.
+func (p *pipeline) revokedSinceEnd() bool {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	return p.revokes != p.revokesAtEnd
+}
+
+// unsettled reports that partitions were taken away since the last
+// settleAssignment.
+func (p *pipeline) unsettled() bool {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	return p.awaitSettle
+}
+
+// applyReleased releases the partitions deferRelease recorded (mu held).
+// Their local state stays until the rollback that follows drops it.
+func (p *pipeline) applyReleased() {
+	p.relMu.Lock()
+	parts := p.released
+	p.released = nil
+	p.relMu.Unlock()
+	if len(parts) > 0 {
+		p.release(parts)
+	}
+}
+
+// settleAssignment runs at the end of every group session under
+// exactly_once (mu held). franz-go's transact session passes on only the
+// first revoke between two transaction ends, so the group's own record of
+// this member's assignment is read, and anything the pipeline still holds
+// beyond it is released. A group that is rebalancing again leaves the
+// member unsettled until the next session.
+func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
+	p.applyReleased()
+	p.relMu.Lock()
+	unsettled, revokes := p.awaitSettle, p.revokes
+	p.relMu.Unlock()
+	if !unsettled {
+		return nil
+	}
+	p.lastSettle = p.now()
+	member, _ := p.cl.GroupMetadata()
+	var owned map[int32]bool
+	var err error
+	for attempt := 0; attempt < attempts; attempt++ {
+		if owned, err = p.describeAssignment(ctx, member); err == nil || attempt == attempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		p.log.Warn("could not read this member's assignment from the group; retrying", zap.Error(err))
+		return nil
+	}
+	var extra []int32
+	for part := range p.parts {
+		if !owned[part] {
+			extra = append(extra, part)
+		}
+	}
+	if len(extra) > 0 {
+		// A revoke the session did not pass on: what the open
+		// transaction did for them must not commit.
+		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
+		p.release(extra)
+		p.abortNext = true
+	}
+	p.relMu.Lock()
+	if p.revokes == revokes { // else a newer revoke needs its own check
+		p.awaitSettle = false
+	}
+	p.relMu.Unlock()
+	return nil
+}
+
+// describeAssignment returns the input partitions the group assigns to
+// member, when the group is stable.
+func (p *pipeline) describeAssignment(ctx context.Context, member string) (map[int32]bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	groups, err := p.adm.DescribeGroups(dctx, p.cfg.Input.Group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := groups[p.cfg.Input.Group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("describing group %s: %v", p.cfg.Input.Group, g.Err)
+	}
+	if g.State != "Stable" {
+		return nil, fmt.Errorf("group %s is %s", p.cfg.Input.Group, g.State)
+	}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", p.cfg.Input.Group, member)
+		}
+		owned := map[int32]bool{}
+		for _, t := range c.Topics {
+			if t.Topic == p.cfg.Input.Topic {
+				for _, part := range t.Partitions {
+					owned[part] = true
+				}
+			}
+		}
+		return owned, nil
+	}
+	return nil, fmt.Errorf("group %s has no member %s", p.cfg.Input.Group, member)
+}

@@ -1,0 +1,133 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/windowd/windowd/kafka"
+)
+
+// commit runs the commit cycle (mu held): write the changed keys and the
+// partition markers to the changelog, wait for every produced record (panes,
+// dead letters, changelog) to be acknowledged, write state, offsets and the
+// frontier to Pebble in one synced batch, then commit the offsets to the
+// group.
+func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
+	// Every pane emitted so far is produced before the cycle flushes,
+	// ends the transaction or rolls back.
+	p.panes.sync()
+	if p.eos {
+		// The offsets commit with the transaction, always. The cycles of
+		// assignment (toGroup false) and shutdown must end the open
+		// transaction; the poll loop's may wait for the group to settle.
+		return p.commitTxn(ctx, !toGroup || p.closing.Load())
+	}
+	start := p.now()
+	p.lastCommit = start
+	// The cycle's panes, dead letters and late records are acknowledged
+	// before the state that produced them reaches the changelog: a key
+	// value logged there is restored ahead of the input position (its
+	// records are skipped, docs/SEMANTICS.md, State follows partitions),
+	// so a crash with the value logged but a pane of it not yet written
+	// would lose that pane for good.
+	if err := p.flushOutput(ctx); err != nil {
+		return err
+	}
+	// State changes go to the changelog before anything is committed.
+	if err := p.eng.Flush(); err != nil {
+		return fatalError{fmt.Errorf("state flush: %w", err)}
+	}
+	acks := p.writeChangelog()
+	if err := p.flushOutput(ctx); err != nil {
+		return err
+	}
+	if acks.err != nil {
+		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
+	}
+	if err := p.checkpoint(acks); err != nil {
+		return err
+	}
+	if toGroup {
+		if err := p.commitGroup(ctx); err != nil {
+			return err
+		}
+		if p.rp != nil {
+			p.purgeRepartition(ctx)
+		}
+	}
+	p.cycleDone(start)
+	return nil
+}
+
+// flushOutput waits until every record produced so far is acknowledged
+// (mu held); a refusal is fatal.
+func (p *pipeline) flushOutput(ctx context.Context) error {
+	if err := p.prod.Flush(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fatalError{fmt.Errorf("output not acknowledged: %w", err)}
+	}
+	return nil
+}
+
+// checkpoint makes the local checkpoint (mu held): the changelog positions
+// of the cycle's acknowledged records (acks nil: none), the offsets, the
+// state and the frontier, in one synced Pebble batch.
+func (p *pipeline) checkpoint(acks *changelogAcks) error {
+	if acks != nil {
+		p.changelogWritten(acks)
+	}
+	offsets := p.offsetsToStore()
+	if err := p.putLocalMeta(offsets); err != nil {
+		return fatalError{err}
+	}
+	if err := p.eng.Checkpoint(true); err != nil {
+		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
+	}
+	p.offMu.Lock()
+	p.stored = offsets
+	p.offMu.Unlock()
+	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
+	return nil
+}
+
+// cycleDone records a commit cycle, begun at start, that succeeded.
+func (p *pipeline) cycleDone(start time.Time) {
+	p.lastCommitOK.Store(p.now().UnixNano())
+	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
+}
+
+// offsetsToStore is the next input offset per partition that local state
+// holds after this cycle.
+func (p *pipeline) offsetsToStore() map[int32]int64 {
+	offsets := map[int32]int64{}
+	p.offMu.Lock()
+	for part, off := range p.stored {
+		offsets[part] = off
+	}
+	p.offMu.Unlock()
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			offsets[part] = st.position
+		}
+	}
+	return offsets
+}
+
+// positions are the known positions of parts.
+func positions(parts map[int32]*partition) map[int32]int64 {
+	out := make(map[int32]int64, len(parts))
+	for part, st := range parts {
+		if st.position >= 0 {
+			out[part] = st.position
+		}
+	}
+	return out
+}
+
+// commitGroup commits the positions of the assigned partitions to the group.
+func (p *pipeline) commitGroup(ctx context.Context) error {
+	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.parts))
+}

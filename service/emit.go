@@ -1,0 +1,73 @@
+package service
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/sink"
+	"github.com/windowd/windowd/windowing"
+)
+
+// produce sends an output, late or dead-letter record (mu held).
+func (p *pipeline) produce(r *kgo.Record) {
+	p.txnRecords = true
+	p.prod.Produce(p.prodCtx, r)
+}
+
+// Pane implements windowing.Emitter: the pane goes to the pane writer,
+// which produces it (writePane) in emission order.
+func (p *pipeline) Pane(pn *windowing.Pane) error {
+	p.txnRecords = true
+	p.panes.add(pn)
+	if !pn.Retraction {
+		p.paneCounter(pn.Timing).Inc()
+	}
+	return nil
+}
+
+// writePane builds pn's output record and produces it (the pane writer's
+// goroutine: it reads only what does not change once the pipeline is
+// built).
+func (p *pipeline) writePane(pn *windowing.Pane) {
+	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	p.prod.Produce(p.prodCtx, r)
+	if p.stdout != nil {
+		p.stdout.writeLine(r.Value)
+	}
+}
+
+// paneCounter returns the pane counter of timing t.
+func (p *pipeline) paneCounter(t windowing.Timing) prometheus.Counter {
+	if int(t) >= len(p.paneCounters) {
+		return p.m.panes.WithLabelValues(p.cfg.Name, t.String())
+	}
+	if p.paneCounters[t] == nil {
+		p.paneCounters[t] = p.m.panes.WithLabelValues(p.cfg.Name, t.String())
+	}
+	return p.paneCounters[t]
+}
+
+// Dropped implements windowing.Emitter: late records are counted and go to
+// the late topic; a record with no representable window is a dead letter.
+func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
+	part := p.parts[ev.Partition]
+	if reason == windowing.DropOutOfRange {
+		if part != nil {
+			part.dead.Inc()
+		}
+		if p.cur != nil {
+			p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.cur))
+		}
+		return nil
+	}
+	if part != nil {
+		part.late.Inc()
+	}
+	if p.cfg.LateTopic != "" && p.cur != nil {
+		p.produce(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.cur,
+			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/watermark"
+)
+
+// refreshEnds lists the partitions' high watermarks so that a partition that
+// delivers nothing can still be known caught up (and so may become idle).
+func (p *pipeline) refreshEnds(ctx context.Context) {
+	topic := p.cfg.Input.Topic
+	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.parts, p.eng.Watermarks())
+}
+
+// refreshEnds lists the high watermarks of topic's partitions in parts and
+// tells wm which of them are caught up. A partition whose position is not
+// known yet (nothing processed, stored or committed by this instance) is
+// caught up when where its consumption begins is the end: its offset in
+// committed (the group's committed offsets, as the consumer knows them),
+// else its log start. That offset is only compared, never committed: the
+// group's offset stays where it is until a record is processed.
+func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed map[int32]kgo.EpochOffset, parts map[int32]*partition, wm *watermark.Frontier) {
+	if len(parts) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(lctx, topic)
+	if err != nil {
+		return
+	}
+	var starts kadm.ListedOffsets
+	for part, st := range parts {
+		if e, ok := ends.Lookup(topic, part); ok && e.Err == nil && e.Offset > st.end {
+			st.end = e.Offset
+		}
+		if st.position < 0 {
+			if eo, ok := committed[part]; ok && eo.Offset >= 0 {
+				st.start = eo.Offset
+			} else if st.start < 0 {
+				if starts == nil {
+					if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
+						return
+					}
+				}
+				if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
+					st.start = s.Offset
+				}
+			}
+		}
+		wm.SetCaughtUp(part, st.caughtUp())
+	}
+}
+
+// consumed is the offset the partition has been consumed to: its position,
+// or while that is unknown where its consumption begins; -1 when neither is
+// known.
+func (st *partition) consumed() int64 {
+	if st.position >= 0 {
+		return st.position
+	}
+	return st.start
+}
+
+// caughtUp reports whether the partition has been consumed to its last
+// known end.
+func (st *partition) caughtUp() bool {
+	c := st.consumed()
+	return c >= 0 && st.end >= 0 && c >= st.end
+}

@@ -1,0 +1,163 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/kafka"
+)
+
+// run is the poll loop; it returns nil when ctx is done and the final
+// commit succeeded, or the error that stopped it.
+func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
+	// The group's callbacks may already be running (the client joined
+	// when the pipeline was built), and their commit cycles set it too.
+	p.mu.Lock()
+	p.lastCommit = p.now()
+	p.mu.Unlock()
+	var stage1 chan error
+	if p.rp != nil {
+		// Stage 1 stops with this loop: the stage that fails first stops both.
+		upCtx, stopUp := context.WithCancel(ctx)
+		defer stopUp()
+		stage1 = make(chan error, 1)
+		go func() { stage1 <- p.rp.up.run(upCtx, grace) }()
+		defer func() {
+			stopUp()
+			if uerr := <-stage1; uerr != nil {
+				p.log.Error("repartition stage stopped", zap.Error(uerr))
+			}
+		}()
+	}
+	m := &kafka.Member{
+		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu,
+		// Under exactly_once, mu is held from the poll through step. A
+		// rollback (of a rebalance callback, or of a commit cycle in
+		// step) rewinds the consumer, and franz-go drops what it had
+		// buffered; holding mu puts every rollback either before the
+		// poll, whose records are then the rewound ones, or inside step,
+		// which drops the rest of the poll. (franz-go also rules out
+		// polling while a transaction ends, which callbacks do under mu.)
+		// Callbacks wait for mu at most a poll's timeout. Not otherwise:
+		// BlockRebalanceOnPoll makes callbacks wait for AllowRebalance,
+		// and a poll waits for a rebalance's callbacks, which wait for mu.
+		Hold: p.eos,
+		Step: p.step,
+		// A failure a rebalance callback recorded.
+		After: func() error { return p.failed },
+	}
+	if stage1 != nil {
+		m.Before = func() error {
+			select {
+			case uerr := <-stage1:
+				if uerr == nil {
+					uerr = errors.New("repartition stage stopped")
+				}
+				stage1 <- nil // for the deferred wait; the error is reported once, below
+				return uerr
+			default:
+				return nil
+			}
+		}
+	}
+	return p.shutdown(m.Run(ctx), grace)
+}
+
+// step processes one poll's records, ticks processing time and commits when
+// due (mu held).
+func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
+	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
+	p.applyReleased()
+	now := p.now()
+	var err error
+	rolledBack, dropped := false, 0
+	p.ahead.start(fetches, p.cfg.Input.Topic)
+	next := 0 // the poll's number of fp.Records[0] in p.ahead
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if err != nil || fp.Topic != p.cfg.Input.Topic {
+			return
+		}
+		first := next
+		next += len(fp.Records)
+		if rolledBack {
+			dropped += len(fp.Records)
+			return
+		}
+		st := p.parts[fp.Partition]
+		if st == nil {
+			return // polled before the partition was revoked: no longer ours
+		}
+		if fp.HighWatermark > st.end {
+			st.end = fp.HighWatermark
+		}
+		for i, r := range fp.Records {
+			if err = p.handleDecoded(r, p.ahead.get(first+i), now.UnixMilli()); err != nil {
+				return
+			}
+			if p.eng.NeedsCheckpoint() {
+				// Bound memory: uncommitted state writes must not pile up until the next interval.
+				if err = p.commit(ctx, true); errors.Is(err, errRolledBack) {
+					// The rest of the poll comes again: the
+					// rollback rewound the partitions processed
+					// since the checkpoint, and the abort reset
+					// every other partition franz-go delivered
+					// records of to its committed offset.
+					err = nil
+					rolledBack = true
+					dropped += len(fp.Records) - i - 1
+					return
+				}
+				if err != nil && !isFatal(err) {
+					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
+					err = nil
+				}
+				if err != nil {
+					return
+				}
+			}
+		}
+	})
+	p.ahead.finish()
+	if dropped > 0 {
+		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
+	}
+	if err != nil {
+		return err
+	}
+	if now.Sub(p.lastEnds) >= endsInterval {
+		p.lastEnds = now
+		p.refreshEnds(ctx)
+		if err := p.dropExpiredHolds(); err != nil {
+			return fatalError{err}
+		}
+	}
+	if p.eos && p.unsettled() && p.now().Sub(p.lastSettle) >= time.Second {
+		// No session has settled the assignment yet (the group was
+		// rebalancing again, or could not be read): commits wait.
+		if err := p.settleAssignment(ctx, 1); err != nil {
+			return err
+		}
+	}
+	if err := p.eng.Tick(p.nowMS()); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if err := p.releaseGated(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if p.now().Sub(p.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
+		if err := p.commit(ctx, true); err != nil && !errors.Is(err, errRolledBack) {
+			if isFatal(err) {
+				return err
+			}
+			p.m.commitFailures.WithLabelValues(p.cfg.Name).Inc()
+			p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
+		}
+	}
+	p.updateMetrics()
+	return nil
+}

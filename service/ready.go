@@ -1,0 +1,28 @@
+package service
+
+import (
+	"fmt"
+	"time"
+)
+
+// ready reports whether the pipeline has its assignment and commits succeed.
+func (p *pipeline) ready() (bool, string) {
+	if part := p.restoring.Load(); part >= 0 {
+		return false, fmt.Sprintf("restoring partition %d from changelog %s (%d records so far)", part, p.clTopic, p.restoredRecords.Load())
+	}
+	if !p.assignedOnce.Load() {
+		return false, "waiting for partition assignment"
+	}
+	if !p.inGroup.Load() {
+		return false, "partitions lost (group session expired?); rejoining"
+	}
+	stale := max(readyStaleAfter, 5*time.Duration(p.cfg.CommitInterval)*time.Millisecond)
+	last := p.lastCommitOK.Load()
+	if last == 0 {
+		return false, "no commit cycle has completed yet"
+	}
+	if age := p.now().Sub(time.Unix(0, last)); age > stale {
+		return false, fmt.Sprintf("last successful commit %s ago (broker unreachable?)", age.Round(time.Second))
+	}
+	return true, ""
+}

@@ -1,0 +1,298 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/watermark"
+)
+
+// onAssigned restores each new partition's state before any of its records
+// is processed (polls wait: BlockRebalanceOnPoll), then starts it at the
+// offset its state covers (adjustOffsets runs after this returns).
+func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing.Load() {
+		// The final cycle ran; under exactly_once a transaction begun
+		// now would wait for a heartbeat while the client leaves the
+		// group, which waits for this callback.
+		return
+	}
+	parts := assigned[p.cfg.Input.Topic]
+	if err := p.assign(ctx, parts); err != nil {
+		if ctx.Err() == nil {
+			p.failed = fmt.Errorf("restoring partitions %v: %w", parts, err)
+		}
+		return
+	}
+	p.assignedOnce.Store(true)
+	p.inGroup.Store(true)
+	p.log.Info("partitions assigned", zap.Int32s("partitions", parts))
+}
+
+func (p *pipeline) assign(ctx context.Context, parts []int32) error {
+	if p.eos {
+		// Every session of the group ends here, also one that only took
+		// partitions away: the place to settle what this member owns.
+		if err := p.settleAssignment(ctx, 3); err != nil {
+			return err
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	// Commit what is pending first: the restore then writes alone.
+	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+		return err
+	}
+	if p.eos {
+		// Loading the producer id fences (and aborts) a transaction this
+		// instance's previous incarnation left open, before the restore
+		// waits for the changelog's stable offset to pass it.
+		if _, _, err := p.cl.ProducerID(ctx); err != nil {
+			return fmt.Errorf("initialising the transactional producer: %w", err)
+		}
+		if p.inputID == ([16]byte{}) {
+			if err := p.lookUpInputID(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if err := p.growChangelog(ctx, parts); err != nil {
+		return err
+	}
+	for _, part := range parts {
+		rs, err := p.restore(ctx, part)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", part, err)
+		}
+		st := p.partitionState(part)
+		p.offMu.Lock()
+		if off, ok := p.stored[part]; ok {
+			st.position, st.marked = off, off
+		}
+		p.offMu.Unlock()
+		p.eng.Assign(part, p.nowMS(), false)
+		p.gateIfBehind(part)
+		label := strconv.Itoa(int(part))
+		p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(rs.records))
+		p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(rs.took.Seconds())
+		if rs.records > 0 || rs.cold {
+			p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
+				zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
+				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+		}
+	}
+	if p.eos {
+		// Only restored state is pending (the first cycle above ended
+		// the transaction), and it is the changelog's committed state:
+		// checkpoint it alone, so that a transaction that aborts from
+		// here on rolls back to it rather than to before the restore.
+		if err := p.checkpoint(nil); err != nil {
+			return err
+		}
+		if p.unsettled() {
+			// No transaction may commit yet (settleAssignment); due
+			// windows fire with the next frontier advance.
+			return nil
+		}
+	}
+	// Restored windows the frontier already passed fire now (those of
+	// partitions that joined behind it wait: releaseGated).
+	if err := p.eng.FireDue(); err != nil {
+		return err
+	}
+	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+		return err
+	}
+	return nil
+}
+
+// gateIfBehind runs assigned partition part on its own frontier when it
+// joins behind the frontier (it moved, or it was held), until releaseGated:
+// its records are then not late merely because this instance's frontier is
+// ahead, and its windows fire with its records (windowing.Engine.CatchUp).
+func (p *pipeline) gateIfBehind(part int32) {
+	if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
+		if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
+			p.eng.CatchUp(part)
+			p.gated[part] = f
+		}
+	}
+}
+
+// lookUpInputID reads the input topic's id, which the transaction's offset
+// commits carry (TxnOffsetCommit v6+).
+func (p *pipeline) lookUpInputID(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tds, err := p.adm.ListTopics(lctx, p.cfg.Input.Topic)
+	if err != nil {
+		return fmt.Errorf("looking up input topic %s: %w", p.cfg.Input.Topic, err)
+	}
+	td, ok := tds[p.cfg.Input.Topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("looking up input topic %s: %v", p.cfg.Input.Topic, td.Err)
+	}
+	p.inputID = td.ID
+	return nil
+}
+
+func (p *pipeline) skipLen(part int32) int {
+	if s := p.skip[part]; s != nil {
+		return len(s.keys)
+	}
+	return 0
+}
+
+// adjustOffsets starts each assigned partition at the offset the local
+// checkpoint holds: its state covers exactly the records before it.
+func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	p.offMu.Lock()
+	defer p.offMu.Unlock()
+	for part, o := range offsets[p.cfg.Input.Topic] {
+		if off, ok := p.stored[part]; ok && o.EpochOffset().Offset != off {
+			offsets[p.cfg.Input.Topic][part] = kgo.NewOffset().At(off).WithEpoch(-1)
+			p.log.Info("resuming from local checkpoint", zap.Int32("partition", part), zap.Int64("offset", off), zap.Stringer("group_offset", o))
+		}
+	}
+	return offsets, nil
+}
+
+func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if p.eos {
+		p.deferRelease(revoked[p.cfg.Input.Topic], true)
+		return
+	}
+	p.handOver(ctx, revoked[p.cfg.Input.Topic], true)
+}
+
+// onLost: the group no longer accepts our commits and the partitions may
+// already have a new owner: their local state is dropped without logging
+// more of it (handOver).
+func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if p.eos {
+		p.deferRelease(lost[p.cfg.Input.Topic], false)
+		return
+	}
+	p.handOver(ctx, lost[p.cfg.Input.Topic], false)
+}
+
+// handOver runs a commit cycle (to the group too when it still accepts
+// commits) and releases the partitions.
+func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(parts) == 0 {
+		return
+	}
+	switch {
+	case p.closing.Load():
+		// A clean shutdown keeps local state (its final cycle ran): a
+		// restart catches up from the changelog instead of restoring.
+		p.release(parts)
+	case toGroup:
+		// Revoked: log and commit their last changes, then drop them;
+		// their state now lives in the changelog and with their next owner.
+		if err := p.commit(ctx, true); err != nil {
+			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
+		}
+		p.release(parts)
+		p.dropReleased(ctx, parts)
+	default:
+		// Lost: another member may own them already and be restoring them,
+		// so nothing more of theirs is logged; what this instance did
+		// since its last cycle is redone by the new owner. The other
+		// partitions' changes are still logged and checkpointed.
+		p.release(parts)
+		p.dropReleased(ctx, parts)
+		if err := p.commit(ctx, false); err != nil {
+			p.log.Warn("commit after losing partitions failed", zap.Error(err))
+		}
+	}
+	if !toGroup {
+		p.inGroup.Store(false)
+	}
+	if toGroup {
+		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	} else {
+		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
+}
+
+// dropReleased drops released partitions' local state and checkpoints
+// (mu held); a failure stops the pipeline. The checkpoint holds the other
+// partitions' state too, so the panes and diverted records produced from
+// it are acknowledged first (as in commit); when they cannot be, the
+// checkpoint waits for the next commit cycle.
+func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
+	var err error
+	for _, part := range parts {
+		if err = p.dropPartition(part); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		p.panes.sync()
+		if ferr := p.flushOutput(ctx); ferr != nil {
+			if isFatal(ferr) {
+				p.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
+			}
+			return
+		}
+		err = p.checkpoint(nil)
+	}
+	if err != nil {
+		p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
+	}
+}
+
+func (p *pipeline) release(parts []int32) {
+	for _, part := range parts {
+		delete(p.gated, part)
+		p.eng.Revoke(part)
+		delete(p.parts, part)
+		label := strconv.Itoa(int(part))
+		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
+			g.DeleteLabelValues(p.cfg.Name, label)
+		}
+	}
+}
+
+// releaseGated returns a partition that joined behind the frontier to the
+// frontier once its own watermark has reached the frontier it joined at, or
+// it is idle (mu held). Until then it runs on its own frontier
+// (gateIfBehind). Not merely because its consumer reached the partition's
+// end: its watermark is still behind the frontier then, and its next
+// records, judged against the frontier, would be late (dropped under
+// allowed_lateness 0) where replay, whose frontier the partition held,
+// counts them; its frontier is held meanwhile, as the partition holds it
+// after the release too.
+func (p *pipeline) releaseGated() error {
+	if len(p.gated) == 0 {
+		return nil
+	}
+	idle := map[int32]bool{}
+	for _, s := range p.eng.Watermarks().Status() {
+		idle[s.Partition] = s.Idle
+	}
+	for part, f := range p.gated {
+		g, _ := p.eng.Watermarks().Generator(part)
+		if g.Watermark < f && !idle[part] {
+			continue
+		}
+		delete(p.gated, part)
+		if err := p.eng.ReleaseTimers(part); err != nil {
+			return err
+		}
+	}
+	return nil
+}

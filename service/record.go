@@ -1,0 +1,110 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/sink"
+	"github.com/windowd/windowd/source"
+)
+
+func (p *pipeline) partitionState(part int32) *partition {
+	if st, ok := p.parts[part]; ok {
+		return st
+	}
+	label := strconv.Itoa(int(part))
+	st := &partition{
+		position: -1, start: -1, end: -1, first: -1,
+		in:   p.m.recordsIn.WithLabelValues(p.cfg.Name, label),
+		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
+		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
+	}
+	p.parts[part] = st
+	return st
+}
+
+// handle processes one input record (mu held).
+func (p *pipeline) handle(r *kgo.Record, now int64) error {
+	return p.handleDecoded(r, nil, now)
+}
+
+// handleDecoded is handle with r's decoding done already (step's, decoded
+// ahead), or done here when d is nil (mu held).
+func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
+	part := p.parts[r.Partition] // assigned: step skips the others
+	if p.rp != nil {
+		done, err := p.stage2Record(r, now)
+		if err != nil {
+			return err
+		}
+		if done {
+			// A marker, or a record processed already: not data.
+			p.advancePosition(part, r)
+			return nil
+		}
+	}
+	part.in.Inc()
+	p.cur = r
+	if d == nil {
+		d = &p.inline
+		decodeRecord(p.dec, r, d)
+	}
+	ev := &d.ev
+	skip := p.skip[r.Partition] // nil unless restored keys are ahead of this partition
+	if err := d.err; err != nil {
+		var de *source.DecodeError
+		if !errors.As(err, &de) {
+			return err
+		}
+		part.dead.Inc()
+		p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
+		p.deadSinceLog++
+		if t := p.now(); t.Sub(p.lastDeadLog) >= time.Second {
+			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.deadSinceLog),
+				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
+			p.lastDeadLog, p.deadSinceLog = t, 0
+		}
+	} else if skip != nil && r.Offset < skip.keys[ev.Key] {
+		// A restored value of the key already holds this record.
+		if err := p.eng.Skip(ev, now); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	} else {
+		if p.split != nil && p.split.see(ev.Key, r.Partition) {
+			p.warnSplit(r.Partition, ev.Key)
+		}
+		if err := p.eng.Record(ev, now); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	p.cur = nil
+	p.advancePosition(part, r)
+	return nil
+}
+
+// advancePosition moves part past r (mu held).
+func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
+	if part.position < 0 && part.first < 0 {
+		part.first = r.Offset
+	}
+	part.position = r.Offset + 1
+	if skip := p.skip[r.Partition]; skip != nil && part.position >= skip.max {
+		delete(p.skip, r.Partition)
+	}
+}
+
+// warnSplit logs, at most once a minute, that a key.field value arrived on
+// two input partitions.
+func (p *pipeline) warnSplit(part int32, key string) {
+	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
+		p.split.lastLog = t
+		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
+			zap.String("key_field", p.cfg.Key.Field), zap.String("key", key), zap.Int32("partition", part),
+			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.Field))
+	}
+}

@@ -1,0 +1,284 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/kafka"
+)
+
+// changelogBounds returns the log start and end offsets of changelog partition part.
+func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int64, err error) {
+	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		starts, err1 := p.adm.ListStartOffsets(lctx, p.clTopic)
+		ends, err2 := p.adm.ListEndOffsets(lctx, p.clTopic)
+		cancel()
+		err = errors.Join(err1, err2)
+		if err == nil {
+			s, ok1 := starts.Lookup(p.clTopic, part)
+			e, ok2 := ends.Lookup(p.clTopic, part)
+			switch {
+			case !ok1 || !ok2:
+				err = fmt.Errorf("changelog %s has no partition %d", p.clTopic, part)
+			case s.Err != nil || e.Err != nil:
+				err = errors.Join(s.Err, e.Err)
+			case s.Offset < 0 || e.Offset < s.Offset:
+				// Not an answer (a broker that does not know the
+				// partition's offsets yet): reading nothing here would
+				// restore an empty state.
+				err = fmt.Errorf("changelog %s[%d] listed as [%d, %d)", p.clTopic, part, s.Offset, e.Offset)
+			default:
+				return s.Offset, e.Offset, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+		p.log.Warn("listing changelog offsets failed (retrying)", zap.Int32("partition", part), zap.Error(err))
+		kafka.RefreshTopicMetadata(ctx, p.cl, p.clTopic)
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// growChangelog adds partitions to the changelog topic when the input has
+// grown past it (partitions added while running: partition p's state is
+// logged to changelog partition p), so that every partition in parts has
+// its changelog partition before it is restored.
+func (p *pipeline) growChangelog(ctx context.Context, parts []int32) error {
+	need := int32(0)
+	for _, part := range parts {
+		need = max(need, part+1)
+	}
+	if need == 0 {
+		return nil
+	}
+	if err := kafka.GrowTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
+		return err
+	}
+	return kafka.ProducerSees(ctx, p.cl, p.clTopic, need)
+}
+
+// restoreStats are what one partition's restore did, for logs and metrics.
+type restoreStats struct {
+	from, to int64
+	records  int64
+	bytes    int64
+	cold     bool
+	took     time.Duration
+}
+
+// restore brings partition part's state up to the end of its changelog
+// (mu held, nothing of part processed yet): from the changelog offset the
+// local state holds when it holds one, else from the start after dropping
+// whatever local state part had.
+func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error) {
+	start := p.now()
+	var rs restoreStats
+	p.restoring.Store(int64(part))
+	defer p.restoring.Store(-1)
+	p.restoredRecords.Store(0)
+	lo, hi, err := p.changelogBounds(ctx, part)
+	if err != nil {
+		return rs, err
+	}
+	rs.from, rs.to = lo, hi
+	if c, ok := p.clNext[part]; ok && c >= lo && c <= hi {
+		rs.from = c
+	} else if !ok && lo == hi {
+		// Nothing logged yet: local state, if any, is the only copy
+		// (written before the changelog existed).
+		rs.from = hi
+	} else {
+		rs.cold = true
+		if err := p.dropPartition(part); err != nil {
+			return rs, err
+		}
+		// The drop and the changelog positions without part commit
+		// together: a crash mid-restore then restarts it from scratch.
+		if err := p.putLocalMeta(p.offsetsToStore()); err != nil {
+			return rs, err
+		}
+	}
+	var mk *marker
+	covers := map[string]int64{}
+	if rs.from < hi {
+		opts := append(append([]kgo.Opt(nil), p.baseOpts...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.clTopic: {part: kgo.NewOffset().At(rs.from)}}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// exactly_once: aborted records are not returned, but the
+			// abort and commit markers after them are, so the read
+			// reaches the end offset (the end of the last transaction).
+			kgo.KeepControlRecords(),
+			kgo.FetchMaxBytes(32<<20),
+		)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return rs, err
+		}
+		defer cl.Close()
+		next := rs.from
+		for next < hi {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return rs, ctx.Err()
+			}
+			var ferr error
+			fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+			if ferr != nil {
+				p.log.Warn("reading the changelog failed (retrying)", zap.Int32("partition", part), zap.Error(ferr))
+			}
+			var aerr error
+			fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+				for _, r := range fp.Records {
+					if aerr != nil {
+						return
+					}
+					next = r.Offset + 1
+					if r.Attrs.IsControl() {
+						continue // a transaction's commit or abort marker
+					}
+					aerr = p.applyChangelog(part, r, &mk, covers)
+					rs.records++
+					rs.bytes += int64(len(r.Key) + len(r.Value))
+				}
+				// Offsets past the last stable offset hold no data
+				// record (transaction markers).
+				if len(fp.Records) == 0 && fp.LastStableOffset >= hi && fp.Err == nil {
+					next = max(next, hi)
+				}
+			})
+			if aerr != nil {
+				return rs, aerr
+			}
+			p.restoredRecords.Store(rs.records)
+			if p.db.PendingBytes() >= 64<<20 {
+				// Only restore writes are pending (the cycle before the
+				// restore committed the rest): safe to commit alone.
+				if err := p.db.Commit(false); err != nil {
+					return rs, err
+				}
+			}
+		}
+	}
+	if mk != nil {
+		p.offMu.Lock()
+		p.stored[part] = mk.position
+		p.offMu.Unlock()
+		p.eng.Watermarks().RestoreGenerator(part, mk.gen)
+		if p.rp != nil && mk.upstream != nil {
+			p.rp.ups[part] = mk.upstream
+		}
+	}
+	p.offMu.Lock()
+	resume, known := p.stored[part]
+	p.offMu.Unlock()
+	s := p.skip[part]
+	for k, c := range covers {
+		if known && c <= resume {
+			continue
+		}
+		if s == nil {
+			s = &skipSet{keys: map[string]int64{}}
+			p.skip[part] = s
+		}
+		s.keys[k] = max(s.keys[k], c)
+		s.max = max(s.max, c)
+	}
+	p.clNext[part] = hi
+	rs.took = p.now().Sub(start)
+	return rs, nil
+}
+
+// applyChangelog applies one changelog record of part (mu held).
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64) error {
+	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
+		m, err := decodeMarker(r.Value)
+		if err != nil {
+			return fmt.Errorf("changelog %s[%d] offset %d: %w", p.clTopic, part, r.Offset, err)
+		}
+		*mk = &m
+		// Marker positions never decrease along the log (each owner
+		// resumes from the last one), so a key covered up to this
+		// marker's position cannot be ahead of the final one.
+		for k, c := range covers {
+			if c <= m.position {
+				delete(covers, k)
+			}
+		}
+		return nil
+	}
+	if len(r.Key) == 0 || r.Key[0] != 'k' {
+		return fmt.Errorf("changelog %s[%d] offset %d: unknown record key %q", p.clTopic, part, r.Offset, r.Key)
+	}
+	key := string(r.Key[1:])
+	for _, h := range r.Headers {
+		if h.Key == headerCovers {
+			if c, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && c >= 0 {
+				covers[key] = c
+			}
+		}
+	}
+	return p.store.untracked(func() error { return p.eng.RestoreKey(part, key, r.Value) })
+}
+
+// dropPartition removes part's local state and what the pipeline knew of
+// it: its windows now live in the changelog and with its next owner.
+func (p *pipeline) dropPartition(part int32) error {
+	// Other partitions' cached changes are written (and logged) first.
+	if err := p.eng.Flush(); err != nil {
+		return err
+	}
+	if err := p.store.untracked(func() error { return p.eng.DropShard(part) }); err != nil {
+		return err
+	}
+	p.offMu.Lock()
+	delete(p.stored, part)
+	p.offMu.Unlock()
+	delete(p.clNext, part)
+	delete(p.skip, part)
+	delete(p.store.dirty, part)
+	if p.rp != nil {
+		delete(p.rp.ups, part)
+	}
+	return nil
+}
+
+// dropExpiredHolds drops the local state of partitions of the last
+// checkpoint that were not assigned back before their restart hold ended
+// (mu held): they moved to another instance, which restores them from the
+// changelog. The drop commits with the next cycle.
+func (p *pipeline) dropExpiredHolds() error {
+	held := map[int32]bool{}
+	for _, s := range p.eng.Watermarks().Status() {
+		if s.Held {
+			held[s.Partition] = true
+		}
+	}
+	var dropped []int32
+	for part := range p.clNext {
+		if _, assigned := p.parts[part]; assigned || held[part] {
+			continue
+		}
+		if err := p.dropPartition(part); err != nil {
+			return err
+		}
+		dropped = append(dropped, part)
+	}
+	if len(dropped) > 0 {
+		sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+		p.log.Info("dropped local state of partitions not assigned back within the restart hold", zap.Int32s("partitions", dropped))
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/codec"
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/watermark"
+)
+
+// Repartitioning (docs/SEMANTICS.md, Repartitioning). A pipeline with
+// `repartition: true` runs two stages in every instance, each a member of its
+// own consumer group:
+//
+//   - Stage 1 (repartitioner, group input.group, the input topic): decodes
+//     each record, writes it to the internal topic
+//     <group>-<pipeline>-repartition in partition KeyPartition(group key)
+//     with an upstream header (input partition, offset), and keeps the
+//     input partition's watermark generator. Every watermark_interval, and
+//     after each poll in which an input partition's watermark or idleness
+//     changed, it writes a marker of that partition to every repartition
+//     partition. Its input offsets commit only after everything it wrote
+//     is acknowledged.
+//   - Stage 2 (the pipeline, group <group>-<pipeline>-repartition, the
+//     internal topic): the windowing engine. The watermark of repartition
+//     partition q is the minimum over the input partitions of their last
+//     marker in q (watermark.Upstreams); markers are never data.
+//
+// A stage 1 restart writes records again from its last committed offset.
+// Stage 2 keeps, per repartition partition and input partition, the next
+// upstream offset it has not processed, and drops a record below it: the
+// records of one input partition reach a repartition partition in offset
+// order (one producer per input partition at a time, idempotent), so a
+// record below it was processed already. That table and the markers are
+// persisted with the partition's state (checkpoint and changelog marker).
+
+// stage2Config is the pipeline as stage 2 runs it: it consumes the internal
+// topic in its own group.
+func stage2Config(p *config.Pipeline) *config.Pipeline {
+	c := *p
+	c.Input.Topic = kafka.RepartitionTopic(p)
+	c.Input.Group = kafka.RepartitionTopic(p)
+	// Partition watermarks come from the markers, which carry the input
+	// partitions' idleness; a repartition partition is never idle itself.
+	c.Watermark.Marked, c.Watermark.IdleTimeout = true, 0
+	return &c
+}
+
+// upstreamState is what stage 2 knows of the input partitions that feed
+// one repartition partition.
+type upstreamState struct {
+	marks *watermark.Upstreams
+	next  []int64 // per input partition: the next upstream offset not yet processed
+}
+
+func newUpstreamState(inputs int) *upstreamState {
+	return &upstreamState{marks: watermark.NewUpstreams(inputs), next: make([]int64, inputs)}
+}
+
+func (u *upstreamState) encode(w *codec.Writer) {
+	u.marks.Encode(w)
+	for _, n := range u.next {
+		w.Varint(n)
+	}
+}
+
+func decodeUpstreamState(r *codec.Reader) *upstreamState {
+	marks := watermark.DecodeUpstreams(r)
+	if marks == nil {
+		return nil
+	}
+	u := &upstreamState{marks: marks, next: make([]int64, marks.Len())}
+	for i := range u.next {
+		u.next[i] = r.Varint()
+	}
+	if r.Err() != nil {
+		return nil
+	}
+	return u
+}
+
+// stage2 is the repartition state of a stage-2 pipeline (mu held).
+type stage2 struct {
+	inputs int32                    // upstream (input) partitions
+	ups    map[int32]*upstreamState // per repartition partition
+	up     *repartitioner           // this instance's stage 1
+
+	lastPurge time.Time
+	purgeNext map[int32]int64 // positions committed at the last purge: deleted at the next
+}
+
+// purgeInterval is how often stage 2 deletes the repartition records it
+// has processed (the topic has no time-based retention: record timestamps
+// are event times, which a backfill places far in the past).
+const purgeInterval = 30 * time.Second
+
+// purgeRepartition deletes, once per purgeInterval, the repartition records
+// below the positions committed one interval ago (mu held): every resume
+// point (group offsets, changelog markers, local checkpoints) has passed
+// them.
+func (p *pipeline) purgeRepartition(ctx context.Context) {
+	if p.now().Sub(p.rp.lastPurge) < purgeInterval {
+		return
+	}
+	p.rp.lastPurge = p.now()
+	del := kadm.Offsets{}
+	for part, off := range p.rp.purgeNext {
+		if _, assigned := p.parts[part]; assigned {
+			del.AddOffset(p.cfg.Input.Topic, part, off, -1)
+		}
+	}
+	p.rp.purgeNext = map[int32]int64{}
+	for part, st := range p.parts {
+		if st.position >= 0 {
+			p.rp.purgeNext[part] = st.position
+		}
+	}
+	if len(del) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := p.adm.DeleteRecords(dctx, del)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		p.log.Warn("deleting processed repartition records failed (retrying later)", zap.String("topic", p.cfg.Input.Topic), zap.Error(err))
+	}
+}
+
+const metaUpstream = "upstream"
+
+// upstream returns q's table, creating it.
+func (s *stage2) upstream(q int32) *upstreamState {
+	u := s.ups[q]
+	if u == nil || u.marks.Len() != int(s.inputs) {
+		// A table of another upstream count (the input grew) starts over:
+		// its partitions must all be heard from again.
+		u = newUpstreamState(int(s.inputs))
+		s.ups[q] = u
+	}
+	return u
+}
+
+func (s *stage2) encode() []byte {
+	w := codec.NewWriter(nil).Uvarint(uint64(len(s.ups)))
+	for q, u := range s.ups {
+		w.Varint(int64(q))
+		u.encode(w)
+	}
+	return w.Bytes()
+}
+
+func (s *stage2) decode(b []byte) error {
+	clear(s.ups)
+	if b == nil {
+		return nil
+	}
+	r := codec.NewReader(b, "upstream tables in local state")
+	for n := r.Count(); n > 0 && r.Err() == nil; n-- {
+		q := r.Varint()
+		if u := decodeUpstreamState(r); u != nil {
+			s.ups[int32(q)] = u
+		}
+	}
+	return r.Done()
+}
+
+// repartitionHeaders finds the marker and upstream headers of a record.
+func repartitionHeaders(r *kgo.Record) (marker bool, upstream []byte) {
+	for _, h := range r.Headers {
+		switch h.Key {
+		case source.HeaderMarker:
+			marker = true
+		case source.HeaderUpstream:
+			upstream = h.Value
+		}
+	}
+	return marker, upstream
+}
+
+// stage2Record handles what is special about a record of the repartition
+// topic (mu held). It reports whether the record is done with: a marker
+// (applied), or a duplicate of an upstream record already processed.
+func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
+	isMarker, upstream := repartitionHeaders(r)
+	u := p.rp.upstream(r.Partition)
+	if isMarker {
+		m, err := source.DecodeMarker(r.Value)
+		if err == nil && !u.marks.Observe(m.Upstream, m.Watermark, m.Idle) {
+			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.rp.inputs)
+		}
+		if err != nil {
+			if t := p.now(); t.Sub(p.lastErrLog) >= errLogInterval {
+				p.lastErrLog = t
+				p.log.Warn("ignoring a watermark marker", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
+			}
+			return true, nil
+		}
+		label := strconv.Itoa(int(m.Upstream))
+		wm, _, _ := u.marks.Upstream(m.Upstream)
+		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
+		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
+		p.eng.Watermarks().Mark(r.Partition, u.marks.Watermark())
+		if err := p.eng.Advance(); err != nil {
+			return true, fmt.Errorf("engine: %w", err)
+		}
+		return true, nil
+	}
+	up, off, ok := source.DecodeUpstream(upstream)
+	if !ok || up >= p.rp.inputs {
+		return false, nil // not written by stage 1: processed as it is
+	}
+	if off < u.next[up] {
+		p.duplicateDropped()
+		return true, nil
+	}
+	u.next[up] = off + 1
+	return false, nil
+}
+
+// duplicateDropped counts a repartitioned record dropped as a duplicate:
+// at once under at_least_once; under exactly_once when its transaction
+// commits (countCommittedDuplicates), since a rollback reprocesses it and
+// drops it again.
+func (p *pipeline) duplicateDropped() {
+	if p.eos {
+		p.txnDuplicates++
+		return
+	}
+	p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
+}
+
+// countCommittedDuplicates adds the duplicates of the transaction that
+// committed to the metric.
+func (p *pipeline) countCommittedDuplicates() {
+	if p.txnDuplicates > 0 {
+		p.m.duplicates.WithLabelValues(p.cfg.Name).Add(float64(p.txnDuplicates))
+		p.txnDuplicates = 0
+	}
+}
