@@ -18,14 +18,14 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 	if len(parts) == 0 {
 		return // a cooperative rebalance that took nothing
 	}
-	p.relMu.Lock()
-	defer p.relMu.Unlock()
+	p.rel.Lock()
+	defer p.rel.Unlock()
 	if p.closing.Load() {
 		return // the final transaction ended; local state stays as checkpointed
 	}
-	p.released = append(p.released, parts...)
-	p.awaitSettle = true
-	p.revokes++
+	p.rel.released = append(p.rel.released, parts...)
+	p.rel.awaitSettle = true
+	p.rel.revokes++
 	if !revoked {
 		p.inGroup.Store(false)
 	}
@@ -39,34 +39,34 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 // markEnd notes that a transaction end begins: revokes up to now are
 // consumed by it (a revoke during the end counts for the next one).
 func (p *pipeline) markEnd() {
-	p.relMu.Lock()
-	p.revokesAtEnd = p.revokes
-	p.relMu.Unlock()
+	p.rel.Lock()
+	p.rel.revokesAtEnd = p.rel.revokes
+	p.rel.Unlock()
 }
 
 // revokedSinceEnd reports a revoke or loss since the last transaction end
 // began: the transact session aborts the next end.
 func (p *pipeline) revokedSinceEnd() bool {
-	p.relMu.Lock()
-	defer p.relMu.Unlock()
-	return p.revokes != p.revokesAtEnd
+	p.rel.Lock()
+	defer p.rel.Unlock()
+	return p.rel.revokes != p.rel.revokesAtEnd
 }
 
 // unsettled reports that partitions were taken away since the last
 // settleAssignment.
 func (p *pipeline) unsettled() bool {
-	p.relMu.Lock()
-	defer p.relMu.Unlock()
-	return p.awaitSettle
+	p.rel.Lock()
+	defer p.rel.Unlock()
+	return p.rel.awaitSettle
 }
 
 // applyReleased releases the partitions deferRelease recorded (mu held).
 // Their local state stays until the rollback that follows drops it.
 func (p *pipeline) applyReleased() {
-	p.relMu.Lock()
-	parts := p.released
-	p.released = nil
-	p.relMu.Unlock()
+	p.rel.Lock()
+	parts := p.rel.released
+	p.rel.released = nil
+	p.rel.Unlock()
 	if len(parts) > 0 {
 		p.release(parts)
 	}
@@ -80,13 +80,13 @@ func (p *pipeline) applyReleased() {
 // member unsettled until the next session.
 func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	p.applyReleased()
-	p.relMu.Lock()
-	unsettled, revokes := p.awaitSettle, p.revokes
-	p.relMu.Unlock()
+	p.rel.Lock()
+	unsettled, revokes := p.rel.awaitSettle, p.rel.revokes
+	p.rel.Unlock()
 	if !unsettled {
 		return nil
 	}
-	p.lastSettle = p.now()
+	p.mu.lastSettle = p.now()
 	member, _ := p.cl.GroupMetadata()
 	var owned map[int32]bool
 	var err error
@@ -105,7 +105,7 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 		return nil
 	}
 	var extra []int32
-	for part := range p.parts {
+	for part := range p.mu.parts {
 		if !owned[part] {
 			extra = append(extra, part)
 		}
@@ -115,13 +115,13 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 		// transaction did for them must not commit.
 		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
 		p.release(extra)
-		p.abortNext = true
+		p.mu.abortNext = true
 	}
-	p.relMu.Lock()
-	if p.revokes == revokes { // else a newer revoke needs its own check
-		p.awaitSettle = false
+	p.rel.Lock()
+	if p.rel.revokes == revokes { // else a newer revoke needs its own check
+		p.rel.awaitSettle = false
 	}
-	p.relMu.Unlock()
+	p.rel.Unlock()
 	return nil
 }
 

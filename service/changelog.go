@@ -161,11 +161,11 @@ func (a *changelogAcks) done(r *kgo.Record, err error) {
 func (p *pipeline) writeChangelog() *changelogAcks {
 	acks := &changelogAcks{markers: map[int32]int64{}}
 	for part, keys := range p.store.dirty {
-		if _, assigned := p.parts[part]; !assigned {
+		if _, assigned := p.mu.parts[part]; !assigned {
 			continue // released: its state is not this instance's to log
 		}
 		covers := []byte("-1")
-		if st := p.parts[part]; st != nil && st.position >= 0 {
+		if st := p.mu.parts[part]; st != nil && st.position >= 0 {
 			covers = strconv.AppendInt(nil, st.position, 10)
 		}
 		for key := range keys {
@@ -181,8 +181,8 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 			p.m.changelogBytes.WithLabelValues(p.cfg.Name).Add(float64(len(r.Key) + len(v)))
 		}
 	}
-	if len(p.store.dirty) > 0 && p.faultAfter > 0 {
-		if p.faultAfter--; p.faultAfter == 0 {
+	if len(p.store.dirty) > 0 && p.mu.faultAfter > 0 {
+		if p.mu.faultAfter--; p.mu.faultAfter == 0 {
 			err := p.cl.Flush(p.prodCtx)
 			p.log.Error("fault injection: exiting after the changelog's key records, before its markers and the checkpoint",
 				zap.NamedError("flush", err))
@@ -190,7 +190,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 			os.Exit(FaultExitCode)
 		}
 	}
-	for part, st := range p.parts {
+	for part, st := range p.mu.parts {
 		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
 			continue
 		}
@@ -209,11 +209,11 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 // changelogWritten records a cycle whose changelog records were all
 // acknowledged: its markers' offsets are what local state now holds.
 func (p *pipeline) changelogWritten(acks *changelogAcks) {
-	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.store.writes - p.loggedWrites))
-	p.loggedWrites = p.store.writes
+	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.store.writes - p.mu.loggedWrites))
+	p.mu.loggedWrites = p.store.writes
 	for part, off := range acks.markers {
-		p.clNext[part] = off + 1
-		if st := p.parts[part]; st != nil {
+		p.mu.clNext[part] = off + 1
+		if st := p.mu.parts[part]; st != nil {
 			st.marked = st.position
 		}
 	}

@@ -24,7 +24,7 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 		return p.commitTxn(ctx, !toGroup || p.closing.Load())
 	}
 	start := p.now()
-	p.lastCommit = start
+	p.mu.lastCommit = start
 	// The cycle's panes, dead letters and late records are acknowledged
 	// before the state that produced them reaches the changelog: a key
 	// value logged there is restored ahead of the input position (its
@@ -86,9 +86,9 @@ func (p *pipeline) checkpoint(acks *changelogAcks) error {
 	if err := p.eng.Checkpoint(true); err != nil {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}
-	p.offMu.Lock()
-	p.stored = offsets
-	p.offMu.Unlock()
+	p.off.Lock()
+	p.off.stored = offsets
+	p.off.Unlock()
 	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
 	return nil
 }
@@ -103,12 +103,12 @@ func (p *pipeline) cycleDone(start time.Time) {
 // holds after this cycle.
 func (p *pipeline) offsetsToStore() map[int32]int64 {
 	offsets := map[int32]int64{}
-	p.offMu.Lock()
-	for part, off := range p.stored {
+	p.off.Lock()
+	for part, off := range p.off.stored {
 		offsets[part] = off
 	}
-	p.offMu.Unlock()
-	for part, st := range p.parts {
+	p.off.Unlock()
+	for part, st := range p.mu.parts {
 		if st.position >= 0 {
 			offsets[part] = st.position
 		}
@@ -129,5 +129,5 @@ func positions(parts map[int32]*partition) map[int32]int64 {
 
 // commitGroup commits the positions of the assigned partitions to the group.
 func (p *pipeline) commitGroup(ctx context.Context) error {
-	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.parts))
+	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.mu.parts))
 }

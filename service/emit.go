@@ -12,14 +12,14 @@ import (
 
 // produce sends an output, late or dead-letter record (mu held).
 func (p *pipeline) produce(r *kgo.Record) {
-	p.txnRecords = true
+	p.mu.txnRecords = true
 	p.prod.Produce(p.prodCtx, r)
 }
 
 // Pane implements windowing.Emitter: the pane goes to the pane writer,
 // which produces it (writePane) in emission order.
 func (p *pipeline) Pane(pn *windowing.Pane) error {
-	p.txnRecords = true
+	p.mu.txnRecords = true
 	p.panes.add(pn)
 	if !pn.Retraction {
 		p.paneCounter(pn.Timing).Inc()
@@ -52,21 +52,21 @@ func (p *pipeline) paneCounter(t windowing.Timing) prometheus.Counter {
 // Dropped implements windowing.Emitter: late records are counted and go to
 // the late topic; a record with no representable window is a dead letter.
 func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
-	part := p.parts[ev.Partition]
+	part := p.mu.parts[ev.Partition]
 	if reason == windowing.DropOutOfRange {
 		if part != nil {
 			part.dead.Inc()
 		}
-		if p.cur != nil {
-			p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.cur))
+		if p.mu.cur != nil {
+			p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.mu.cur))
 		}
 		return nil
 	}
 	if part != nil {
 		part.late.Inc()
 	}
-	if p.cfg.LateTopic != "" && p.cur != nil {
-		p.produce(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.cur,
+	if p.cfg.LateTopic != "" && p.mu.cur != nil {
+		p.produce(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.mu.cur,
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEnds(ctx context.Context) {
 	topic := p.cfg.Input.Topic
-	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.parts, p.eng.Watermarks())
+	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.eng.Watermarks())
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and

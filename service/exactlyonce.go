@@ -118,25 +118,25 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	// leaves the client in an unknown state); shutdown's grace bounds it.
 	ctx = context.WithoutCancel(ctx)
 	p.applyReleased()
-	if p.abortNext || (p.unsettled() && mustEnd) {
-		p.abortNext = false
+	if p.mu.abortNext || (p.unsettled() && mustEnd) {
+		p.mu.abortNext = false
 		return p.abort(ctx, "the group took partitions away")
 	}
 	if p.unsettled() {
 		return nil // commits wait for settleAssignment
 	}
 	start := p.now()
-	p.lastCommit = start
+	p.mu.lastCommit = start
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
 	positions := map[int32]int64{}
-	for part, st := range p.parts {
+	for part, st := range p.mu.parts {
 		if st.position >= 0 {
 			positions[part] = st.position
 		}
 	}
-	if len(positions) == 0 && !p.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
+	if len(positions) == 0 && !p.mu.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
 		// Nothing to commit (no partition has a position yet): ending
 		// an empty transaction costs franz-go a 500ms pause (it cannot
 		// tell whether the broker has KIP-447 without an offset commit).
@@ -195,7 +195,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 // checkpointTxn writes the checkpoint of a committed transaction (acks
 // nil: nothing was produced).
 func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
-	p.txnRecords = false
+	p.mu.txnRecords = false
 	p.countCommittedDuplicates()
 	if err := p.checkpoint(acks); err != nil {
 		return err
@@ -217,7 +217,7 @@ func (p *pipeline) abort(ctx context.Context, why string) error {
 // aborted follows a transaction that ended without committing: the next
 // one begins and the pipeline rolls back to the last committed one.
 func (p *pipeline) aborted(why string) error {
-	p.txnRecords = false
+	p.mu.txnRecords = false
 	if err := p.txn.Begin(); err != nil {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
 	}
@@ -271,12 +271,12 @@ func (p *pipeline) rollback() error {
 		return err
 	}
 	clear(p.store.dirty)
-	p.loggedWrites = p.store.writes
-	p.txnDuplicates = 0 // processed again after the rewind
-	p.offMu.Lock()
-	p.stored = map[int32]int64{}
-	p.offMu.Unlock()
-	p.clNext = map[int32]int64{}
+	p.mu.loggedWrites = p.store.writes
+	p.mu.txnDuplicates = 0 // processed again after the rewind
+	p.off.Lock()
+	p.off.stored = map[int32]int64{}
+	p.off.Unlock()
+	p.mu.clNext = map[int32]int64{}
 	if err := p.loadMeta(); err != nil {
 		return err
 	}
@@ -285,19 +285,19 @@ func (p *pipeline) rollback() error {
 		return err
 	}
 	p.countEvictions() // the discarded engine's
-	p.eng, p.countedEvictions = eng, 0
-	p.gated = map[int32]int64{}
+	p.eng, p.mu.countedEvictions = eng, 0
+	p.mu.gated = map[int32]int64{}
 	inCheckpoint := map[int32]bool{}
-	for part := range p.clNext {
+	for part := range p.mu.clNext {
 		inCheckpoint[part] = true
 	}
-	p.offMu.Lock()
-	for part := range p.stored {
+	p.off.Lock()
+	for part := range p.off.stored {
 		inCheckpoint[part] = true
 	}
-	p.offMu.Unlock()
+	p.off.Unlock()
 	for part := range inCheckpoint {
-		if _, assigned := p.parts[part]; !assigned {
+		if _, assigned := p.mu.parts[part]; !assigned {
 			if err := p.dropPartition(part); err != nil {
 				return err
 			}
@@ -305,10 +305,10 @@ func (p *pipeline) rollback() error {
 	}
 	rewind := map[int32]kgo.EpochOffset{}
 	now := p.nowMS()
-	for part, st := range p.parts {
-		p.offMu.Lock()
-		off, ok := p.stored[part]
-		p.offMu.Unlock()
+	for part, st := range p.mu.parts {
+		p.off.Lock()
+		off, ok := p.off.stored[part]
+		p.off.Unlock()
 		switch {
 		case ok:
 			st.position = off

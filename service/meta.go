@@ -7,7 +7,7 @@ import "github.com/windowd/windowd/codec"
 // skip sets of restored keys.
 func (p *pipeline) loadMeta() error {
 	var err error
-	for name, dst := range map[string]map[int32]int64{metaOffsets: p.stored, metaChangelog: p.clNext} {
+	for name, dst := range map[string]map[int32]int64{metaOffsets: p.off.stored, metaChangelog: p.mu.clNext} {
 		var b []byte
 		if b, err = p.db.GetMeta(name); err != nil {
 			return err
@@ -29,7 +29,7 @@ func (p *pipeline) loadMeta() error {
 	if err != nil {
 		return err
 	}
-	p.skip, err = decodeSkip(b)
+	p.mu.skip, err = decodeSkip(b)
 	return err
 }
 
@@ -53,7 +53,7 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 	if err := p.db.PutMeta(metaOffsets, encodeOffsets(offsets)); err != nil {
 		return err
 	}
-	if err := p.db.PutMeta(metaChangelog, encodeOffsets(p.clNext)); err != nil {
+	if err := p.db.PutMeta(metaChangelog, encodeOffsets(p.mu.clNext)); err != nil {
 		return err
 	}
 	if p.rp != nil {
@@ -61,7 +61,7 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 			return err
 		}
 	}
-	return p.db.PutMeta(metaSkip, encodeSkip(p.skip))
+	return p.db.PutMeta(metaSkip, encodeSkip(p.mu.skip))
 }
 
 func encodeSkip(m map[int32]*skipSet) []byte {

@@ -109,8 +109,8 @@ func msGauge(v int64) float64 {
 // metric (mu held).
 func (p *pipeline) countEvictions() {
 	n := p.eng.Stats().Evictions
-	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.countedEvictions))
-	p.countedEvictions = n
+	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.mu.countedEvictions))
+	p.mu.countedEvictions = n
 }
 
 // updateMetrics refreshes the gauges (mu held).
@@ -126,7 +126,7 @@ func (p *pipeline) updateMetrics() {
 	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
 	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
 	p.countEvictions()
-	p.m.assigned.WithLabelValues(name).Set(float64(len(p.parts)))
+	p.m.assigned.WithLabelValues(name).Set(float64(len(p.mu.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))
 	status := p.eng.Watermarks().Status()
@@ -137,7 +137,7 @@ func (p *pipeline) updateMetrics() {
 		}
 	}
 	for _, s := range status {
-		st := p.parts[s.Partition]
+		st := p.mu.parts[s.Partition]
 		if st == nil || !s.Assigned {
 			continue
 		}

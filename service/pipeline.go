@@ -72,22 +72,17 @@ type pipeline struct {
 	eos     bool
 	txn     *kgo.GroupTransactSession
 	inputID [16]byte
-	// relMu guards what the rebalance callbacks leave for the poll loop
-	// under exactly_once (they must not wait for mu): partitions to
-	// release, and whether the member must settle its assignment before
-	// a transaction may commit.
-	relMu        sync.Mutex
-	released     []int32
-	awaitSettle  bool
-	revokes      int  // revoke and lost callbacks so far
-	revokesAtEnd int  // revokes before the last transaction end began
-	txnRecords   bool // the open transaction holds produced records (mu)
-	// txnDuplicates counts the repartitioned records the open transaction
-	// dropped as duplicates (exactly_once, mu): the metric takes them when
-	// it commits, as a rollback processes and drops them again.
-	txnDuplicates int
-	abortNext     bool      // the open transaction must abort (mu)
-	lastSettle    time.Time // last settleAssignment attempt (mu)
+	// rel is what the rebalance callbacks leave for the poll loop under
+	// exactly_once (they must not wait for mu): partitions to release, and
+	// whether the member must settle its assignment before a transaction
+	// may commit.
+	rel struct {
+		sync.Mutex
+		released     []int32
+		awaitSettle  bool
+		revokes      int // revoke and lost callbacks so far
+		revokesAtEnd int // revokes before the last transaction end began
+	}
 
 	rp    *stage2        // repartition: true (repartition.go); nil otherwise
 	split *splitDetector // key.field without repartition: notices split keys
@@ -95,35 +90,50 @@ type pipeline struct {
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
 	prodCancel context.CancelFunc
 
-	// mu guards the engine and the partition table against the rebalance
-	// callbacks (which BlockRebalanceOnPoll already serialises with polls).
-	mu           sync.Mutex
-	parts        map[int32]*partition
-	cur          *kgo.Record                            // the record being processed, for Dropped
-	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
-	inline       decoded                                // handle's decoding of a record outside a poll's
-	ahead        *decodeAhead                           // step's decoding of a poll's records
-	panes        *paneWriter                            // produces the engine's panes behind the loop
-	lastCommit   time.Time
-	lastEnds     time.Time
-	lastErrLog   time.Time
-	lastDeadLog  time.Time
-	deadSinceLog int
-	failed       error              // a rebalance callback could not restore or release state
-	clNext       map[int32]int64    // next changelog offset per partition that local state holds
-	skip         map[int32]*skipSet // restored keys ahead of their partition's position
-	loggedWrites int64              // store.writes already counted in the metric
-	// countedEvictions: the engine's Stats().Evictions already counted in
-	// the metric (0 again with a rollback's new engine).
-	countedEvictions int64
-	faultAfter       int             // Faults.ExitAfterChangelog; 0: off
-	abortTxn         func() bool     // Faults.AbortTxn; nil: off
-	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
+	// mu guards the engine (eng, store, db's pending batch) and what
+	// follows against the rebalance callbacks (which BlockRebalanceOnPoll
+	// already serialises with polls; exactly_once holds mu across the
+	// poll instead, poll.go).
+	mu struct {
+		sync.Mutex
+		parts        map[int32]*partition
+		cur          *kgo.Record  // the record being processed, for Dropped
+		inline       decoded      // handle's decoding of a record outside a poll's
+		ahead        *decodeAhead // step's decoding of a poll's records
+		lastCommit   time.Time
+		lastEnds     time.Time
+		lastErrLog   time.Time
+		lastDeadLog  time.Time
+		deadSinceLog int
+		failed       error              // a rebalance callback could not restore or release state
+		clNext       map[int32]int64    // next changelog offset per partition that local state holds
+		skip         map[int32]*skipSet // restored keys ahead of their partition's position
+		loggedWrites int64              // store.writes already counted in the metric
+		// countedEvictions: the engine's Stats().Evictions already
+		// counted in the metric (0 again with a rollback's new engine).
+		countedEvictions int64
+		gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
+		faultAfter       int             // Faults.ExitAfterChangelog; 0: off
 
-	// offMu guards the persisted offsets, read by AdjustFetchOffsetsFn
-	// (which runs on the group goroutine and must not wait for mu).
-	offMu  sync.Mutex
-	stored map[int32]int64 // next offset per partition, as committed in Pebble
+		// exactly_once (exactlyonce.go)
+		txnRecords bool // the open transaction holds produced records
+		// txnDuplicates counts the repartitioned records the open
+		// transaction dropped as duplicates: the metric takes them when
+		// it commits, as a rollback processes and drops them again.
+		txnDuplicates int
+		abortNext     bool      // the open transaction must abort
+		lastSettle    time.Time // last settleAssignment attempt
+	}
+	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
+	panes        *paneWriter                            // produces the engine's panes behind the loop
+	abortTxn     func() bool                            // Faults.AbortTxn; nil: off
+
+	// off is the persisted offsets, read by AdjustFetchOffsetsFn (which
+	// runs on the group goroutine and must not wait for mu).
+	off struct {
+		sync.Mutex
+		stored map[int32]int64 // next offset per partition, as committed in Pebble
+	}
 
 	assignedOnce atomic.Bool
 	closing      atomic.Bool  // shutting down: the final commit cycle ran or runs
@@ -164,17 +174,15 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		log:      deps.log.With(zap.String("pipeline", cfg.Name)),
 		m:        deps.metrics,
 		now:      deps.now,
-		parts:    map[int32]*partition{},
-		stored:   map[int32]int64{},
-		clNext:   map[int32]int64{},
-		gated:    map[int32]int64{},
 		clTopic:  clTopic,
 		eos:      cfg.Delivery == config.ExactlyOnce,
 		engOpts:  windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
 		abortTxn: deps.faults.AbortTxn,
 	}
 	p.restoring.Store(-1)
-	p.faultAfter = deps.faults.ExitAfterChangelog
+	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
+	p.off.stored = map[int32]int64{}
+	p.mu.faultAfter = deps.faults.ExitAfterChangelog
 	if cfg.OutputStdout {
 		p.stdout = deps.stdout
 	}
@@ -216,7 +224,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
 	p.dec = source.NewDecoder(cfg)
-	p.ahead = newDecodeAhead(source.NewDecoder(cfg))
+	p.mu.ahead = newDecodeAhead(source.NewDecoder(cfg))
 	p.panes = newPaneWriter(p.writePane)
 	base, err := kafka.ClientOpts(c, brokers, p.log)
 	if err != nil {

@@ -18,7 +18,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	// The group's callbacks may already be running (the client joined
 	// when the pipeline was built), and their commit cycles set it too.
 	p.mu.Lock()
-	p.lastCommit = p.now()
+	p.mu.lastCommit = p.now()
 	p.mu.Unlock()
 	var stage1 chan error
 	if p.rp != nil {
@@ -35,7 +35,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		}()
 	}
 	m := &kafka.Member{
-		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu,
+		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu.Mutex,
 		// Under exactly_once, mu is held from the poll through step. A
 		// rollback (of a rebalance callback, or of a commit cycle in
 		// step) rewinds the consumer, and franz-go drops what it had
@@ -49,7 +49,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		Hold: p.eos,
 		Step: p.step,
 		// A failure a rebalance callback recorded.
-		After: func() error { return p.failed },
+		After: func() error { return p.mu.failed },
 	}
 	if stage1 != nil {
 		m.Before = func() error {
@@ -76,8 +76,8 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	now := p.now()
 	var err error
 	rolledBack, dropped := false, 0
-	p.ahead.start(fetches, p.cfg.Input.Topic)
-	next := 0 // the poll's number of fp.Records[0] in p.ahead
+	p.mu.ahead.start(fetches, p.cfg.Input.Topic)
+	next := 0 // the poll's number of fp.Records[0] in p.mu.ahead
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if err != nil || fp.Topic != p.cfg.Input.Topic {
 			return
@@ -88,7 +88,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			dropped += len(fp.Records)
 			return
 		}
-		st := p.parts[fp.Partition]
+		st := p.mu.parts[fp.Partition]
 		if st == nil {
 			return // polled before the partition was revoked: no longer ours
 		}
@@ -96,7 +96,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			st.end = fp.HighWatermark
 		}
 		for i, r := range fp.Records {
-			if err = p.handleDecoded(r, p.ahead.get(first+i), now.UnixMilli()); err != nil {
+			if err = p.handleDecoded(r, p.mu.ahead.get(first+i), now.UnixMilli()); err != nil {
 				return
 			}
 			if p.eng.NeedsCheckpoint() {
@@ -122,21 +122,21 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			}
 		}
 	})
-	p.ahead.finish()
+	p.mu.ahead.finish()
 	if dropped > 0 {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}
 	if err != nil {
 		return err
 	}
-	if now.Sub(p.lastEnds) >= endsInterval {
-		p.lastEnds = now
+	if now.Sub(p.mu.lastEnds) >= endsInterval {
+		p.mu.lastEnds = now
 		p.refreshEnds(ctx)
 		if err := p.dropExpiredHolds(); err != nil {
 			return fatalError{err}
 		}
 	}
-	if p.eos && p.unsettled() && p.now().Sub(p.lastSettle) >= time.Second {
+	if p.eos && p.unsettled() && p.now().Sub(p.mu.lastSettle) >= time.Second {
 		// No session has settled the assignment yet (the group was
 		// rebalancing again, or could not be read): commits wait.
 		if err := p.settleAssignment(ctx, 1); err != nil {
@@ -149,7 +149,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if err := p.releaseGated(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if p.now().Sub(p.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
+	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
 		if err := p.commit(ctx, true); err != nil && !errors.Is(err, errRolledBack) {
 			if isFatal(err) {
 				return err

@@ -29,7 +29,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	parts := assigned[p.cfg.Input.Topic]
 	if err := p.assign(ctx, parts); err != nil {
 		if ctx.Err() == nil {
-			p.failed = fmt.Errorf("restoring partitions %v: %w", parts, err)
+			p.mu.failed = fmt.Errorf("restoring partitions %v: %w", parts, err)
 		}
 		return
 	}
@@ -75,11 +75,11 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			return fmt.Errorf("partition %d: %w", part, err)
 		}
 		st := p.partitionState(part)
-		p.offMu.Lock()
-		if off, ok := p.stored[part]; ok {
+		p.off.Lock()
+		if off, ok := p.off.stored[part]; ok {
 			st.position, st.marked = off, off
 		}
-		p.offMu.Unlock()
+		p.off.Unlock()
 		p.eng.Assign(part, p.nowMS(), false)
 		p.gateIfBehind(part)
 		label := strconv.Itoa(int(part))
@@ -124,7 +124,7 @@ func (p *pipeline) gateIfBehind(part int32) {
 	if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
 		if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
 			p.eng.CatchUp(part)
-			p.gated[part] = f
+			p.mu.gated[part] = f
 		}
 	}
 }
@@ -147,7 +147,7 @@ func (p *pipeline) lookUpInputID(ctx context.Context) error {
 }
 
 func (p *pipeline) skipLen(part int32) int {
-	if s := p.skip[part]; s != nil {
+	if s := p.mu.skip[part]; s != nil {
 		return len(s.keys)
 	}
 	return 0
@@ -156,10 +156,10 @@ func (p *pipeline) skipLen(part int32) int {
 // adjustOffsets starts each assigned partition at the offset the local
 // checkpoint holds: its state covers exactly the records before it.
 func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	p.offMu.Lock()
-	defer p.offMu.Unlock()
+	p.off.Lock()
+	defer p.off.Unlock()
 	for part, o := range offsets[p.cfg.Input.Topic] {
-		if off, ok := p.stored[part]; ok && o.EpochOffset().Offset != off {
+		if off, ok := p.off.stored[part]; ok && o.EpochOffset().Offset != off {
 			offsets[p.cfg.Input.Topic][part] = kgo.NewOffset().At(off).WithEpoch(-1)
 			p.log.Info("resuming from local checkpoint", zap.Int32("partition", part), zap.Int64("offset", off), zap.Stringer("group_offset", o))
 		}
@@ -244,22 +244,22 @@ func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
 		p.panes.sync()
 		if ferr := p.flushOutput(ctx); ferr != nil {
 			if isFatal(ferr) {
-				p.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
+				p.mu.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
 			}
 			return
 		}
 		err = p.checkpoint(nil)
 	}
 	if err != nil {
-		p.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
+		p.mu.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
 	}
 }
 
 func (p *pipeline) release(parts []int32) {
 	for _, part := range parts {
-		delete(p.gated, part)
+		delete(p.mu.gated, part)
 		p.eng.Revoke(part)
-		delete(p.parts, part)
+		delete(p.mu.parts, part)
 		label := strconv.Itoa(int(part))
 		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
 			g.DeleteLabelValues(p.cfg.Name, label)
@@ -277,19 +277,19 @@ func (p *pipeline) release(parts []int32) {
 // counts them; its frontier is held meanwhile, as the partition holds it
 // after the release too.
 func (p *pipeline) releaseGated() error {
-	if len(p.gated) == 0 {
+	if len(p.mu.gated) == 0 {
 		return nil
 	}
 	idle := map[int32]bool{}
 	for _, s := range p.eng.Watermarks().Status() {
 		idle[s.Partition] = s.Idle
 	}
-	for part, f := range p.gated {
+	for part, f := range p.mu.gated {
 		g, _ := p.eng.Watermarks().Generator(part)
 		if g.Watermark < f && !idle[part] {
 			continue
 		}
-		delete(p.gated, part)
+		delete(p.mu.gated, part)
 		if err := p.eng.ReleaseTimers(part); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 func (p *pipeline) partitionState(part int32) *partition {
-	if st, ok := p.parts[part]; ok {
+	if st, ok := p.mu.parts[part]; ok {
 		return st
 	}
 	label := strconv.Itoa(int(part))
@@ -24,7 +24,7 @@ func (p *pipeline) partitionState(part int32) *partition {
 		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
 		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
 	}
-	p.parts[part] = st
+	p.mu.parts[part] = st
 	return st
 }
 
@@ -36,7 +36,7 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 // handleDecoded is handle with r's decoding done already (step's, decoded
 // ahead), or done here when d is nil (mu held).
 func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
-	part := p.parts[r.Partition] // assigned: step skips the others
+	part := p.mu.parts[r.Partition] // assigned: step skips the others
 	if p.rp != nil {
 		done, err := p.stage2Record(r, now)
 		if err != nil {
@@ -49,13 +49,13 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 		}
 	}
 	part.in.Inc()
-	p.cur = r
+	p.mu.cur = r
 	if d == nil {
-		d = &p.inline
+		d = &p.mu.inline
 		decodeRecord(p.dec, r, d)
 	}
 	ev := &d.ev
-	skip := p.skip[r.Partition] // nil unless restored keys are ahead of this partition
+	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if err := d.err; err != nil {
 		var de *source.DecodeError
 		if !errors.As(err, &de) {
@@ -63,11 +63,11 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 		}
 		part.dead.Inc()
 		p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
-		p.deadSinceLog++
-		if t := p.now(); t.Sub(p.lastDeadLog) >= time.Second {
-			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.deadSinceLog),
+		p.mu.deadSinceLog++
+		if t := p.now(); t.Sub(p.mu.lastDeadLog) >= time.Second {
+			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.mu.deadSinceLog),
 				zap.String("last_reason", de.Reason), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
-			p.lastDeadLog, p.deadSinceLog = t, 0
+			p.mu.lastDeadLog, p.mu.deadSinceLog = t, 0
 		}
 	} else if skip != nil && r.Offset < skip.keys[ev.Key] {
 		// A restored value of the key already holds this record.
@@ -82,7 +82,7 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
-	p.cur = nil
+	p.mu.cur = nil
 	p.advancePosition(part, r)
 	return nil
 }
@@ -93,8 +93,8 @@ func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
 		part.first = r.Offset
 	}
 	part.position = r.Offset + 1
-	if skip := p.skip[r.Partition]; skip != nil && part.position >= skip.max {
-		delete(p.skip, r.Partition)
+	if skip := p.mu.skip[r.Partition]; skip != nil && part.position >= skip.max {
+		delete(p.mu.skip, r.Partition)
 	}
 }
 

@@ -94,7 +94,7 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 		return rs, err
 	}
 	rs.from, rs.to = lo, hi
-	if c, ok := p.clNext[part]; ok && c >= lo && c <= hi {
+	if c, ok := p.mu.clNext[part]; ok && c >= lo && c <= hi {
 		rs.from = c
 	} else if !ok && lo == hi {
 		// Nothing logged yet: local state, if any, is the only copy
@@ -173,30 +173,30 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 		}
 	}
 	if mk != nil {
-		p.offMu.Lock()
-		p.stored[part] = mk.position
-		p.offMu.Unlock()
+		p.off.Lock()
+		p.off.stored[part] = mk.position
+		p.off.Unlock()
 		p.eng.Watermarks().RestoreGenerator(part, mk.gen)
 		if p.rp != nil && mk.upstream != nil {
 			p.rp.ups[part] = mk.upstream
 		}
 	}
-	p.offMu.Lock()
-	resume, known := p.stored[part]
-	p.offMu.Unlock()
-	s := p.skip[part]
+	p.off.Lock()
+	resume, known := p.off.stored[part]
+	p.off.Unlock()
+	s := p.mu.skip[part]
 	for k, c := range covers {
 		if known && c <= resume {
 			continue
 		}
 		if s == nil {
 			s = &skipSet{keys: map[string]int64{}}
-			p.skip[part] = s
+			p.mu.skip[part] = s
 		}
 		s.keys[k] = max(s.keys[k], c)
 		s.max = max(s.max, c)
 	}
-	p.clNext[part] = hi
+	p.mu.clNext[part] = hi
 	rs.took = p.now().Sub(start)
 	return rs, nil
 }
@@ -243,11 +243,11 @@ func (p *pipeline) dropPartition(part int32) error {
 	if err := p.store.untracked(func() error { return p.eng.DropShard(part) }); err != nil {
 		return err
 	}
-	p.offMu.Lock()
-	delete(p.stored, part)
-	p.offMu.Unlock()
-	delete(p.clNext, part)
-	delete(p.skip, part)
+	p.off.Lock()
+	delete(p.off.stored, part)
+	p.off.Unlock()
+	delete(p.mu.clNext, part)
+	delete(p.mu.skip, part)
 	delete(p.store.dirty, part)
 	if p.rp != nil {
 		delete(p.rp.ups, part)
@@ -267,8 +267,8 @@ func (p *pipeline) dropExpiredHolds() error {
 		}
 	}
 	var dropped []int32
-	for part := range p.clNext {
-		if _, assigned := p.parts[part]; assigned || held[part] {
+	for part := range p.mu.clNext {
+		if _, assigned := p.mu.parts[part]; assigned || held[part] {
 			continue
 		}
 		if err := p.dropPartition(part); err != nil {

@@ -35,27 +35,32 @@ type repartitioner struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// mu guards the rest against the rebalance callbacks (which
+	// mu guards what follows against the rebalance callbacks (which
 	// BlockRebalanceOnPoll already runs between polls).
-	mu          sync.Mutex
-	wm          *watermark.Frontier // a generator per input partition, and idleness
-	parts       map[int32]*partition
-	sent        map[int32]source.Marker // last marker broadcast per input partition
-	lastMarkers time.Time
-	lastCommit  time.Time
-	lastEnds    time.Time
-	ev          windowing.Event
-	rec         source.Record
-	prodErr     error // first produce failure (errMu)
-	errMu       sync.Mutex
+	mu struct {
+		sync.Mutex
+		wm          *watermark.Frontier // a generator per input partition, and idleness
+		parts       map[int32]*partition
+		sent        map[int32]source.Marker // last marker broadcast per input partition
+		lastMarkers time.Time
+		lastCommit  time.Time
+		lastEnds    time.Time
+		ev          windowing.Event
+		rec         source.Record
+	}
+	// produced is the first produce failure, set by produce callbacks.
+	produced struct {
+		sync.Mutex
+		err error
+	}
 }
 
 func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32) (*repartitioner, error) {
 	r := &repartitioner{
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions,
-		wm: watermark.NewFrontier(cfg.Watermark), parts: map[int32]*partition{}, sent: map[int32]source.Marker{},
 	}
+	r.mu.wm, r.mu.parts, r.mu.sent = watermark.NewFrontier(cfg.Watermark), map[int32]*partition{}, map[int32]source.Marker{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.BlockRebalanceOnPoll(),
@@ -74,7 +79,7 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 }
 
 func (r *repartitioner) partitionState(part int32) *partition {
-	if st, ok := r.parts[part]; ok {
+	if st, ok := r.mu.parts[part]; ok {
 		return st
 	}
 	label := strconv.Itoa(int(part))
@@ -83,7 +88,7 @@ func (r *repartitioner) partitionState(part int32) *partition {
 		in:   r.m.repartitioned.WithLabelValues(r.cfg.Name, label),
 		dead: r.m.deadLetters.WithLabelValues(r.cfg.Name, label),
 	}
-	r.parts[part] = st
+	r.mu.parts[part] = st
 	return st
 }
 
@@ -95,7 +100,7 @@ func (r *repartitioner) onAssigned(_ context.Context, _ *kgo.Client, assigned ma
 		r.partitionState(part)
 		// A new owner's generator starts over: stage 2 keeps the
 		// largest watermark each input partition ever sent.
-		r.wm.Assign(part, r.now().UnixMilli(), false)
+		r.mu.wm.Assign(part, r.now().UnixMilli(), false)
 	}
 	r.log.Info("input partitions assigned", zap.Int32s("partitions", parts))
 }
@@ -125,18 +130,18 @@ func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string
 
 func (r *repartitioner) forget(parts []int32) {
 	for _, part := range parts {
-		r.wm.Forget(part)
-		delete(r.parts, part)
-		delete(r.sent, part)
+		r.mu.wm.Forget(part)
+		delete(r.mu.parts, part)
+		delete(r.mu.sent, part)
 	}
 }
 
 // run is stage 1's poll loop, until ctx is done; then a final commit.
 func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 	r.mu.Lock() // as pipeline.run: the group's callbacks commit too
-	r.lastCommit = r.now()
+	r.mu.lastCommit = r.now()
 	r.mu.Unlock()
-	m := &kafka.Member{Client: r.cl, Log: r.log, Now: r.now, Mu: &r.mu, Step: r.step}
+	m := &kafka.Member{Client: r.cl, Log: r.log, Now: r.now, Mu: &r.mu.Mutex, Step: r.step}
 	err := m.Run(ctx)
 	deadline := time.Now().Add(grace - shutdownMargin(grace))
 	gctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-leaveBudget(grace)))
@@ -169,7 +174,7 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 	now := r.now()
 	nowMS := now.UnixMilli()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		st := r.parts[fp.Partition]
+		st := r.mu.parts[fp.Partition]
 		if st == nil || fp.Topic != r.cfg.Input.Topic {
 			return
 		}
@@ -180,17 +185,17 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 			r.handle(rec, st, nowMS)
 		}
 	})
-	if now.Sub(r.lastEnds) >= endsInterval {
-		r.lastEnds = now
+	if now.Sub(r.mu.lastEnds) >= endsInterval {
+		r.mu.lastEnds = now
 		// The group's offsets of newly assigned partitions arrive after
 		// their assignment: until a record comes, refreshEnds reads where
 		// consumption begins from them.
 		topic := r.cfg.Input.Topic
-		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.parts, r.wm)
+		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.mu.parts, r.mu.wm)
 	}
-	r.wm.Tick(nowMS)
-	r.broadcast(nowMS, now.Sub(r.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
-	if now.Sub(r.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
+	r.mu.wm.Tick(nowMS)
+	r.broadcast(nowMS, now.Sub(r.mu.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
+	if now.Sub(r.mu.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
 		if err := r.commit(ctx); err != nil {
 			if isFatal(err) {
 				return err
@@ -204,9 +209,9 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 // handle writes one input record to the repartition topic, or to the
 // dead-letter topic when it cannot be decoded (mu held).
 func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
-	r.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli()}
+	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli()}
 	st.position = in.Offset + 1
-	if err := r.dec.Decode(&r.rec, &r.ev); err != nil {
+	if err := r.dec.Decode(&r.mu.rec, &r.mu.ev); err != nil {
 		var de *source.DecodeError
 		reason := err.Error()
 		if errors.As(err, &de) {
@@ -223,20 +228,20 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 	headers = append(headers, in.Headers...)
 	headers = append(headers, kgo.RecordHeader{Key: source.HeaderUpstream, Value: source.AppendUpstream(nil, in.Partition, in.Offset)})
 	r.produce(&kgo.Record{
-		Topic: r.topic, Partition: source.KeyPartition(r.ev.Key, r.n),
-		Key: []byte(r.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
+		Topic: r.topic, Partition: source.KeyPartition(r.mu.ev.Key, r.n),
+		Key: []byte(r.mu.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
 	})
-	r.wm.Observe(in.Partition, r.ev.Time, now)
+	r.mu.wm.Observe(in.Partition, r.mu.ev.Time, now)
 }
 
 func (r *repartitioner) produce(rec *kgo.Record) {
 	r.cl.Produce(r.ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
-			r.errMu.Lock()
-			if r.prodErr == nil {
-				r.prodErr = err
+			r.produced.Lock()
+			if r.produced.err == nil {
+				r.produced.err = err
 			}
-			r.errMu.Unlock()
+			r.produced.Unlock()
 		}
 	})
 }
@@ -246,18 +251,18 @@ func (r *repartitioner) produce(rec *kgo.Record) {
 // to every repartition partition (mu held).
 func (r *repartitioner) broadcast(now int64, all bool) {
 	if all {
-		r.lastMarkers = time.UnixMilli(now)
+		r.mu.lastMarkers = time.UnixMilli(now)
 	}
-	for _, s := range r.wm.Status() {
+	for _, s := range r.mu.wm.Status() {
 		if !s.Assigned {
 			continue
 		}
-		last, sent := r.sent[s.Partition]
+		last, sent := r.mu.sent[s.Partition]
 		if !all && sent && last.Watermark == s.Watermark && last.Idle == s.Idle {
 			continue
 		}
 		m := source.Marker{Upstream: s.Partition, Watermark: s.Watermark, Idle: s.Idle, Time: now}
-		r.sent[s.Partition] = m
+		r.mu.sent[s.Partition] = m
 		value := source.AppendMarker(nil, m)
 		for q := int32(0); q < r.n; q++ {
 			r.produce(&kgo.Record{Topic: r.topic, Partition: q, Value: value,
@@ -270,18 +275,18 @@ func (r *repartitioner) broadcast(now int64, all bool) {
 // commit waits for everything written so far to be acknowledged, then
 // commits the input positions (mu held).
 func (r *repartitioner) commit(ctx context.Context) error {
-	r.lastCommit = r.now()
+	r.mu.lastCommit = r.now()
 	if err := r.cl.Flush(ctx); err != nil {
 		return err
 	}
-	r.errMu.Lock()
-	perr := r.prodErr
-	r.errMu.Unlock()
+	r.produced.Lock()
+	perr := r.produced.err
+	r.produced.Unlock()
 	if perr != nil {
 		// Records after the failed one may be written: the positions
 		// cannot be committed. A restart writes again from the last
 		// commit; stage 2 drops what it processed already.
 		return fatalError{fmt.Errorf("repartitioned record not acknowledged: %w", perr)}
 	}
-	return kafka.CommitPositions(ctx, r.cl, r.cfg.Input.Topic, positions(r.parts))
+	return kafka.CommitPositions(ctx, r.cl, r.cfg.Input.Topic, positions(r.mu.parts))
 }

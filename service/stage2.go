@@ -114,12 +114,12 @@ func (p *pipeline) purgeRepartition(ctx context.Context) {
 	p.rp.lastPurge = p.now()
 	del := kadm.Offsets{}
 	for part, off := range p.rp.purgeNext {
-		if _, assigned := p.parts[part]; assigned {
+		if _, assigned := p.mu.parts[part]; assigned {
 			del.AddOffset(p.cfg.Input.Topic, part, off, -1)
 		}
 	}
 	p.rp.purgeNext = map[int32]int64{}
-	for part, st := range p.parts {
+	for part, st := range p.mu.parts {
 		if st.position >= 0 {
 			p.rp.purgeNext[part] = st.position
 		}
@@ -201,8 +201,8 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.rp.inputs)
 		}
 		if err != nil {
-			if t := p.now(); t.Sub(p.lastErrLog) >= errLogInterval {
-				p.lastErrLog = t
+			if t := p.now(); t.Sub(p.mu.lastErrLog) >= errLogInterval {
+				p.mu.lastErrLog = t
 				p.log.Warn("ignoring a watermark marker", zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
 			}
 			return true, nil
@@ -235,7 +235,7 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 // drops it again.
 func (p *pipeline) duplicateDropped() {
 	if p.eos {
-		p.txnDuplicates++
+		p.mu.txnDuplicates++
 		return
 	}
 	p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
@@ -244,8 +244,8 @@ func (p *pipeline) duplicateDropped() {
 // countCommittedDuplicates adds the duplicates of the transaction that
 // committed to the metric.
 func (p *pipeline) countCommittedDuplicates() {
-	if p.txnDuplicates > 0 {
-		p.m.duplicates.WithLabelValues(p.cfg.Name).Add(float64(p.txnDuplicates))
-		p.txnDuplicates = 0
+	if p.mu.txnDuplicates > 0 {
+		p.m.duplicates.WithLabelValues(p.cfg.Name).Add(float64(p.mu.txnDuplicates))
+		p.mu.txnDuplicates = 0
 	}
 }

@@ -74,7 +74,8 @@ pipelines:
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
 	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now,
-		parts: map[int32]*partition{}, rp: &stage2{inputs: 2, ups: map[int32]*upstreamState{}}, dec: source.NewDecoder(pc)}
+		rp: &stage2{inputs: 2, ups: map[int32]*upstreamState{}}, dec: source.NewDecoder(pc)}
+	p.mu.parts = map[int32]*partition{}
 	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
 		t.Fatal(err)
@@ -136,12 +137,12 @@ pipelines:
 	if err := p.handle(data(0, 11, "1600"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 || p.txnDuplicates != 1 {
-		t.Errorf("exactly_once: duplicates %v and %d in the open transaction, want 2 and 1", got, p.txnDuplicates)
+	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 || p.mu.txnDuplicates != 1 {
+		t.Errorf("exactly_once: duplicates %v and %d in the open transaction, want 2 and 1", got, p.mu.txnDuplicates)
 	}
 	p.countCommittedDuplicates()
-	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 3 || p.txnDuplicates != 0 {
-		t.Errorf("exactly_once, committed: duplicates %v and %d in the open transaction, want 3 and 0", got, p.txnDuplicates)
+	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 3 || p.mu.txnDuplicates != 0 {
+		t.Errorf("exactly_once, committed: duplicates %v and %d in the open transaction, want 3 and 0", got, p.mu.txnDuplicates)
 	}
 	if got := testutil.ToFloat64(p.m.upstreamWatermark.WithLabelValues("r", "1")); got != 2500 {
 		t.Errorf("upstream 1 watermark gauge %v, want 2500", got)
