@@ -329,10 +329,8 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	if err != nil {
 		return err
 	}
-	if len(e.touched) == 0 && !e.slicedTook {
-		reason := DropExpired
-		if e.outOfRange {
-			reason = DropOutOfRange
+	if reason, drop := dropReason(len(e.touched) > 0 || e.slicedTook, e.outOfRange); drop {
+		if reason == DropOutOfRange {
 			e.stats.OutOfRange++
 		} else {
 			e.stats.LateDropped++
@@ -493,12 +491,11 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 			return err
 		}
 	}
-	trig := &e.spec.Trigger
-	expiry := addSat(w.end, e.spec.AllowedLateness)
 	if !w.onTimeDone {
-		if e.f >= expiry {
+		pane, expire := onTimeFiring(&e.spec.Trigger, e.f, w.end, e.spec.AllowedLateness)
+		if expire {
 			// On time and expired in the same step: one final pane.
-			if trig.OnTime || trig.Closing != ClosingNever {
+			if pane {
 				if err := e.emitPane(ks, w, OnTime, true); err != nil {
 					return err
 				}
@@ -509,20 +506,15 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 		if err := e.cancelProc(ks, w); err != nil {
 			return err
 		}
-		if trig.OnTime {
+		if pane {
 			if err := e.emitPane(ks, w, OnTime, false); err != nil {
 				return err
 			}
 		}
-		return e.setEventTimer(ks, w, expiry)
+		return e.setEventTimer(ks, w, eventDeadline(true, w.end, e.spec.AllowedLateness))
 	}
 	// Expiry after the on-time step: the closing pane.
-	emit := trig.Closing == ClosingAlways || (trig.Closing == ClosingIfChanged && w.sincePane > 0)
-	if emit {
-		timing := OnTime
-		if w.lateSeen || w.settled {
-			timing = Late
-		}
+	if pane, timing := closingFiring(e.spec.Trigger.Closing, w.sincePane, w.lateSeen, w.settled); pane {
 		if err := e.emitPane(ks, w, timing, true); err != nil {
 			return err
 		}
@@ -545,27 +537,16 @@ func (e *Engine) fireProc(t Timer, ks *keyState) error {
 	}
 	w.hasProc = false
 	ks.dirty = true
-	late := w.lateProc()
-	if w.sincePane == 0 || late != (e.f >= w.end) {
-		return nil
+	if fire, timing := procFiring(w.lateProc(), e.f, w.end, w.sincePane); fire {
+		return e.emitPane(ks, w, timing, false)
 	}
-	if late {
-		return e.emitPane(ks, w, Late, false)
-	}
-	return e.emitPane(ks, w, Early, false)
+	return nil
 }
 
 // recordTriggers evaluates step (2) for one window a record updated.
 func (e *Engine) recordTriggers(ks *keyState, w *window) error {
-	trig := &e.spec.Trigger
-	if e.f < w.end {
-		if trig.EarlyCount > 0 && w.sincePane >= trig.EarlyCount {
-			return e.emitPane(ks, w, Early, false)
-		}
-		return nil
-	}
-	if trig.Late && trig.LateEvery == 0 {
-		return e.emitPane(ks, w, Late, false)
+	if fire, timing := recordFiring(&e.spec.Trigger, e.f, w.end, w.sincePane); fire {
+		return e.emitPane(ks, w, timing, false)
 	}
 	return nil
 }
@@ -586,16 +567,14 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 		w = allocWindow(nAcc)
 	}
 	w.start, w.end = start, end
-	deadline := end
-	if e.f >= end {
+	if closed(e.f, end) {
 		w.onTimeDone = true
 		w.lateSeen = true
-		deadline = addSat(end, e.spec.AllowedLateness)
 	}
 	ks.insert(w)
 	e.open++
 	e.grow(ks, e.windowBytes(ks))
-	return w, e.setEventTimer(ks, w, deadline)
+	return w, e.setEventTimer(ks, w, eventDeadline(w.onTimeDone, end, e.spec.AllowedLateness))
 }
 
 // windowBytes is the cache estimate of one window of ks: its aggregates
@@ -633,7 +612,7 @@ func (e *Engine) release(ks *keyState, n int) {
 
 // update adds ev to w and arms the processing-time trigger of its phase.
 func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
-	if e.f >= w.end {
+	if closed(e.f, w.end) {
 		w.lateSeen = true
 	}
 	for i := range e.spec.Aggregates {
@@ -645,13 +624,8 @@ func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
 	if w.hasProc {
 		return nil
 	}
-	trig := &e.spec.Trigger
-	if !w.lateProc() {
-		if trig.EarlyEvery > 0 {
-			return e.setProc(ks, w, addSat(now, trig.EarlyEvery))
-		}
-	} else if trig.Late && trig.LateEvery > 0 {
-		return e.setProc(ks, w, addSat(now, trig.LateEvery))
+	if d := procDelay(&e.spec.Trigger, w.lateProc()); d > 0 {
+		return e.setProc(ks, w, addSat(now, d))
 	}
 	return nil
 }
@@ -668,7 +642,7 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 	size := e.assigner.Size()
 	for _, s := range e.starts {
 		end := s + size
-		if e.f >= addSat(end, e.spec.AllowedLateness) {
+		if expired(e.f, end, e.spec.AllowedLateness) {
 			continue // expired: dropped for this window
 		}
 		w := ks.find(s)
@@ -703,7 +677,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		}
 	}
 	if first < 0 {
-		if e.f >= addSat(end, e.spec.AllowedLateness) {
+		if expired(e.f, end, e.spec.AllowedLateness) {
 			return nil // expired: dropped
 		}
 		w, err := e.newWindow(ks, start, end)
@@ -726,7 +700,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 	// on time again (its end is past the frontier) is dropped, not carried:
 	// it would fire an EARLY pane (docs/SEMANTICS.md, "Timers across a
 	// session merge").
-	late := e.f >= newEnd
+	late := closed(e.f, newEnd)
 	hasProc, proc := survivor.procOf(late)
 	if err := e.dropTimers(ks, survivor); err != nil {
 		return err
@@ -758,12 +732,8 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 	}
 	survivor.start, survivor.end = newStart, newEnd
 	ks.resort()
-	deadline := newEnd
 	survivor.onTimeDone = late
-	if survivor.onTimeDone {
-		deadline = addSat(newEnd, e.spec.AllowedLateness)
-	}
-	if err := e.setEventTimer(ks, survivor, deadline); err != nil {
+	if err := e.setEventTimer(ks, survivor, eventDeadline(late, newEnd, e.spec.AllowedLateness)); err != nil {
 		return err
 	}
 	if hasProc {
@@ -840,7 +810,8 @@ func (e *Engine) recycle(w *window) {
 // emitPane emits w's current content as a pane (after the retraction of
 // its previous pane in retracting mode) and resets its trigger state.
 func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) error {
-	if e.spec.Mode == Retracting && w.last != nil {
+	retract, remember, discard := accumulation(e.spec.Mode, final)
+	if retract && w.last != nil {
 		if err := e.emitRetraction(ks, w.last); err != nil {
 			return err
 		}
@@ -861,17 +832,17 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	}
 	e.stats.Panes[timing]++
 	w.nextIndex++
-	if e.spec.Mode == Retracting && !final {
+	if remember {
 		w.last = &lastPane{start: w.start, end: w.end, timing: timing, index: p.Index, values: append([]Value(nil), p.Values...)}
 	}
-	if e.spec.Mode == Discarding {
+	if discard {
 		for i := range w.acc {
 			w.acc[i] = accum{}
 		}
 	}
 	w.sincePane = 0
 	w.paneSeq = ks.seq
-	if timing != Early {
+	if settles(timing) {
 		w.settled = true
 	}
 	ks.dirty = true

@@ -114,7 +114,7 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 	size := e.assigner.Size()
 	// Windows expire in start order: the newest one is the last to go.
 	newest := e.starts[len(e.starts)-1]
-	if e.f >= addSat(newest+size, e.spec.AllowedLateness) {
+	if expired(e.f, newest+size, e.spec.AllowedLateness) {
 		return nil // expired: dropped
 	}
 	// As Starts does, without overflow: (t - offset) mod G is at most
@@ -123,7 +123,7 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 	sl := ks.findSlice(start)
 	if sl == nil {
 		for _, s := range e.starts {
-			if e.f >= addSat(s+size, e.spec.AllowedLateness) || ks.find(s) != nil {
+			if expired(e.f, s+size, e.spec.AllowedLateness) || ks.find(s) != nil {
 				continue
 			}
 			if _, err := e.newWindow(ks, s, s+size); err != nil {
@@ -168,7 +168,7 @@ func (e *Engine) deriveSliced(ks *keyState, w *window) error {
 		if sl.start >= w.end {
 			break
 		}
-		if sl.lastF >= w.end {
+		if closed(sl.lastF, w.end) {
 			w.lateSeen = true
 		}
 		if sl.seq > w.paneSeq {
