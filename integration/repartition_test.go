@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/windowd/windowd/config"
-	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/repartition"
 )
 
 // Repartitioning (docs/SEMANTICS.md, Repartitioning). The input of these
@@ -292,6 +292,7 @@ func maxTS(recs []input, p int32) int64 {
 // (user, window) — several different final panes, none with replay's
 // totals — and windowd counts and logs the keys it saw on two partitions.
 func TestRepartitionSlowUpstream(t *testing.T) {
+	parallel(t, 18*time.Second)
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes, an internal repartition topic")
 	}
@@ -652,13 +653,19 @@ func groupShares(adm *kadm.Client, groups ...string) map[string][]int {
 // exactly one final pane, equal to replay's: nothing lost, nothing counted
 // twice (stage 2 drops the records stage 1 wrote again, by upstream offset);
 // a pane emitted twice repeats its pane id byte for byte.
-func TestRepartitionKill(t *testing.T) { repartitionKill(t, "at_least_once") }
+func TestRepartitionKill(t *testing.T) {
+	parallel(t, 18*time.Second)
+	repartitionKill(t, "at_least_once")
+}
 
 // TestRepartitionKillExactlyOnce is TestRepartitionKill under exactly_once
 // (stage 2 transactional, 100ms commit interval; stage 1 is not, its
 // repeated writes are dropped the same way): a read_committed reader sees
 // every pane once.
-func TestRepartitionKillExactlyOnce(t *testing.T) { repartitionKill(t, "exactly_once") }
+func TestRepartitionKillExactlyOnce(t *testing.T) {
+	parallel(t, 18*time.Second)
+	repartitionKill(t, "exactly_once")
+}
 
 func repartitionKill(t *testing.T, delivery string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
@@ -856,9 +863,9 @@ func repartitionData(t *testing.T, topic string) (data, distinct int, err error)
 			marker, upstream := false, ""
 			for _, h := range r.Headers {
 				switch h.Key {
-				case source.HeaderMarker:
+				case repartition.HeaderMarker:
 					marker = true
-				case source.HeaderUpstream:
+				case repartition.HeaderUpstream:
 					upstream = string(h.Value)
 				}
 			}
@@ -895,12 +902,12 @@ func markerGaps(t *testing.T, topic string, from, to time.Time) (map[int32][]int
 			next = r.Offset + 1
 			marker := false
 			for _, h := range r.Headers {
-				marker = marker || h.Key == source.HeaderMarker
+				marker = marker || h.Key == repartition.HeaderMarker
 			}
 			if !marker {
 				return
 			}
-			m, err := source.DecodeMarker(r.Value)
+			m, err := repartition.DecodeMarker(r.Value)
 			if err != nil || m.Time < from.UnixMilli() || m.Time > to.UnixMilli() {
 				return
 			}

@@ -2,7 +2,7 @@ package replay
 
 import (
 	"github.com/windowd/windowd/config"
-	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
@@ -19,11 +19,12 @@ import (
 // as it does in run; so the frontier, and hence the final panes, equal a
 // replay without repartitioning.
 type repartitioner struct {
-	spec     watermark.Spec
-	upstream *watermark.Frontier    // stage 1: the input partitions
-	down     []*watermark.Upstreams // stage 2: the markers each repartition partition holds
-	inputs   int32
-	input    int32 // input partition of the record being processed
+	spec    watermark.Spec
+	stage1  *repartition.Stage1  // stage 1: the input partitions
+	down    []*repartition.Table // stage 2: the markers each repartition partition holds
+	markers []repartition.Marker // broadcast's buffer
+	inputs  int32
+	input   int32 // input partition of the record being processed
 }
 
 func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
@@ -31,9 +32,9 @@ func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
 	if n == 0 {
 		n = int32(inputs)
 	}
-	rp := &repartitioner{spec: p.Watermark, upstream: watermark.NewFrontier(p.Watermark), inputs: int32(inputs)}
+	rp := &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), inputs: int32(inputs)}
 	for q := int32(0); q < n; q++ {
-		rp.down = append(rp.down, watermark.NewUpstreams(inputs))
+		rp.down = append(rp.down, repartition.NewTable(inputs))
 	}
 	return rp
 }
@@ -50,24 +51,24 @@ func (rp *repartitioner) downstreamSpec() watermark.Spec {
 // markers (no watermark yet).
 func (rp *repartitioner) start(eng *windowing.Engine, now int64) error {
 	for p := int32(0); p < rp.inputs; p++ {
-		rp.upstream.Assign(p, now, true)
+		rp.stage1.Watermarks().Assign(p, now, true)
 	}
 	for q := range rp.down {
 		eng.Assign(int32(q), now, true)
 	}
-	rp.broadcast(eng, -1)
+	rp.broadcast(eng, true)
 	return eng.Advance()
 }
 
-// broadcast applies the current marker of input partition only (-1: of
-// every input partition) to every repartition partition.
-func (rp *repartitioner) broadcast(eng *windowing.Engine, only int32) {
-	for _, st := range rp.upstream.Status() {
-		if only >= 0 && st.Partition != only {
-			continue
-		}
+// broadcast applies stage 1's markers (as run writes them: of the input
+// partitions whose watermark or idleness changed; all: of every one) to
+// every repartition partition, and marks each repartition partition's
+// watermark in the engine.
+func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
+	rp.markers = rp.stage1.Markers(rp.markers[:0], 0, all)
+	for _, m := range rp.markers {
 		for _, u := range rp.down {
-			u.Observe(st.Partition, st.Watermark, st.Idle)
+			u.Apply(m)
 		}
 	}
 	for q, u := range rp.down {
@@ -79,18 +80,18 @@ func (rp *repartitioner) broadcast(eng *windowing.Engine, only int32) {
 func (rp *repartitioner) record(eng *windowing.Engine, ev *windowing.Event, now int64) error {
 	p := ev.Partition
 	rp.input = p
-	ev.Partition = source.KeyPartition(ev.Key, int32(len(rp.down)))
+	ev.Partition = repartition.KeyPartition(ev.Key, int32(len(rp.down)))
 	if err := eng.Record(ev, now); err != nil {
 		return err
 	}
-	rp.upstream.Observe(p, ev.Time, now)
-	rp.broadcast(eng, p)
+	rp.stage1.Watermarks().Observe(p, ev.Time, now)
+	rp.broadcast(eng, false)
 	return eng.Advance()
 }
 
 // tick moves stage 1's processing time (idleness) and broadcasts; the
 // engine's Tick that follows fires what the markers allow.
 func (rp *repartitioner) tick(eng *windowing.Engine, now int64) {
-	rp.upstream.Tick(now)
-	rp.broadcast(eng, -1)
+	rp.stage1.Watermarks().Tick(now)
+	rp.broadcast(eng, true)
 }

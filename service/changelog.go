@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/codec"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 )
@@ -53,7 +54,7 @@ type marker struct {
 	position int64               // next input offset: the state covers every record before it
 	gen      watermark.Generator // the partition's watermark generator
 	frontier int64               // the writer's frontier (informational)
-	upstream *upstreamState      // repartitioned pipelines: the markers and next upstream offsets
+	upstream *repartition.Table  // repartitioned pipelines: the markers and next upstream offsets
 }
 
 func encodeMarker(m marker) []byte {
@@ -64,7 +65,7 @@ func encodeMarker(m marker) []byte {
 	w := codec.NewWriter(nil).Byte(version)
 	w.Varint(m.position).Varint(m.gen.MaxTS).Varint(m.gen.Seen).Varint(m.gen.Watermark).Varint(m.frontier)
 	if m.upstream != nil {
-		m.upstream.encode(w)
+		m.upstream.Encode(w)
 	}
 	return w.Bytes()
 }
@@ -77,7 +78,7 @@ func decodeMarker(b []byte) (marker, error) {
 	}
 	m := marker{position: r.Varint(), gen: watermark.Generator{MaxTS: r.Varint(), Seen: r.Varint(), Watermark: r.Varint()}, frontier: r.Varint()}
 	if version == markerVersionUpstream {
-		m.upstream = decodeUpstreamState(r)
+		m.upstream = repartition.DecodeTable(r)
 	}
 	if err := r.Done(); err != nil {
 		return marker{}, err

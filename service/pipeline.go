@@ -16,6 +16,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
@@ -164,7 +165,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
-		rp = &stage2{inputs: inputs, ups: map[int32]*upstreamState{}}
+		rp = &stage2{inputs: inputs, ups: map[int32]*repartition.Table{}}
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{

@@ -14,9 +14,9 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
-	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -39,9 +39,9 @@ type repartitioner struct {
 	// BlockRebalanceOnPoll already runs between polls).
 	mu struct {
 		sync.Mutex
-		wm          *watermark.Frontier // a generator per input partition, and idleness
+		stage1      *repartition.Stage1 // a generator per input partition, idleness, the markers sent
 		parts       map[int32]*partition
-		sent        map[int32]source.Marker // last marker broadcast per input partition
+		markers     []repartition.Marker // broadcast's buffer
 		lastMarkers time.Time
 		lastCommit  time.Time
 		lastEnds    time.Time
@@ -60,7 +60,7 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions,
 	}
-	r.mu.wm, r.mu.parts, r.mu.sent = watermark.NewFrontier(cfg.Watermark), map[int32]*partition{}, map[int32]source.Marker{}
+	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.BlockRebalanceOnPoll(),
@@ -100,7 +100,7 @@ func (r *repartitioner) onAssigned(_ context.Context, _ *kgo.Client, assigned ma
 		r.partitionState(part)
 		// A new owner's generator starts over: stage 2 keeps the
 		// largest watermark each input partition ever sent.
-		r.mu.wm.Assign(part, r.now().UnixMilli(), false)
+		r.mu.stage1.Watermarks().Assign(part, r.now().UnixMilli(), false)
 	}
 	r.log.Info("input partitions assigned", zap.Int32s("partitions", parts))
 }
@@ -130,9 +130,8 @@ func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string
 
 func (r *repartitioner) forget(parts []int32) {
 	for _, part := range parts {
-		r.mu.wm.Forget(part)
+		r.mu.stage1.Forget(part)
 		delete(r.mu.parts, part)
-		delete(r.mu.sent, part)
 	}
 }
 
@@ -191,9 +190,9 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 		// their assignment: until a record comes, refreshEnds reads where
 		// consumption begins from them.
 		topic := r.cfg.Input.Topic
-		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.mu.parts, r.mu.wm)
+		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.mu.parts, r.mu.stage1.Watermarks())
 	}
-	r.mu.wm.Tick(nowMS)
+	r.mu.stage1.Watermarks().Tick(nowMS)
 	r.broadcast(nowMS, now.Sub(r.mu.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
 	if now.Sub(r.mu.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
 		if err := r.commit(ctx); err != nil {
@@ -226,12 +225,12 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 	st.in.Inc()
 	headers := make([]kgo.RecordHeader, 0, len(in.Headers)+1)
 	headers = append(headers, in.Headers...)
-	headers = append(headers, kgo.RecordHeader{Key: source.HeaderUpstream, Value: source.AppendUpstream(nil, in.Partition, in.Offset)})
+	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, in.Partition, in.Offset)})
 	r.produce(&kgo.Record{
-		Topic: r.topic, Partition: source.KeyPartition(r.mu.ev.Key, r.n),
+		Topic: r.topic, Partition: repartition.KeyPartition(r.mu.ev.Key, r.n),
 		Key: []byte(r.mu.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
 	})
-	r.mu.wm.Observe(in.Partition, r.mu.ev.Time, now)
+	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.ev.Time, now)
 }
 
 func (r *repartitioner) produce(rec *kgo.Record) {
@@ -253,20 +252,12 @@ func (r *repartitioner) broadcast(now int64, all bool) {
 	if all {
 		r.mu.lastMarkers = time.UnixMilli(now)
 	}
-	for _, s := range r.mu.wm.Status() {
-		if !s.Assigned {
-			continue
-		}
-		last, sent := r.mu.sent[s.Partition]
-		if !all && sent && last.Watermark == s.Watermark && last.Idle == s.Idle {
-			continue
-		}
-		m := source.Marker{Upstream: s.Partition, Watermark: s.Watermark, Idle: s.Idle, Time: now}
-		r.mu.sent[s.Partition] = m
-		value := source.AppendMarker(nil, m)
+	r.mu.markers = r.mu.stage1.Markers(r.mu.markers[:0], now, all)
+	for _, m := range r.mu.markers {
+		value := repartition.AppendMarker(nil, m)
 		for q := int32(0); q < r.n; q++ {
 			r.produce(&kgo.Record{Topic: r.topic, Partition: q, Value: value,
-				Headers: []kgo.RecordHeader{{Key: source.HeaderMarker}}})
+				Headers: []kgo.RecordHeader{{Key: repartition.HeaderMarker}}})
 		}
 		r.m.markers.WithLabelValues(r.cfg.Name).Add(float64(r.n))
 	}

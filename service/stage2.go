@@ -13,8 +13,7 @@ import (
 	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
-	"github.com/windowd/windowd/source"
-	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/repartition"
 )
 
 // Repartitioning (docs/SEMANTICS.md, Repartitioning). A pipeline with
@@ -55,44 +54,11 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 	return &c
 }
 
-// upstreamState is what stage 2 knows of the input partitions that feed
-// one repartition partition.
-type upstreamState struct {
-	marks *watermark.Upstreams
-	next  []int64 // per input partition: the next upstream offset not yet processed
-}
-
-func newUpstreamState(inputs int) *upstreamState {
-	return &upstreamState{marks: watermark.NewUpstreams(inputs), next: make([]int64, inputs)}
-}
-
-func (u *upstreamState) encode(w *codec.Writer) {
-	u.marks.Encode(w)
-	for _, n := range u.next {
-		w.Varint(n)
-	}
-}
-
-func decodeUpstreamState(r *codec.Reader) *upstreamState {
-	marks := watermark.DecodeUpstreams(r)
-	if marks == nil {
-		return nil
-	}
-	u := &upstreamState{marks: marks, next: make([]int64, marks.Len())}
-	for i := range u.next {
-		u.next[i] = r.Varint()
-	}
-	if r.Err() != nil {
-		return nil
-	}
-	return u
-}
-
 // stage2 is the repartition state of a stage-2 pipeline (mu held).
 type stage2 struct {
-	inputs int32                    // upstream (input) partitions
-	ups    map[int32]*upstreamState // per repartition partition
-	up     *repartitioner           // this instance's stage 1
+	inputs int32                        // upstream (input) partitions
+	ups    map[int32]*repartition.Table // per repartition partition
+	up     *repartitioner               // this instance's stage 1
 
 	lastPurge time.Time
 	purgeNext map[int32]int64 // positions committed at the last purge: deleted at the next
@@ -141,12 +107,12 @@ func (p *pipeline) purgeRepartition(ctx context.Context) {
 const metaUpstream = "upstream"
 
 // upstream returns q's table, creating it.
-func (s *stage2) upstream(q int32) *upstreamState {
+func (s *stage2) upstream(q int32) *repartition.Table {
 	u := s.ups[q]
-	if u == nil || u.marks.Len() != int(s.inputs) {
+	if u == nil || u.Inputs() != int(s.inputs) {
 		// A table of another upstream count (the input grew) starts over:
 		// its partitions must all be heard from again.
-		u = newUpstreamState(int(s.inputs))
+		u = repartition.NewTable(int(s.inputs))
 		s.ups[q] = u
 	}
 	return u
@@ -156,7 +122,7 @@ func (s *stage2) encode() []byte {
 	w := codec.NewWriter(nil).Uvarint(uint64(len(s.ups)))
 	for q, u := range s.ups {
 		w.Varint(int64(q))
-		u.encode(w)
+		u.Encode(w)
 	}
 	return w.Bytes()
 }
@@ -169,7 +135,7 @@ func (s *stage2) decode(b []byte) error {
 	r := codec.NewReader(b, "upstream tables in local state")
 	for n := r.Count(); n > 0 && r.Err() == nil; n-- {
 		q := r.Varint()
-		if u := decodeUpstreamState(r); u != nil {
+		if u := repartition.DecodeTable(r); u != nil {
 			s.ups[int32(q)] = u
 		}
 	}
@@ -180,9 +146,9 @@ func (s *stage2) decode(b []byte) error {
 func repartitionHeaders(r *kgo.Record) (marker bool, upstream []byte) {
 	for _, h := range r.Headers {
 		switch h.Key {
-		case source.HeaderMarker:
+		case repartition.HeaderMarker:
 			marker = true
-		case source.HeaderUpstream:
+		case repartition.HeaderUpstream:
 			upstream = h.Value
 		}
 	}
@@ -196,8 +162,8 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 	isMarker, upstream := repartitionHeaders(r)
 	u := p.rp.upstream(r.Partition)
 	if isMarker {
-		m, err := source.DecodeMarker(r.Value)
-		if err == nil && !u.marks.Observe(m.Upstream, m.Watermark, m.Idle) {
+		m, err := repartition.DecodeMarker(r.Value)
+		if err == nil && !u.Apply(m) {
 			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.rp.inputs)
 		}
 		if err != nil {
@@ -208,24 +174,23 @@ func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
 			return true, nil
 		}
 		label := strconv.Itoa(int(m.Upstream))
-		wm, _, _ := u.marks.Upstream(m.Upstream)
+		wm, _, _ := u.Upstream(m.Upstream)
 		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
 		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
-		p.eng.Watermarks().Mark(r.Partition, u.marks.Watermark())
+		p.eng.Watermarks().Mark(r.Partition, u.Watermark())
 		if err := p.eng.Advance(); err != nil {
 			return true, fmt.Errorf("engine: %w", err)
 		}
 		return true, nil
 	}
-	up, off, ok := source.DecodeUpstream(upstream)
+	up, off, ok := repartition.DecodeUpstream(upstream)
 	if !ok || up >= p.rp.inputs {
 		return false, nil // not written by stage 1: processed as it is
 	}
-	if off < u.next[up] {
+	if !u.Accept(up, off) {
 		p.duplicateDropped()
 		return true, nil
 	}
-	u.next[up] = off + 1
 	return false, nil
 }
 

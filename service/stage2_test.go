@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
@@ -19,13 +20,13 @@ import (
 )
 
 func TestUpstreamStateRoundTrip(t *testing.T) {
-	s := &stage2{inputs: 3, ups: map[int32]*upstreamState{}}
+	s := &stage2{inputs: 3, ups: map[int32]*repartition.Table{}}
 	u := s.upstream(4)
-	u.marks.Observe(0, 100, false)
-	u.marks.Observe(2, -7, true)
-	u.next[1] = 1 << 40
-	s.upstream(0).next[2] = 9
-	got := &stage2{inputs: 3, ups: map[int32]*upstreamState{}}
+	u.Apply(repartition.Marker{Upstream: 0, Watermark: 100})
+	u.Apply(repartition.Marker{Upstream: 2, Watermark: -7, Idle: true})
+	u.SetNext(1, 1<<40)
+	s.upstream(0).SetNext(2, 9)
+	got := &stage2{inputs: 3, ups: map[int32]*repartition.Table{}}
 	if err := got.decode(s.encode()); err != nil || !reflect.DeepEqual(got.ups, s.ups) {
 		t.Fatalf("round trip: %+v, %v", got.ups, err)
 	}
@@ -40,8 +41,8 @@ func TestUpstreamStateRoundTrip(t *testing.T) {
 	}
 	// A table of another input count starts over.
 	s.inputs = 5
-	if v := s.upstream(4); v.marks.Len() != 5 || v.next[1] != 0 {
-		t.Errorf("table after the input grew: %d inputs, next %v", v.marks.Len(), v.next)
+	if v := s.upstream(4); v.Inputs() != 5 || v.Next(1) != 0 {
+		t.Errorf("table after the input grew: %d inputs, next %d", v.Inputs(), v.Next(1))
 	}
 }
 
@@ -74,7 +75,7 @@ pipelines:
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
 	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now,
-		rp: &stage2{inputs: 2, ups: map[int32]*upstreamState{}}, dec: source.NewDecoder(pc)}
+		rp: &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, dec: source.NewDecoder(pc)}
 	p.mu.parts = map[int32]*partition{}
 	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
@@ -86,13 +87,13 @@ pipelines:
 	var off int64
 	marker := func(up int32, wm int64, idle bool) *kgo.Record {
 		off++
-		return &kgo.Record{Partition: q, Offset: off, Value: source.AppendMarker(nil, source.Marker{Upstream: up, Watermark: wm, Idle: idle}),
-			Headers: []kgo.RecordHeader{{Key: source.HeaderMarker}}}
+		return &kgo.Record{Partition: q, Offset: off, Value: repartition.AppendMarker(nil, repartition.Marker{Upstream: up, Watermark: wm, Idle: idle}),
+			Headers: []kgo.RecordHeader{{Key: repartition.HeaderMarker}}}
 	}
 	data := func(up int32, upOff int64, ts string) *kgo.Record {
 		off++
 		return &kgo.Record{Partition: q, Offset: off, Key: []byte("u1"), Value: []byte(`{"user":"u1","ts":` + ts + `}`),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: source.HeaderUpstream, Value: source.AppendUpstream(nil, up, upOff)}}}
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, up, upOff)}}}
 	}
 	steps := []struct {
 		r        *kgo.Record

@@ -4,6 +4,6 @@
 // reflection. A record that cannot be decoded yields a *DecodeError whose
 // reason goes to the dead-letter path; it never stops the pipeline.
 //
-// The Kafka consumer that feeds it (consumer group, dead-letter producer)
-// belongs here too; replay feeds it from JSON lines.
+// It is pure: `windowd run` feeds it records its consumer-group member
+// polled (kafka/member.go, service/poll.go), `windowd replay` JSON lines.
 package source

@@ -1,4 +1,4 @@
-package source
+package repartition
 
 import "github.com/windowd/windowd/codec"
 

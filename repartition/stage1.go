@@ -1,0 +1,45 @@
+package repartition
+
+import "github.com/windowd/windowd/watermark"
+
+// Stage1 is stage 1's watermark side: a generator and idleness per input
+// partition, and the last marker sent of each.
+type Stage1 struct {
+	wm   *watermark.Frontier
+	sent map[int32]Marker
+}
+
+// NewStage1 keeps the input partitions' watermarks by spec.
+func NewStage1(spec watermark.Spec) *Stage1 {
+	return &Stage1{wm: watermark.NewFrontier(spec), sent: map[int32]Marker{}}
+}
+
+// Watermarks are the input partitions' generators: Assign, Observe, Tick
+// and SetCaughtUp go there.
+func (s *Stage1) Watermarks() *watermark.Frontier { return s.wm }
+
+// Forget drops an input partition that this stage no longer reads; its
+// next assignment broadcasts its marker again.
+func (s *Stage1) Forget(part int32) {
+	s.wm.Forget(part)
+	delete(s.sent, part)
+}
+
+// Markers appends to dst the markers to broadcast at processing time now
+// (Unix ms): of every assigned input partition whose watermark or idleness
+// changed since its last marker, or, when all, of every assigned one.
+func (s *Stage1) Markers(dst []Marker, now int64, all bool) []Marker {
+	for _, st := range s.wm.Status() {
+		if !st.Assigned {
+			continue
+		}
+		last, sent := s.sent[st.Partition]
+		if !all && sent && last.Watermark == st.Watermark && last.Idle == st.Idle {
+			continue
+		}
+		m := Marker{Upstream: st.Partition, Watermark: st.Watermark, Idle: st.Idle, Time: now}
+		s.sent[st.Partition] = m
+		dst = append(dst, m)
+	}
+	return dst
+}
