@@ -5,8 +5,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/windowd/windowd/config"
 	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
 )
 
 // PartitionsSeenWithin bounds how long partitions added to a topic stay

@@ -10,8 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/windowd/windowd/config"
 	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
 )
 
 // EnsureTopics waits for every input topic and creates missing output,

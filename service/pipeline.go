@@ -17,7 +17,6 @@ import (
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
-	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -57,7 +56,7 @@ type pipeline struct {
 	now    func() time.Time
 	cl     *kgo.Client
 	adm    *kadm.Client
-	prod   *sink.Producer
+	prod   *kafka.Producer
 	db     *state.DB
 	store  *trackingStore // db, recording the keys each cycle changes
 	eng    *windowing.Engine
@@ -282,7 +281,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 	}
 	p.adm = kadm.NewClient(p.cl)
-	p.prod = sink.NewProducer(p.cl)
+	p.prod = kafka.NewProducer(p.cl)
 	p.m.ready.WithLabelValues(cfg.Name).Set(0)
 	return p, nil
 }

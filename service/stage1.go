@@ -29,6 +29,7 @@ type repartitioner struct {
 	now    func() time.Time
 	cl     *kgo.Client
 	adm    *kadm.Client
+	prod   *kafka.Producer // cl's repartitioned records and dead letters
 	dec    *source.Decoder
 	topic  string // the repartition topic
 	n      int32  // its partitions
@@ -47,11 +48,6 @@ type repartitioner struct {
 		lastEnds    time.Time
 		ev          windowing.Event
 		rec         source.Record
-	}
-	// produced is the first produce failure, set by produce callbacks.
-	produced struct {
-		sync.Mutex
-		err error
 	}
 }
 
@@ -74,7 +70,7 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 	if err != nil {
 		return nil, err
 	}
-	r.cl, r.adm = cl, kadm.NewClient(cl)
+	r.cl, r.adm, r.prod = cl, kadm.NewClient(cl), kafka.NewProducer(cl)
 	return r, nil
 }
 
@@ -233,17 +229,7 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.ev.Time, now)
 }
 
-func (r *repartitioner) produce(rec *kgo.Record) {
-	r.cl.Produce(r.ctx, rec, func(_ *kgo.Record, err error) {
-		if err != nil {
-			r.produced.Lock()
-			if r.produced.err == nil {
-				r.produced.err = err
-			}
-			r.produced.Unlock()
-		}
-	})
-}
+func (r *repartitioner) produce(rec *kgo.Record) { r.prod.Produce(r.ctx, rec) }
 
 // broadcast writes a marker of every assigned input partition whose
 // watermark or idleness changed since its last marker (all: of every one)
@@ -267,13 +253,10 @@ func (r *repartitioner) broadcast(now int64, all bool) {
 // commits the input positions (mu held).
 func (r *repartitioner) commit(ctx context.Context) error {
 	r.mu.lastCommit = r.now()
-	if err := r.cl.Flush(ctx); err != nil {
-		return err
-	}
-	r.produced.Lock()
-	perr := r.produced.err
-	r.produced.Unlock()
-	if perr != nil {
+	if perr := r.prod.Flush(ctx); perr != nil {
+		if ctx.Err() != nil {
+			return perr
+		}
 		// Records after the failed one may be written: the positions
 		// cannot be committed. A restart writes again from the last
 		// commit; stage 2 drops what it processed already.

@@ -1,19 +1,11 @@
-// Package sink writes windowd's output to Kafka: panes (docs/SEMANTICS.md,
-// Output) to the output topic, undecodable records to the dead-letter topic
-// and records dropped as expired to the late topic.
-//
-// Invariants: every record is produced asynchronously through one idempotent
-// producer (acks=all); Flush returns only when every record produced so far
-// is acknowledged, or the first error that any of them met. The commit cycle
-// calls Flush before it commits offsets, so nothing is committed whose
-// output is not durable.
+// Package sink builds the records windowd writes: panes (docs/SEMANTICS.md,
+// Output) for the output topic, undecodable records for the dead-letter
+// topic and records dropped as expired for the late topic. It is pure:
+// kafka.Producer writes them.
 package sink
 
 import (
-	"context"
-	"errors"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -109,43 +101,4 @@ func DivertedRecord(topic, reason string, src *kgo.Record, extra ...kgo.RecordHe
 	)
 	headers = append(headers, extra...)
 	return &kgo.Record{Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Headers: headers}
-}
-
-// Producer produces records asynchronously and remembers the first failure.
-type Producer struct {
-	cl *kgo.Client
-
-	mu  sync.Mutex
-	err error
-}
-
-// NewProducer wraps a client configured for idempotent production.
-func NewProducer(cl *kgo.Client) *Producer { return &Producer{cl: cl} }
-
-// Produce sends r without waiting for its acknowledgement.
-func (p *Producer) Produce(ctx context.Context, r *kgo.Record) {
-	p.cl.Produce(ctx, r, p.done)
-}
-
-func (p *Producer) done(r *kgo.Record, err error) {
-	if err == nil {
-		return
-	}
-	p.mu.Lock()
-	if p.err == nil {
-		p.err = errors.Join(errors.New("produce to "+r.Topic+" failed"), err)
-	}
-	p.mu.Unlock()
-}
-
-// Flush waits until every record produced so far is acknowledged and
-// returns the first production error, if any (the error stays: a producer
-// that failed must not be used for a commit again).
-func (p *Producer) Flush(ctx context.Context) error {
-	if err := p.cl.Flush(ctx); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
 }
