@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,4 +44,45 @@ func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, position
 // out) or whose transaction the broker aborted.
 func IsFenced(err error) bool {
 	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidTxnState)
+}
+
+// EndOffsets lists the end offset (high watermark) of each partition of
+// topic that the cluster answered for.
+func EndOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	return listed(ends, topic), err
+}
+
+// StartOffsets lists the log start offset of each partition of topic that
+// the cluster answered for.
+func StartOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	return listed(starts, topic), err
+}
+
+func listed(l kadm.ListedOffsets, topic string) map[int32]int64 {
+	out := map[int32]int64{}
+	l.Each(func(o kadm.ListedOffset) {
+		if o.Topic == topic && o.Err == nil && o.Offset >= 0 {
+			out[o.Partition] = o.Offset
+		}
+	})
+	return out
+}
+
+// DeleteBefore deletes the records of topic's partitions below the given
+// offsets (DeleteRecords): what every reader has processed.
+func DeleteBefore(ctx context.Context, adm *kadm.Client, topic string, before map[int32]int64) error {
+	del := kadm.Offsets{}
+	for part, off := range before {
+		del.AddOffset(topic, part, off, -1)
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	resp, err := adm.DeleteRecords(ctx, del)
+	if err == nil {
+		err = resp.Error()
+	}
+	return err
 }

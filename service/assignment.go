@@ -2,10 +2,11 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/kafka"
 )
 
 // deferRelease is onRevoked and onLost under exactly_once. It must not wait
@@ -91,7 +92,7 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	var owned map[int32]bool
 	var err error
 	for attempt := 0; attempt < attempts; attempt++ {
-		if owned, err = p.describeAssignment(ctx, member); err == nil || attempt == attempts-1 {
+		if owned, err = kafka.DescribeAssignment(ctx, p.adm, p.cfg.Input.Group, p.cfg.Input.Topic, member); err == nil || attempt == attempts-1 {
 			break
 		}
 		select {
@@ -123,41 +124,4 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	}
 	p.rel.Unlock()
 	return nil
-}
-
-// describeAssignment returns the input partitions the group assigns to
-// member, when the group is stable.
-func (p *pipeline) describeAssignment(ctx context.Context, member string) (map[int32]bool, error) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	groups, err := p.adm.DescribeGroups(dctx, p.cfg.Input.Group)
-	if err != nil {
-		return nil, err
-	}
-	g, ok := groups[p.cfg.Input.Group]
-	if !ok || g.Err != nil {
-		return nil, fmt.Errorf("describing group %s: %v", p.cfg.Input.Group, g.Err)
-	}
-	if g.State != "Stable" {
-		return nil, fmt.Errorf("group %s is %s", p.cfg.Input.Group, g.State)
-	}
-	for _, m := range g.Members {
-		if m.MemberID != member {
-			continue
-		}
-		c, ok := m.Assigned.AsConsumer()
-		if !ok {
-			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", p.cfg.Input.Group, member)
-		}
-		owned := map[int32]bool{}
-		for _, t := range c.Topics {
-			if t.Topic == p.cfg.Input.Topic {
-				for _, part := range t.Partitions {
-					owned[part] = true
-				}
-			}
-		}
-		return owned, nil
-	}
-	return nil, fmt.Errorf("group %s has no member %s", p.cfg.Input.Group, member)
 }

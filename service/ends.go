@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/watermark"
 )
 
@@ -30,26 +31,26 @@ func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed 
 	}
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(lctx, topic)
+	ends, err := kafka.EndOffsets(lctx, adm, topic)
 	if err != nil {
 		return
 	}
-	var starts kadm.ListedOffsets
+	var starts map[int32]int64
 	for part, st := range parts {
-		if e, ok := ends.Lookup(topic, part); ok && e.Err == nil && e.Offset > st.end {
-			st.end = e.Offset
+		if e, ok := ends[part]; ok && e > st.end {
+			st.end = e
 		}
 		if st.position < 0 {
 			if eo, ok := committed[part]; ok && eo.Offset >= 0 {
 				st.start = eo.Offset
 			} else if st.start < 0 {
 				if starts == nil {
-					if starts, err = adm.ListStartOffsets(lctx, topic); err != nil {
+					if starts, err = kafka.StartOffsets(lctx, adm, topic); err != nil {
 						return
 					}
 				}
-				if s, ok := starts.Lookup(topic, part); ok && s.Err == nil && s.Offset >= 0 {
-					st.start = s.Offset
+				if s, ok := starts[part]; ok {
+					st.start = s
 				}
 			}
 		}

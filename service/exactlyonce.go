@@ -159,7 +159,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", perr), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		p.setTxnOffsets(req, positions)
+		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.inputID, positions)
 		return nil
 	})
 	if p.abortTxn != nil && p.abortTxn() {
@@ -228,33 +228,6 @@ func (p *pipeline) aborted(why string) error {
 		return fatalError{fmt.Errorf("rolling back: %w", err)}
 	}
 	return errRolledBack
-}
-
-// setTxnOffsets makes the transaction commit exactly the positions the
-// engine has processed (franz-go would commit what was polled, which runs
-// ahead of a cycle that ends mid-poll), and commit them in every
-// transaction: the offset commit carries the group generation, and a
-// member the group no longer knows gets its transaction aborted.
-func (p *pipeline) setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, positions map[int32]int64) {
-	id := p.inputID
-	for _, t := range req.Topics {
-		if t.Topic == p.cfg.Input.Topic && t.TopicID != ([16]byte{}) {
-			id = t.TopicID
-		}
-	}
-	req.Topics = req.Topics[:0]
-	if len(positions) == 0 {
-		return
-	}
-	t := kmsg.NewTxnOffsetCommitRequestTopic()
-	t.Topic, t.TopicID = p.cfg.Input.Topic, id
-	for part, off := range positions {
-		pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		pt.Partition, pt.Offset, pt.LeaderEpoch = part, off, -1
-		pt.Metadata = &req.MemberID
-		t.Partitions = append(t.Partitions, pt)
-	}
-	req.Topics = append(req.Topics, t)
 }
 
 // rollback returns the pipeline to its last checkpoint, which is the last

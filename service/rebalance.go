@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/watermark"
 )
 
@@ -61,9 +61,11 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			return fmt.Errorf("initialising the transactional producer: %w", err)
 		}
 		if p.inputID == ([16]byte{}) {
-			if err := p.lookUpInputID(ctx); err != nil {
+			id, err := kafka.TopicID(ctx, p.adm, p.cfg.Input.Topic)
+			if err != nil {
 				return err
 			}
+			p.inputID = id
 		}
 	}
 	if err := p.growChangelog(ctx, parts); err != nil {
@@ -127,23 +129,6 @@ func (p *pipeline) gateIfBehind(part int32) {
 			p.mu.gated[part] = f
 		}
 	}
-}
-
-// lookUpInputID reads the input topic's id, which the transaction's offset
-// commits carry (TxnOffsetCommit v6+).
-func (p *pipeline) lookUpInputID(ctx context.Context) error {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tds, err := p.adm.ListTopics(lctx, p.cfg.Input.Topic)
-	if err != nil {
-		return fmt.Errorf("looking up input topic %s: %w", p.cfg.Input.Topic, err)
-	}
-	td, ok := tds[p.cfg.Input.Topic]
-	if !ok || td.Err != nil {
-		return fmt.Errorf("looking up input topic %s: %v", p.cfg.Input.Topic, td.Err)
-	}
-	p.inputID = td.ID
-	return nil
 }
 
 func (p *pipeline) skipLen(part int32) int {

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,44 +12,6 @@ import (
 
 	"github.com/windowd/windowd/kafka"
 )
-
-// changelogBounds returns the log start and end offsets of changelog partition part.
-func (p *pipeline) changelogBounds(ctx context.Context, part int32) (lo, hi int64, err error) {
-	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		starts, err1 := p.adm.ListStartOffsets(lctx, p.clTopic)
-		ends, err2 := p.adm.ListEndOffsets(lctx, p.clTopic)
-		cancel()
-		err = errors.Join(err1, err2)
-		if err == nil {
-			s, ok1 := starts.Lookup(p.clTopic, part)
-			e, ok2 := ends.Lookup(p.clTopic, part)
-			switch {
-			case !ok1 || !ok2:
-				err = fmt.Errorf("changelog %s has no partition %d", p.clTopic, part)
-			case s.Err != nil || e.Err != nil:
-				err = errors.Join(s.Err, e.Err)
-			case s.Offset < 0 || e.Offset < s.Offset:
-				// Not an answer (a broker that does not know the
-				// partition's offsets yet): reading nothing here would
-				// restore an empty state.
-				err = fmt.Errorf("changelog %s[%d] listed as [%d, %d)", p.clTopic, part, s.Offset, e.Offset)
-			default:
-				return s.Offset, e.Offset, nil
-			}
-		}
-		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
-		}
-		p.log.Warn("listing changelog offsets failed (retrying)", zap.Int32("partition", part), zap.Error(err))
-		kafka.RefreshTopicMetadata(ctx, p.cl, p.clTopic)
-		select {
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		case <-time.After(backoff):
-		}
-	}
-}
 
 // growChangelog adds partitions to the changelog topic when the input has
 // grown past it (partitions added while running: partition p's state is
@@ -89,7 +50,7 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	p.restoring.Store(int64(part))
 	defer p.restoring.Store(-1)
 	p.restoredRecords.Store(0)
-	lo, hi, err := p.changelogBounds(ctx, part)
+	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, part, p.log)
 	if err != nil {
 		return rs, err
 	}
@@ -114,62 +75,22 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	var mk *marker
 	covers := map[string]int64{}
 	if rs.from < hi {
-		opts := append(append([]kgo.Opt(nil), p.baseOpts...),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.clTopic: {part: kgo.NewOffset().At(rs.from)}}),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			// exactly_once: aborted records are not returned, but the
-			// abort and commit markers after them are, so the read
-			// reaches the end offset (the end of the last transaction).
-			kgo.KeepControlRecords(),
-			kgo.FetchMaxBytes(32<<20),
-		)
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			return rs, err
+		apply := func(r *kgo.Record) error {
+			rs.records++
+			rs.bytes += int64(len(r.Key) + len(r.Value))
+			return p.applyChangelog(part, r, &mk, covers)
 		}
-		defer cl.Close()
-		next := rs.from
-		for next < hi {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
-				return rs, ctx.Err()
-			}
-			var ferr error
-			fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-			if ferr != nil {
-				p.log.Warn("reading the changelog failed (retrying)", zap.Int32("partition", part), zap.Error(ferr))
-			}
-			var aerr error
-			fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-				for _, r := range fp.Records {
-					if aerr != nil {
-						return
-					}
-					next = r.Offset + 1
-					if r.Attrs.IsControl() {
-						continue // a transaction's commit or abort marker
-					}
-					aerr = p.applyChangelog(part, r, &mk, covers)
-					rs.records++
-					rs.bytes += int64(len(r.Key) + len(r.Value))
-				}
-				// Offsets past the last stable offset hold no data
-				// record (transaction markers).
-				if len(fp.Records) == 0 && fp.LastStableOffset >= hi && fp.Err == nil {
-					next = max(next, hi)
-				}
-			})
-			if aerr != nil {
-				return rs, aerr
-			}
+		afterPoll := func() error {
 			p.restoredRecords.Store(rs.records)
 			if p.db.PendingBytes() >= 64<<20 {
 				// Only restore writes are pending (the cycle before the
 				// restore committed the rest): safe to commit alone.
-				if err := p.db.Commit(false); err != nil {
-					return rs, err
-				}
+				return p.db.Commit(false)
 			}
+			return nil
+		}
+		if err := kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, part, rs.from, hi, p.log, apply, afterPoll); err != nil {
+			return rs, err
 		}
 	}
 	if mk != nil {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -78,10 +77,10 @@ func (p *pipeline) purgeRepartition(ctx context.Context) {
 		return
 	}
 	p.rp.lastPurge = p.now()
-	del := kadm.Offsets{}
+	del := map[int32]int64{}
 	for part, off := range p.rp.purgeNext {
 		if _, assigned := p.mu.parts[part]; assigned {
-			del.AddOffset(p.cfg.Input.Topic, part, off, -1)
+			del[part] = off
 		}
 	}
 	p.rp.purgeNext = map[int32]int64{}
@@ -95,11 +94,7 @@ func (p *pipeline) purgeRepartition(ctx context.Context) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := p.adm.DeleteRecords(dctx, del)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
+	if err := kafka.DeleteBefore(dctx, p.adm, p.cfg.Input.Topic, del); err != nil {
 		p.log.Warn("deleting processed repartition records failed (retrying later)", zap.String("topic", p.cfg.Input.Topic), zap.Error(err))
 	}
 }

@@ -1,21 +1,17 @@
-package service
+package kafka
 
 import (
 	"sort"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/windowd/windowd/config"
 )
 
 // The transaction commits exactly the engine's positions, for every
 // assigned partition, under the input topic's name and id, whatever the
 // client had prepared from what it polled.
 func TestSetTxnOffsets(t *testing.T) {
-	cfg := &config.Pipeline{Name: "p"}
-	cfg.Input.Topic = "in"
-	p := &pipeline{cfg: cfg, inputID: [16]byte{1, 2, 3}}
+	id := [16]byte{1, 2, 3}
 
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.MemberID = "m-1"
@@ -26,7 +22,7 @@ func TestSetTxnOffsets(t *testing.T) {
 	polled.Partitions = append(polled.Partitions, pp)
 	req.Topics = append(req.Topics, polled)
 
-	p.setTxnOffsets(req, map[int32]int64{0: 120, 3: 7})
+	SetTxnOffsets(req, "in", id, map[int32]int64{0: 120, 3: 7})
 	if len(req.Topics) != 1 {
 		t.Fatalf("%d topics", len(req.Topics))
 	}
@@ -51,13 +47,13 @@ func TestSetTxnOffsets(t *testing.T) {
 
 	// Nothing polled yet (the client prepared no topic): the stored id is used.
 	req = kmsg.NewPtrTxnOffsetCommitRequest()
-	p.setTxnOffsets(req, map[int32]int64{1: 1})
+	SetTxnOffsets(req, "in", id, map[int32]int64{1: 1})
 	if len(req.Topics) != 1 || req.Topics[0].TopicID != ([16]byte{1, 2, 3}) || req.Topics[0].Partitions[0].Offset != 1 {
 		t.Fatalf("without a prepared topic: %+v", req.Topics)
 	}
 
 	// No position: nothing to commit.
-	p.setTxnOffsets(req, nil)
+	SetTxnOffsets(req, "in", id, nil)
 	if len(req.Topics) != 0 {
 		t.Fatalf("no positions, yet %+v", req.Topics)
 	}

@@ -1,0 +1,90 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeAssignment returns the input partitions the group assigns to
+// member, when the group is stable.
+func DescribeAssignment(ctx context.Context, adm *kadm.Client, group, topic, member string) (map[int32]bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	groups, err := adm.DescribeGroups(dctx, group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := groups[group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("describing group %s: %v", group, g.Err)
+	}
+	if g.State != "Stable" {
+		return nil, fmt.Errorf("group %s is %s", group, g.State)
+	}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", group, member)
+		}
+		owned := map[int32]bool{}
+		for _, t := range c.Topics {
+			if t.Topic == topic {
+				for _, part := range t.Partitions {
+					owned[part] = true
+				}
+			}
+		}
+		return owned, nil
+	}
+	return nil, fmt.Errorf("group %s has no member %s", group, member)
+}
+
+// SetTxnOffsets makes the transaction commit exactly the positions the
+// engine has processed (franz-go would commit what was polled, which runs
+// ahead of a cycle that ends mid-poll), and commit them in every
+// transaction: the offset commit carries the group generation, and a
+// member the group no longer knows gets its transaction aborted.
+func SetTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, topicID [16]byte, positions map[int32]int64) {
+	id := topicID
+	for _, t := range req.Topics {
+		if t.Topic == topic && t.TopicID != ([16]byte{}) {
+			id = t.TopicID
+		}
+	}
+	req.Topics = req.Topics[:0]
+	if len(positions) == 0 {
+		return
+	}
+	t := kmsg.NewTxnOffsetCommitRequestTopic()
+	t.Topic, t.TopicID = topic, id
+	for part, off := range positions {
+		pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		pt.Partition, pt.Offset, pt.LeaderEpoch = part, off, -1
+		pt.Metadata = &req.MemberID
+		t.Partitions = append(t.Partitions, pt)
+	}
+	req.Topics = append(req.Topics, t)
+}
+
+// TopicID reads the input topic's id, which the transaction's offset
+// commits carry (TxnOffsetCommit v6+).
+func TopicID(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, error) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tds, err := adm.ListTopics(lctx, topic)
+	if err != nil {
+		return [16]byte{}, fmt.Errorf("looking up input topic %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		return [16]byte{}, fmt.Errorf("looking up input topic %s: %v", topic, td.Err)
+	}
+	return td.ID, nil
+}
