@@ -54,7 +54,7 @@ func TestChangelogPartitioner(t *testing.T) {
 // TestRefreshTopicMetadataEndsCachedUnknown: a client that listed a topic's
 // offsets before the topic existed keeps "unknown topic" cached for its
 // offset listings (franz-go's MetadataMinAge, 5 s), so a changelog created
-// moments ago looked partitionless to changelogBounds for seconds after
+// moments ago looked partitionless to PartitionBounds for seconds after
 // startup; RefreshTopicMetadata makes the next listing see the partitions.
 // Against WINDOWD_KAFKA_BROKERS when set, else an in-process kfake broker.
 func TestRefreshTopicMetadataEndsCachedUnknown(t *testing.T) {
