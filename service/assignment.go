@@ -30,11 +30,7 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 	if !revoked {
 		p.inGroup.Store(false)
 	}
-	if revoked {
-		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
-	} else {
-		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
-	}
+	logHandOver(p.log, parts, revoked)
 }
 
 // markEnd notes that a transaction end begins: revokes up to now are

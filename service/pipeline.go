@@ -44,6 +44,13 @@ type partition struct {
 	late   prometheus.Counter
 }
 
+// newPartition is a partition whose position, start and end are not known
+// yet, counting into the given metrics (late: nil where nothing is
+// dropped as late).
+func newPartition(in, dead, late prometheus.Counter) *partition {
+	return &partition{position: -1, start: -1, end: -1, first: -1, in: in, dead: dead, late: late}
+}
+
 // pipeline runs one configured pipeline: a consumer-group member whose
 // records feed the windowing engine, whose panes go to the output topic,
 // and whose commit cycle makes output, state and offsets durable in that

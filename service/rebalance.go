@@ -206,11 +206,7 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	if !toGroup {
 		p.inGroup.Store(false)
 	}
-	if toGroup {
-		p.log.Info("partitions revoked", zap.Int32s("partitions", parts))
-	} else {
-		p.log.Warn("partitions lost", zap.Int32s("partitions", parts))
-	}
+	logHandOver(p.log, parts, toGroup)
 }
 
 // dropReleased drops released partitions' local state and checkpoints
@@ -280,4 +276,13 @@ func (p *pipeline) releaseGated() error {
 		}
 	}
 	return nil
+}
+
+// logHandOver logs partitions revoked (handed over to the group) or lost.
+func logHandOver(log *zap.Logger, parts []int32, revoked bool) {
+	if revoked {
+		log.Info("partitions revoked", zap.Int32s("partitions", parts))
+	} else {
+		log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	}
 }

@@ -18,12 +18,8 @@ func (p *pipeline) partitionState(part int32) *partition {
 		return st
 	}
 	label := strconv.Itoa(int(part))
-	st := &partition{
-		position: -1, start: -1, end: -1, first: -1,
-		in:   p.m.recordsIn.WithLabelValues(p.cfg.Name, label),
-		dead: p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
-		late: p.m.lateDropped.WithLabelValues(p.cfg.Name, label),
-	}
+	st := newPartition(p.m.recordsIn.WithLabelValues(p.cfg.Name, label), p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
+		p.m.lateDropped.WithLabelValues(p.cfg.Name, label))
 	p.mu.parts[part] = st
 	return st
 }

@@ -79,11 +79,7 @@ func (r *repartitioner) partitionState(part int32) *partition {
 		return st
 	}
 	label := strconv.Itoa(int(part))
-	st := &partition{
-		position: -1, start: -1, end: -1, first: -1,
-		in:   r.m.repartitioned.WithLabelValues(r.cfg.Name, label),
-		dead: r.m.deadLetters.WithLabelValues(r.cfg.Name, label),
-	}
+	st := newPartition(r.m.repartitioned.WithLabelValues(r.cfg.Name, label), r.m.deadLetters.WithLabelValues(r.cfg.Name, label), nil)
 	r.mu.parts[part] = st
 	return st
 }
