@@ -52,6 +52,9 @@
 package config
 
 import (
+	"strings"
+
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
@@ -182,15 +185,38 @@ type Input struct {
 	Partitions int32  // only used to create the topic on the embedded broker; default 4
 }
 
-// Key says where the group key comes from.
+// Key says where the group key comes from: at most one of Field, Fields
+// and Expr is set; none: the Kafka record key.
 type Key struct {
-	Field string // dotted path; empty: the Kafka record key
+	Field string // dotted path
+	// Fields: a composite key, the compact JSON array of the fields'
+	// values in this order (docs/SEMANTICS.md, Records and keys).
+	Fields []string
+	Expr   *expr.Program // its string result, or the JSON text of any other
+}
+
+// FromValue reports whether the key is read from the record's value (and
+// so may be on any input partition).
+func (k Key) FromValue() bool { return k.Field != "" || len(k.Fields) > 0 || k.Expr != nil }
+
+// String names the key's source for messages.
+func (k Key) String() string {
+	switch {
+	case k.Field != "":
+		return k.Field
+	case len(k.Fields) > 0:
+		return "[" + strings.Join(k.Fields, ", ") + "]"
+	case k.Expr != nil:
+		return k.Expr.Source()
+	}
+	return "the record key"
 }
 
 // Timestamp says where event time comes from.
 type Timestamp struct {
-	FromRecord bool   // `source: record`: the Kafka record timestamp
-	Field      string // dotted path, when not FromRecord
+	FromRecord bool          // `source: record`: the Kafka record timestamp
+	Field      string        // dotted path, when not FromRecord
+	Expr       *expr.Program // a CEL timestamp or an int of Unix ms, when neither
 	Format     TimeFormat
 }
 
@@ -205,13 +231,18 @@ const (
 
 // Pipeline is one input topic's windowing job.
 type Pipeline struct {
-	Name            string
-	Line            int // line of the pipeline entry in the file, for messages
-	Input           Input
-	Key             Key
-	Timestamp       Timestamp
-	Watermark       watermark.Spec
-	Spec            windowing.Spec // window, lateness, trigger, accumulation, aggregates
+	Name      string
+	Line      int // line of the pipeline entry in the file, for messages
+	Input     Input
+	Filter    *expr.Program // keep the record when true; nil: every record
+	Key       Key
+	Timestamp Timestamp
+	Watermark watermark.Spec
+	Spec      windowing.Spec // window, lateness, trigger, accumulation, aggregates
+	// AggregateExprs holds, index for index with Spec.Aggregates, the
+	// expression of an aggregate written with expr (nil: with field, or
+	// count).
+	AggregateExprs  []*expr.Program
 	OutputTopic     string
 	OutputStdout    bool   // also print every pane's JSON on standard output (demos)
 	LateTopic       string // optional

@@ -204,7 +204,7 @@ func TestParseJSON(t *testing.T) {
 
 	_, err = Parse("bad.json", []byte(`{"kafka": {"brokers": "embedded"}, "pipelines": [{"name": "p", "windw": 1}]}`))
 	const want = `bad.json:1:50: pipelines[0].input.topic: required
-bad.json:1:50: pipelines[0].timestamp: required (a field, or source: record)
+bad.json:1:50: pipelines[0].timestamp: required (a field, an expr, or source: record)
 bad.json:1:50: pipelines[0].window.type: required
 bad.json:1:50: pipelines[0].aggregates: required
 bad.json:1:50: pipelines[0].output.topic: required
@@ -385,7 +385,7 @@ var errorCases = []struct {
 }{
 	{"repartition without key.field",
 		with(nil, "    repartition: true", "    watermark_interval: 0s"),
-		`c.yaml:9:18: pipelines[0].repartition: needs key.field (records keyed by the group key need no repartitioning)
+		`c.yaml:9:18: pipelines[0].repartition: needs key.field, key.fields or key.expr (records keyed by the group key need no repartitioning)
 c.yaml:10:25: pipelines[0].watermark_interval: must be greater than 0`},
 	{"repartition settings without repartition",
 		with(nil, "    key: {field: user}", "    repartition_partitions: 3", "    watermark_interval: 1s"),
@@ -440,9 +440,35 @@ c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and h
 	{"bad window type",
 		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
 		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping or session)`},
+	{"expression syntax error: the column CEL gives, after the quote",
+		with(nil, "    filter: 'value.amount > '"),
+		`c.yaml:9:29: pipelines[0].filter: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},
+	{"expression syntax error in a plain scalar",
+		with(nil, "    filter: value.amount >> 2"),
+		`c.yaml:9:27: pipelines[0].filter: Syntax error: extraneous input '>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},
+	{"expression type errors, each at its operator",
+		with(nil, `    key: {expr: 'value.user + 1 + "x" + (1 + "y")'}`),
+		`c.yaml:9:33: pipelines[0].key.expr: found no matching overload for '_+_' applied to '(int, string)'
+c.yaml:9:44: pipelines[0].key.expr: found no matching overload for '_+_' applied to '(int, string)'`},
+	{"a filter that can only fail",
+		with(nil, `    filter: '"purchase"'`),
+		`c.yaml:9:14: pipelines[0].filter: a filter must be a bool, this expression is a string`},
+	{"an aggregate expression that is not a number",
+		with(map[string]string{"aggregates": `    aggregates: [{name: s, op: sum, expr: 'value.a + "x"'}]`}),
+		`c.yaml:7:44: pipelines[0].aggregates[0].expr: this aggregate needs a number, the expression is a string`},
+	{"a key from two places",
+		with(nil, "    key: {field: a, expr: value.b}"),
+		`c.yaml:9:21: pipelines[0].key.expr: key takes one of field, fields and expr`},
+	{"expr on count, expr with field",
+		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count, expr: value.x}\n      - {name: s, op: sum, field: x, expr: value.x}"}),
+		`c.yaml:8:30: pipelines[0].aggregates[0].expr: expr is not valid for count
+c.yaml:9:38: pipelines[0].aggregates[1].expr: cannot be combined with field`},
+	{"timestamp expr with a format",
+		with(map[string]string{"timestamp": "    timestamp: {expr: value.t, format: unix_s}"}),
+		`c.yaml:5:32: pipelines[0].timestamp.format: format is only valid with field`},
 	{"sum without field",
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count}\n      - {name: revenue, op: sum}"}),
-		`c.yaml:9:7: pipelines[0].aggregates[1].field: required for sum`},
+		`c.yaml:9:7: pipelines[0].aggregates[1].field: required for sum (or an expr)`},
 	{"field on count",
 		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count, field: x}]"}),
 		`c.yaml:7:39: pipelines[0].aggregates[0].field: field is not valid for count`},
@@ -489,10 +515,10 @@ c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, 
 		`c.yaml:5:25: pipelines[0].timestamp.source: invalid value "kafka" (want record)`},
 	{"empty timestamp",
 		with(map[string]string{"timestamp": "    timestamp: {}"}),
-		`c.yaml:5:5: pipelines[0].timestamp: needs a field, or source: record`},
+		`c.yaml:5:5: pipelines[0].timestamp: needs a field, an expr, or source: record`},
 	{"missing timestamp",
 		with(map[string]string{"timestamp": ""}),
-		`c.yaml:3:3: pipelines[0].timestamp: required (a field, or source: record)`},
+		`c.yaml:3:3: pipelines[0].timestamp: required (a field, an expr, or source: record)`},
 	{"max_delay with monotonic",
 		with(nil, "    watermark: {strategy: monotonic, max_delay: 1s}"),
 		`c.yaml:9:38: pipelines[0].watermark.max_delay: max_delay is only valid for bounded_out_of_orderness`},

@@ -17,6 +17,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/windowd/windowd/expr"
 )
 
 // This file holds the schema-independent machinery: positions, alias
@@ -114,6 +116,9 @@ type decoder struct {
 	problems    []Problem
 	anchors     []anchorDef
 	mergeBudget int // merged mappings still allowed, against merge-key bombs
+	// aggExprs are the expressions of the aggregates read last
+	// (aggregates), for the pipeline being read.
+	aggExprs []*expr.Program
 }
 
 type anchorDef struct {

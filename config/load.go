@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
@@ -74,16 +75,16 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
-	pipelineKeys  = []string{"name", "input", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
+	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
 	inputKeys     = []string{"topic", "group", "partitions"}
-	keyKeys       = []string{"field"}
-	timestampKeys = []string{"field", "format", "source"}
+	keyKeys       = []string{"field", "fields", "expr"}
+	timestampKeys = []string{"field", "expr", "format", "source"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout"}
 	windowKeys    = []string{"type", "size", "hop", "gap", "offset"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
-	aggregateKeys = []string{"name", "op", "field", "precision"}
+	aggregateKeys = []string{"name", "op", "field", "expr", "precision"}
 	outputKeys    = []string{"topic", "stdout"}
 
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
@@ -339,10 +340,15 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, math.MaxInt32))
 	p.Input.Partitions = int32(parts)
 
-	p.Key.Field, _ = opt(m.sub("key", keyKeys...), "field", "", d.fieldPath)
+	p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
+	p.Key = d.key(m.sub("key", keyKeys...))
 	p.Timestamp = d.timestamp(m)
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
 	p.Spec = d.spec(m)
+	if slices.ContainsFunc(d.aggExprs, func(x *expr.Program) bool { return x != nil }) {
+		p.AggregateExprs = d.aggExprs
+	}
+	d.aggExprs = nil
 
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
@@ -384,8 +390,8 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 		}
 		return nil
 	}
-	if p.Key.Field == "" {
-		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field (records keyed by the group key need no repartitioning)")
+	if !p.Key.FromValue() {
+		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field, key.fields or key.expr (records keyed by the group key need no repartitioning)")
 	}
 	return &Repartition{Partitions: int32(parts), WatermarkInterval: interval}
 }
@@ -393,7 +399,7 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 func (d *decoder) timestamp(pm *mapping) Timestamp {
 	if !pm.has("timestamp") {
 		if !pm.broken {
-			d.errorf(pm.at, pm.child("timestamp"), "required (a field, or source: record)")
+			d.errorf(pm.at, pm.child("timestamp"), "required (a field, an expr, or source: record)")
 		}
 		return Timestamp{}
 	}
@@ -401,14 +407,17 @@ func (d *decoder) timestamp(pm *mapping) Timestamp {
 	var ts Timestamp
 	ts.FromRecord, _ = opt(m, "source", false, oneOf(d, sources))
 	ts.Field, _ = opt(m, "field", "", d.fieldPath)
+	ts.Expr, _ = opt(m, "expr", nil, d.expression(expr.Timestamp))
 	ts.Format, _ = opt(m, "format", UnixMS, oneOf(d, timeFormats))
 	switch {
 	case m.has("source") && m.has("field"):
 		d.errorf(m.keyAt("source"), m.child("source"), "cannot be combined with field")
-	case m.has("source") && m.has("format"):
+	case m.has("expr") && (m.has("field") || m.has("source")):
+		d.errorf(m.keyAt("expr"), m.child("expr"), "cannot be combined with field or source")
+	case m.has("format") && !m.has("field"):
 		d.errorf(m.keyAt("format"), m.child("format"), "format is only valid with field")
-	case !m.has("source") && !m.has("field") && !m.broken:
-		d.errorf(m.at, m.path, "needs a field, or source: record")
+	case !m.has("source") && !m.has("field") && !m.has("expr") && !m.broken:
+		d.errorf(m.at, m.path, "needs a field, an expr, or source: record")
 	}
 	return ts
 }
@@ -511,13 +520,27 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 		}
 		a.Op, ok = req(m, "op", oneOf(d, aggOps))
 		a.Field, _ = opt(m, "field", "", d.fieldPath)
+		want := expr.Number
+		if a.Op == windowing.DistinctApprox {
+			want = expr.Any
+		}
+		var x *expr.Program
+		if ok {
+			x, _ = opt(m, "expr", nil, d.expression(want))
+		}
 		precision, _ := opt(m, "precision", windowing.DefaultPrecision, d.intIn(4, 18))
 		if ok {
 			switch {
-			case a.Op == windowing.Count && m.has("field"):
-				d.errorf(m.keyAt("field"), m.child("field"), "field is not valid for count")
-			case a.Op != windowing.Count && !m.has("field") && !m.broken:
-				d.errorf(m.at, m.child("field"), "required for %s", a.Op)
+			case a.Op == windowing.Count && (m.has("field") || m.has("expr")):
+				k := "field"
+				if !m.has("field") {
+					k = "expr"
+				}
+				d.errorf(m.keyAt(k), m.child(k), "%s is not valid for count", k)
+			case m.has("field") && m.has("expr"):
+				d.errorf(m.keyAt("expr"), m.child("expr"), "cannot be combined with field")
+			case a.Op != windowing.Count && !m.has("field") && !m.has("expr") && !m.broken:
+				d.errorf(m.at, m.child("field"), "required for %s (or an expr)", a.Op)
 			}
 			if a.Op == windowing.DistinctApprox {
 				a.Precision = uint8(precision)
@@ -526,6 +549,44 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 			}
 		}
 		aggs = append(aggs, a)
+		d.aggExprs = append(d.aggExprs, x)
 	}
 	return aggs
+}
+
+// key reads key: a field, fields (a composite key) or an expr; none is
+// the Kafka record key.
+func (d *decoder) key(m *mapping) Key {
+	var k Key
+	k.Field, _ = opt(m, "field", "", d.fieldPath)
+	k.Fields, _ = opt(m, "fields", nil, d.fieldPaths)
+	k.Expr, _ = opt(m, "expr", nil, d.expression(expr.Any))
+	set := 0
+	for _, name := range keyKeys {
+		if m.has(name) {
+			if set++; set == 2 {
+				d.errorf(m.keyAt(name), m.child(name), "key takes one of field, fields and expr")
+			}
+		}
+	}
+	return k
+}
+
+// fieldPaths is a non-empty list of distinct field paths.
+func (d *decoder) fieldPaths(n ast.Node, path string) ([]string, bool) {
+	items, ok := d.nonEmptyList(n, path)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	seen := map[string]int{}
+	for i, it := range items {
+		f, ok := d.fieldPath(it.node, index(path, i))
+		if !ok {
+			return nil, false
+		}
+		d.unique(seen, "field", f, it.at, index(path, i))
+		out = append(out, f)
+	}
+	return out, true
 }

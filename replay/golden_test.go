@@ -26,6 +26,7 @@ var update = flag.Bool("update", false, "rewrite the output sections of testdata
 //	output     the panes, one per line: key [start,end) TIMING index name=value ... [final]
 //	           (a retraction is prefixed by "retract")
 //	errors     the dead-letter and late-drop lines of the error stream (optional)
+//	summary    records, filtered and dead_letters of the summary (optional)
 type goldenCase struct {
 	head     string
 	sections map[string]string
@@ -130,9 +131,11 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errs bytes.Buffer
-			if _, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs}); err != nil {
+			sum, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs})
+			if err != nil {
 				t.Fatalf("replay: %v", err)
 			}
+			gotSum := fmt.Sprintf("records=%d filtered=%d dead_letters=%d\n", sum.Records, sum.Filtered, sum.DeadLetters)
 			got := compactPanes(t, out.String(), p.Spec.Aggregates)
 			gotErrs := errs.String()
 			if *update {
@@ -142,6 +145,9 @@ func TestGolden(t *testing.T) {
 						gc.order = append(gc.order, "errors")
 					}
 					gc.sections["errors"] = gotErrs
+				}
+				if _, ok := gc.sections["summary"]; ok {
+					gc.sections["summary"] = gotSum
 				}
 				if err := os.WriteFile(file, []byte(gc.format()), 0o644); err != nil {
 					t.Fatal(err)
@@ -153,6 +159,9 @@ func TestGolden(t *testing.T) {
 			}
 			if want := gc.sections["errors"]; gotErrs != want {
 				t.Errorf("errors differ\n--- got ---\n%s--- want ---\n%s", gotErrs, want)
+			}
+			if want, ok := gc.sections["summary"]; ok && gotSum != want {
+				t.Errorf("summary differs: got %s want %s", gotSum, want)
 			}
 		})
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -49,6 +50,7 @@ type Summary struct {
 	Records     int64
 	Clocks      int64
 	DeadLetters int64
+	Filtered    int64 // records the pipeline's filter rejected
 	LateDropped int64
 	OutOfRange  int64 // records dead-lettered because their windows fall outside the int64 range
 	Panes       int64
@@ -145,6 +147,7 @@ type runner struct {
 	lateTop bool
 	cur     []byte         // the input line being processed
 	rp      *repartitioner // nil unless the pipeline repartitions
+	headers []expr.Header  // the line's headers, for expressions
 }
 
 // Pane implements windowing.Emitter.
@@ -355,7 +358,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	// it outlives the call (the engine copies the group keys it keeps), so
 	// the members are no-copy views of it, and so are the record's key and
 	// value.
-	var clock, pv, kv, tv, vv gjson.Result
+	var clock, pv, kv, tv, vv, hv gjson.Result
 	why, object, found := dec.CheckLine(line, func(name, value string) {
 		var dst *gjson.Result
 		switch name {
@@ -369,6 +372,8 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 			dst = &tv
 		case "value":
 			dst = &vv
+		case "headers":
+			dst = &hv
 		default:
 			return
 		}
@@ -421,6 +426,14 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		}
 		rec.Timestamp = v
 	}
+	if hv.Exists() && dec.UsesExpressions() {
+		r.headers = r.headers[:0]
+		hv.ForEach(func(k, v gjson.Result) bool {
+			r.headers = append(r.headers, expr.Header{Key: k.String(), Value: v.String()})
+			return true
+		})
+		rec.Headers = r.headers
+	}
 	if vv.Exists() {
 		if vv.Type == gjson.String {
 			rec.Value = bytesView(vv.Str)
@@ -437,6 +450,10 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		err = dec.Decode(rec, ev)
 	}
 	if err != nil {
+		if err == source.ErrFiltered {
+			r.sum.Filtered++
+			return nil
+		}
 		var de *source.DecodeError
 		if errors.As(err, &de) {
 			return r.deadLetter(de.Error(), rec.Partition, rec.Offset, line)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/windowing"
 )
@@ -28,14 +29,27 @@ const (
 // decoded is a record's decoding: its event, or the error that
 // dead-letters it.
 type decoded struct {
-	ev  windowing.Event
-	err error
+	ev      windowing.Event
+	err     error
+	headers []expr.Header // the record's, for expressions; reused
 }
 
 // decodeRecord decodes r into d with dec.
 func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded) {
 	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+	if dec.UsesExpressions() && len(r.Headers) > 0 {
+		rec.Headers = headers(r.Headers, d.headers[:0])
+		d.headers = rec.Headers
+	}
 	d.err = dec.Decode(&rec, &d.ev)
+}
+
+// headers are a record's headers as expressions see them, in dst.
+func headers(hs []kgo.RecordHeader, dst []expr.Header) []expr.Header {
+	for _, h := range hs {
+		dst = append(dst, expr.Header{Key: h.Key, Value: string(h.Value)})
+	}
+	return dst
 }
 
 // decodeAhead decodes one poll's records of a topic, numbered in the order

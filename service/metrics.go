@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	recordsIn      *prometheus.CounterVec
 	deadLetters    *prometheus.CounterVec
+	filtered       *prometheus.CounterVec
 	lateDropped    *prometheus.CounterVec
 	panes          *prometheus.CounterVec
 	watermark      *prometheus.GaugeVec
@@ -53,6 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		recordsIn:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_records_in_total", Help: "Input records consumed."}, pp),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_dead_letters_total", Help: "Input records that could not be decoded, sent to the dead-letter topic."}, pp),
+		filtered:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_filtered_total", Help: "Input records the pipeline's filter rejected (not events, not dead letters)."}, pp),
 		lateDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_late_dropped_total", Help: "Records dropped because every window they belong to had expired."}, pp),
 		panes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_panes_total", Help: "Panes emitted (retractions not included), by timing."}, []string{"pipeline", "timing"}),
 		watermark:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_watermark_ms", Help: "Watermark of each assigned partition, Unix ms (NaN before its first watermark)."}, pp),
@@ -92,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Records whose key.field value was seen on another input partition (without repartition: true its windows are split)."}, p),
 	}
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
-	reg.MustRegister(m.recordsIn, m.deadLetters, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
+	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.transactions)
 	return m

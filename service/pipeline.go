@@ -35,20 +35,21 @@ type partition struct {
 	// start is where consumption begins while position is unknown (the
 	// group's committed offset, else the log start; -1 until known): it
 	// tells whether the partition is caught up, and is never committed.
-	start  int64
-	end    int64 // last known high watermark; -1 until known
-	marked int64 // position of the last changelog marker written
-	first  int64 // offset of the first record processed while position was unknown; -1: none
-	in     prometheus.Counter
-	dead   prometheus.Counter
-	late   prometheus.Counter
+	start    int64
+	end      int64 // last known high watermark; -1 until known
+	marked   int64 // position of the last changelog marker written
+	first    int64 // offset of the first record processed while position was unknown; -1: none
+	in       prometheus.Counter
+	dead     prometheus.Counter
+	late     prometheus.Counter
+	filtered prometheus.Counter // records the filter rejected
 }
 
 // newPartition is a partition whose position, start and end are not known
 // yet, counting into the given metrics (late: nil where nothing is
 // dropped as late).
-func newPartition(in, dead, late prometheus.Counter) *partition {
-	return &partition{position: -1, start: -1, end: -1, first: -1, in: in, dead: dead, late: late}
+func newPartition(in, dead, late, filtered prometheus.Counter) *partition {
+	return &partition{position: -1, start: -1, end: -1, first: -1, in: in, dead: dead, late: late, filtered: filtered}
 }
 
 // pipeline runs one configured pipeline: a consumer-group member whose
@@ -245,10 +246,10 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 			db.Close()
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 		}
-	} else if cfg.Key.Field != "" {
+	} else if cfg.Key.FromValue() {
 		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(cfg.Name))
-		p.log.Warn("key.field without repartition: true: the records of one "+cfg.Key.Field+" must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
-			zap.String("key_field", cfg.Key.Field))
+		p.log.Warn("a key from the value without repartition: true: the records of one key ("+cfg.Key.String()+") must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
+			zap.String("key", cfg.Key.String()))
 	}
 	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
 		kgo.OnPartitionsAssigned(p.onAssigned),

@@ -19,7 +19,7 @@ func (p *pipeline) partitionState(part int32) *partition {
 	}
 	label := strconv.Itoa(int(part))
 	st := newPartition(p.m.recordsIn.WithLabelValues(p.cfg.Name, label), p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
-		p.m.lateDropped.WithLabelValues(p.cfg.Name, label))
+		p.m.lateDropped.WithLabelValues(p.cfg.Name, label), p.m.filtered.WithLabelValues(p.cfg.Name, label))
 	p.mu.parts[part] = st
 	return st
 }
@@ -52,7 +52,9 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	}
 	ev := &d.ev
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
-	if err := d.err; err != nil {
+	if d.err == source.ErrFiltered {
+		part.filtered.Inc()
+	} else if err := d.err; err != nil {
 		var de *source.DecodeError
 		if !errors.As(err, &de) {
 			return err
@@ -100,7 +102,7 @@ func (p *pipeline) warnSplit(part int32, key string) {
 	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
 		p.split.lastLog = t
 		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
-			zap.String("key_field", p.cfg.Key.Field), zap.String("key", key), zap.Int32("partition", part),
-			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.Field))
+			zap.String("key_from", p.cfg.Key.String()), zap.String("key", key), zap.Int32("partition", part),
+			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.String()))
 	}
 }

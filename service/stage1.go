@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/sink"
@@ -48,6 +49,7 @@ type repartitioner struct {
 		lastEnds    time.Time
 		ev          windowing.Event
 		rec         source.Record
+		headers     []expr.Header // rec's, for expressions
 	}
 }
 
@@ -79,7 +81,8 @@ func (r *repartitioner) partitionState(part int32) *partition {
 		return st
 	}
 	label := strconv.Itoa(int(part))
-	st := newPartition(r.m.repartitioned.WithLabelValues(r.cfg.Name, label), r.m.deadLetters.WithLabelValues(r.cfg.Name, label), nil)
+	st := newPartition(r.m.repartitioned.WithLabelValues(r.cfg.Name, label), r.m.deadLetters.WithLabelValues(r.cfg.Name, label), nil,
+		r.m.filtered.WithLabelValues(r.cfg.Name, label))
 	r.mu.parts[part] = st
 	return st
 }
@@ -201,8 +204,19 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 // dead-letter topic when it cannot be decoded (mu held).
 func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli()}
+	if r.dec.UsesExpressions() && len(in.Headers) > 0 {
+		r.mu.headers = headers(in.Headers, r.mu.headers[:0])
+		r.mu.rec.Headers = r.mu.headers
+	}
 	st.position = in.Offset + 1
-	if err := r.dec.Decode(&r.mu.rec, &r.mu.ev); err != nil {
+	err := r.dec.Decode(&r.mu.rec, &r.mu.ev)
+	if err == source.ErrFiltered {
+		// Not an event: neither forwarded nor observed
+		// (docs/SEMANTICS.md, Expressions).
+		st.filtered.Inc()
+		return
+	}
+	if err != nil {
 		var de *source.DecodeError
 		reason := err.Error()
 		if errors.As(err, &de) {

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -20,6 +21,9 @@ type Record struct {
 	Key       []byte // nil: null key
 	Value     []byte
 	Timestamp int64 // Kafka record timestamp, Unix ms
+	// Headers are the record's headers, read only by expressions
+	// (Decoder.UsesExpressions): fill them only then.
+	Headers []expr.Header
 	// ValidJSON says Value is already known to be valid JSON (replay checked
 	// the whole line), so Decode skips its own check.
 	ValidJSON bool
@@ -224,7 +228,9 @@ func newFieldPath(name string) fieldPath {
 // aggInput is how one aggregate's input is read.
 type aggInput struct {
 	op    windowing.AggOp
-	field int // index into Decoder.fields; -1 for count
+	field int // index into Decoder.fields; -1 for count and expressions
+	// exprErr prefixes an expression's error: "aggregate NAME: ".
+	exprErr string
 
 	// Precomputed reasons.
 	missing, null, notNumber, outOfRange string
@@ -241,6 +247,12 @@ type Decoder struct {
 	rfc3339 bool            // timestamp is an RFC 3339 string
 	aggs    []aggInput      // aligned with the pipeline's aggregates
 	errs    decodeErrorText // precomputed reasons for the key and timestamp
+	// key.fields: the indexes of the fields, their reasons, and the
+	// buffer the key is built in.
+	keyFields    []int
+	keyFieldErrs []keyFieldErr
+	keyBuf       []byte
+	x            *exprs // nil: no expression
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
 	// bit each), all of them, and the nesting CheckLine hands validObject.
@@ -261,7 +273,7 @@ type decodeErrorText struct {
 // NewDecoder returns a decoder for p. It expects a validated pipeline: the
 // key, timestamp and aggregate fields are dotted paths of non-empty segments.
 func NewDecoder(p *config.Pipeline) *Decoder {
-	d := &Decoder{keyIdx: -1, tsIdx: -1}
+	d := &Decoder{keyIdx: -1, tsIdx: -1, x: newExprs(p)}
 	index := func(name string) int {
 		for i := range d.fields {
 			if d.fields[i].name == name {
@@ -277,7 +289,11 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		d.errs.keyMissing = "key field " + q + " is missing"
 		d.errs.keyNull = "key field " + q + " is null"
 	}
-	if !p.Timestamp.FromRecord {
+	for _, f := range p.Key.Fields {
+		d.keyFields = append(d.keyFields, index(f))
+		d.keyFieldErrs = append(d.keyFieldErrs, newKeyFieldErr(f))
+	}
+	if !p.Timestamp.FromRecord && p.Timestamp.Expr == nil {
 		d.tsIdx = index(p.Timestamp.Field)
 		q := "timestamp field " + strconv.Quote(p.Timestamp.Field)
 		d.errs.tsMissing = q + " is missing"
@@ -301,7 +317,9 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	d.aggs = make([]aggInput, len(p.Spec.Aggregates))
 	for i, a := range p.Spec.Aggregates {
 		in := aggInput{op: a.Op, field: -1}
-		if a.Op.NeedsNumber() || a.Op == windowing.DistinctApprox {
+		if i < len(p.AggregateExprs) && p.AggregateExprs[i] != nil {
+			in.exprErr = "aggregate " + a.Name + ": "
+		} else if a.Op.NeedsNumber() || a.Op == windowing.DistinctApprox {
 			in.field = index(a.Field)
 			if a.Op.NeedsNumber() {
 				d.fields[in.field].numeric = true
@@ -371,13 +389,31 @@ func (d *Decoder) DecodeFound(rec *Record, ev *windowing.Event) error {
 
 // fill is Decode after the lookup: the rest of ev from rec and d.results.
 func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
+	if d.x != nil {
+		if err := d.filter(rec); err != nil {
+			return err
+		}
+	}
 	// Key.
-	if d.keyIdx < 0 {
+	switch {
+	case d.keyFields != nil:
+		k, err := d.compositeKey()
+		if err != nil {
+			return err
+		}
+		ev.Key = k
+	case d.x != nil && d.x.key != nil:
+		k, err := d.exprKey()
+		if err != nil {
+			return err
+		}
+		ev.Key = k
+	case d.keyIdx < 0:
 		if rec.Key == nil {
 			return fail("record key is null")
 		}
 		ev.Key = bytesString(rec.Key)
-	} else {
+	default:
 		r := &d.results[d.keyIdx]
 		switch r.Type {
 		case gjson.Null:
@@ -393,9 +429,16 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 	}
 
 	// Event time.
-	if d.tsIdx < 0 {
+	switch {
+	case d.x != nil && d.x.ts != nil:
+		t, err := d.exprTime()
+		if err != nil {
+			return err
+		}
+		ev.Time = t
+	case d.tsIdx < 0:
 		ev.Time = rec.Timestamp
-	} else {
+	default:
 		t, reason := d.eventTime(&d.results[d.tsIdx])
 		if reason != "" {
 			return fail(reason)
@@ -413,7 +456,11 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 	for i := range d.aggs {
 		a := &d.aggs[i]
 		in := windowing.Input{}
-		if a.field >= 0 {
+		if a.exprErr != "" {
+			if err := d.exprInput(i, a, &in); err != nil {
+				return err
+			}
+		} else if a.field >= 0 {
 			r := &d.results[a.field]
 			if r.Type == gjson.Null {
 				if !r.Exists() {

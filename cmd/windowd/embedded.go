@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/windowd/windowd/config"
 	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
 )
 
 // The quickstart path: `kafka.brokers: embedded` runs an in-process broker

@@ -156,8 +156,8 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	fmt.Fprintf(stderr, `{"summary":{"lines":%d,"records":%d,"clocks":%d,"dead_letters":%d,"late_dropped":%d,"panes":%d,"retractions":%d}}`+"\n",
-		sum.Lines, sum.Records, sum.Clocks, sum.DeadLetters, sum.LateDropped, sum.Panes, sum.Retractions)
+	fmt.Fprintf(stderr, `{"summary":{"lines":%d,"records":%d,"clocks":%d,"dead_letters":%d,"filtered":%d,"late_dropped":%d,"panes":%d,"retractions":%d}}`+"\n",
+		sum.Lines, sum.Records, sum.Clocks, sum.DeadLetters, sum.Filtered, sum.LateDropped, sum.Panes, sum.Retractions)
 	return 0
 }
 

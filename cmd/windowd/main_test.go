@@ -62,7 +62,7 @@ func TestReplayExampleA(t *testing.T) {
 		if out != string(want) {
 			t.Fatalf("%v: stdout differs\n--- got ---\n%s--- want ---\n%s", args, out, want)
 		}
-		if !strings.Contains(errs, `{"summary":{"lines":5,"records":5,"clocks":0,"dead_letters":0,"late_dropped":0,"panes":6,"retractions":0}}`) {
+		if !strings.Contains(errs, `{"summary":{"lines":5,"records":5,"clocks":0,"dead_letters":0,"filtered":0,"late_dropped":0,"panes":6,"retractions":0}}`) {
 			t.Fatalf("%v: summary missing from stderr: %s", args, errs)
 		}
 	}

@@ -1,0 +1,376 @@
+// Package expr compiles and evaluates the CEL expressions of a pipeline
+// (docs/SEMANTICS.md, Expressions): filter, key.expr, timestamp.expr and
+// aggregate expr. Every expression sees the same variables: value (the
+// record's JSON value), key (the Kafka record key as a string, or null),
+// headers (map of string to string), partition, offset and timestamp
+// (the record's Kafka timestamp, Unix ms) as ints.
+//
+// Invariants: an expression is compiled and type-checked once, when the
+// configuration is loaded; evaluating it has no side effects and never
+// panics: a failure (a missing field, a wrong type, a division by zero) is
+// an error for the record's dead letter. The value is read lazily from
+// the record's raw JSON: only the members an expression selects are found
+// and converted, with CEL's JSON mapping (numbers are doubles, objects
+// maps, arrays lists). A Program is safe for concurrent use; an
+// Activation is not.
+package expr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
+	"github.com/tidwall/gjson"
+)
+
+// Want is what an expression's result must be.
+type Want uint8
+
+// Results.
+const (
+	Bool      Want = iota // filter: a bool
+	Any                   // key.expr, a distinct_approx expr: anything
+	Number                // sum, min, max, avg: a number
+	Timestamp             // timestamp.expr: a timestamp or an int of Unix ms
+)
+
+// Error is a compile-time problem, at a 1-based line and column of the
+// expression's source.
+type Error struct {
+	Line, Col int
+	Msg       string
+}
+
+func (e Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
+
+var env = func() *cel.Env {
+	e, err := cel.NewEnv(
+		cel.Variable("value", cel.DynType),
+		cel.Variable("key", cel.DynType),
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("partition", cel.IntType),
+		cel.Variable("offset", cel.IntType),
+		cel.Variable("timestamp", cel.IntType),
+	)
+	if err != nil {
+		panic(err) // constant declarations: cannot fail
+	}
+	return e
+}()
+
+// Program is a compiled, type-checked expression.
+type Program struct {
+	src  string
+	want Want
+	prg  cel.Program
+}
+
+// Source is the expression's text.
+func (p *Program) Source() string { return p.src }
+
+// Compile parses and type-checks src for a result of kind want. An
+// expression whose type can never be the one wanted (a filter of type
+// string) is refused; a dyn one is checked per record.
+func Compile(src string, want Want) (*Program, []Error) {
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		var errs []Error
+		for _, e := range iss.Errors() {
+			errs = append(errs, Error{Line: e.Location.Line(), Col: e.Location.Column() + 1, Msg: e.Message})
+		}
+		return nil, errs
+	}
+	if msg := checkType(ast.OutputType(), want); msg != "" {
+		return nil, []Error{{Line: 1, Col: 1, Msg: msg}}
+	}
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, []Error{{Line: 1, Col: 1, Msg: err.Error()}}
+	}
+	return &Program{src: src, want: want, prg: prg}, nil
+}
+
+// checkType says why a result of type t can never be what want asks for.
+func checkType(t *cel.Type, want Want) string {
+	if t.IsExactType(cel.DynType) {
+		return ""
+	}
+	switch want {
+	case Bool:
+		if !t.IsExactType(cel.BoolType) {
+			return "a filter must be a bool, this expression is a " + t.String()
+		}
+	case Number:
+		if !t.IsExactType(cel.IntType) && !t.IsExactType(cel.UintType) && !t.IsExactType(cel.DoubleType) {
+			return "this aggregate needs a number, the expression is a " + t.String()
+		}
+	case Timestamp:
+		if !t.IsExactType(cel.TimestampType) && !t.IsExactType(cel.IntType) {
+			return "a timestamp expression must be a timestamp or an int of Unix ms, this one is a " + t.String()
+		}
+	}
+	return ""
+}
+
+// Eval runs p over the record a holds.
+func (p *Program) Eval(a *Activation) (ref.Val, error) {
+	out, _, err := p.prg.Eval(a)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Filter runs a filter: whether the record is kept.
+func (p *Program) Filter(a *Activation) (bool, error) {
+	v, err := p.Eval(a)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("the filter is a %s, not a bool", v.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// Number runs an aggregate's expression that must give a number.
+func (p *Program) Number(a *Activation) (float64, error) {
+	v, err := p.Eval(a)
+	if err != nil {
+		return 0, err
+	}
+	var f float64
+	switch n := v.(type) {
+	case types.Double:
+		f = float64(n)
+	case types.Int:
+		f = float64(n)
+	case types.Uint:
+		f = float64(n)
+	default:
+		return 0, fmt.Errorf("the expression is a %s, not a number", v.Type().TypeName())
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, errors.New("the expression is not a finite number")
+	}
+	return f, nil
+}
+
+// Millis runs a timestamp expression: a CEL timestamp, or an int (or an
+// integral double, as JSON numbers are) of Unix ms.
+func (p *Program) Millis(a *Activation) (int64, error) {
+	v, err := p.Eval(a)
+	if err != nil {
+		return 0, err
+	}
+	switch t := v.(type) {
+	case types.Timestamp:
+		return t.UnixMilli(), nil
+	case types.Int:
+		return int64(t), nil
+	case types.Double:
+		if f := float64(t); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return int64(f), nil
+		}
+		return 0, errors.New("the timestamp expression is not a whole number of Unix ms")
+	}
+	return 0, fmt.Errorf("the timestamp expression is a %s, not a timestamp or an int of Unix ms", v.Type().TypeName())
+}
+
+// Text runs an expression whose result is used as text (a key, a
+// distinct value): a string as it is, anything else as JSON text.
+func (p *Program) Text(a *Activation) (string, error) {
+	v, err := p.Eval(a)
+	if err != nil {
+		return "", err
+	}
+	if s, ok := v.(types.String); ok {
+		return string(s), nil
+	}
+	var b strings.Builder
+	if err := appendJSON(&b, v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// appendJSON writes v as compact JSON.
+func appendJSON(b *strings.Builder, v ref.Val) error {
+	switch x := v.(type) {
+	case types.String:
+		b.Write(AppendJSONString(nil, string(x)))
+	case types.Bool:
+		b.WriteString(strconv.FormatBool(bool(x)))
+	case types.Int:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case types.Uint:
+		b.WriteString(strconv.FormatUint(uint64(x), 10))
+	case types.Double:
+		f := float64(x)
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return errors.New("the expression is not a finite number")
+		}
+		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+	case types.Null:
+		b.WriteString("null")
+	case *object:
+		b.WriteString(compact(x.raw))
+	case traits.Lister:
+		b.WriteByte('[')
+		for i, it := 0, x.Iterator(); it.HasNext() == types.True; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := appendJSON(b, it.Next()); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case traits.Mapper:
+		var keys []string
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			k, ok := it.Next().(types.String)
+			if !ok {
+				return errors.New("a map with keys that are not strings has no JSON text")
+			}
+			keys = append(keys, string(k))
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(AppendJSONString(nil, k))
+			b.WriteByte(':')
+			if err := appendJSON(b, x.Get(types.String(k))); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	default:
+		j, err := json.Marshal(v.Value())
+		if err != nil {
+			return fmt.Errorf("a %s has no JSON text", v.Type().TypeName())
+		}
+		b.Write(j)
+	}
+	return nil
+}
+
+// Activation is the variables of one record. Set it per record; it is
+// reused without allocating.
+type Activation struct {
+	value     object
+	valueSet  bool
+	key       []byte
+	keyNull   bool
+	headers   []Header
+	partition int64
+	offset    int64
+	timestamp int64
+}
+
+// Header is one record header.
+type Header struct{ Key, Value string }
+
+// Set makes a the variables of a record: its JSON value (already checked
+// to be valid JSON), key (nil: null), headers, partition, offset and
+// timestamp (Unix ms).
+func (a *Activation) Set(value, key []byte, headers []Header, partition int32, offset, timestamp int64) {
+	a.value = object{raw: bytesString(value)}
+	a.valueSet = true
+	a.key, a.keyNull = key, key == nil
+	a.headers = headers
+	a.partition, a.offset, a.timestamp = int64(partition), offset, timestamp
+}
+
+// ResolveName implements interpreter.Activation.
+func (a *Activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "value":
+		return a.valueVal(), a.valueSet
+	case "key":
+		if a.keyNull {
+			return types.NullValue, true
+		}
+		return types.String(a.key), true
+	case "headers":
+		m := make(map[string]string, len(a.headers))
+		for _, h := range a.headers {
+			m[h.Key] = h.Value
+		}
+		return m, true
+	case "partition":
+		return types.Int(a.partition), true
+	case "offset":
+		return types.Int(a.offset), true
+	case "timestamp":
+		return types.Int(a.timestamp), true
+	}
+	return nil, false
+}
+
+// valueVal is the record's value as CEL sees it: an object read lazily,
+// or the scalar or array the JSON is.
+func (a *Activation) valueVal() ref.Val {
+	if raw := a.value.raw; len(raw) > 0 && raw[0] == '{' {
+		return &a.value
+	}
+	return fromResult(gjson.Parse(a.value.raw))
+}
+
+// Parent implements interpreter.Activation.
+func (a *Activation) Parent() interpreter.Activation { return nil }
+
+// AppendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, everything else (unicode included) as it is;
+// invalid UTF-8 becomes U+FFFD. It is the one string escaping of
+// keys (key.fields and key.expr give the same text for the same value).
+func AppendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				switch c {
+				case '\n':
+					b = append(b, '\\', 'n')
+				case '\r':
+					b = append(b, '\\', 'r')
+				case '\t':
+					b = append(b, '\\', 't')
+				default:
+					b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+				}
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,155 @@
+package source
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/dgryski/go-metro"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/expr"
+	"github.com/windowd/windowd/windowing"
+)
+
+// ErrFiltered is Decode's answer for a record the pipeline's filter
+// rejects: it is counted, not dead-lettered, and it is not an event (it
+// moves no watermark; docs/SEMANTICS.md, Expressions).
+var ErrFiltered = errors.New("filtered out")
+
+// exprs are a pipeline's expressions and the activation they share; nil
+// for a pipeline without any, which keeps the field-only path.
+type exprs struct {
+	filter *expr.Program
+	key    *expr.Program
+	ts     *expr.Program
+	aggs   []*expr.Program // aligned with the aggregates; nil: a field's
+	act    expr.Activation
+}
+
+func newExprs(p *config.Pipeline) *exprs {
+	x := &exprs{filter: p.Filter, key: p.Key.Expr, ts: p.Timestamp.Expr, aggs: p.AggregateExprs}
+	if x.filter == nil && x.key == nil && x.ts == nil && x.aggs == nil {
+		return nil
+	}
+	return x
+}
+
+// UsesExpressions reports whether the pipeline has expressions: only then
+// does a record's Headers matter.
+func (d *Decoder) UsesExpressions() bool { return d.x != nil }
+
+// filter runs the filter: ErrFiltered, a dead-letter reason, or nil.
+func (d *Decoder) filter(rec *Record) error {
+	d.x.act.Set(rec.Value, rec.Key, rec.Headers, rec.Partition, rec.Offset, rec.Timestamp)
+	if d.x.filter == nil {
+		return nil
+	}
+	keep, err := d.x.filter.Filter(&d.x.act)
+	if err != nil {
+		return fail("filter: " + err.Error())
+	}
+	if !keep {
+		return ErrFiltered
+	}
+	return nil
+}
+
+// compositeKey is the compact JSON array of the key fields' values
+// (docs/SEMANTICS.md, Records and keys): strings in one canonical escaping,
+// so that equal values give equal keys however the record wrote them.
+func (d *Decoder) compositeKey() (string, error) {
+	b := append(d.keyBuf[:0], '[')
+	for i, f := range d.keyFields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		r := &d.results[f]
+		switch r.Type {
+		case gjson.Null:
+			if !r.Exists() {
+				return "", fail(d.keyFieldErrs[i].missing)
+			}
+			return "", fail(d.keyFieldErrs[i].null)
+		case gjson.String:
+			b = expr.AppendJSONString(b, r.Str)
+		case gjson.JSON:
+			b = appendCompact(b, r.Raw)
+		default:
+			b = append(b, r.Raw...)
+		}
+	}
+	b = append(b, ']')
+	d.keyBuf = b
+	return string(b), nil
+}
+
+// appendCompact appends a JSON object or array without insignificant
+// whitespace, its strings as they are written.
+func appendCompact(b []byte, raw string) []byte {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			b = append(b, c)
+			if c == '\\' && i+1 < len(raw) {
+				i++
+				b = append(b, raw[i])
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+			b = append(b, c)
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// exprKey is key.expr's text.
+func (d *Decoder) exprKey() (string, error) {
+	k, err := d.x.key.Text(&d.x.act)
+	if err != nil {
+		return "", fail("key expr: " + err.Error())
+	}
+	return k, nil
+}
+
+// exprTime is timestamp.expr's Unix ms.
+func (d *Decoder) exprTime() (int64, error) {
+	t, err := d.x.ts.Millis(&d.x.act)
+	if err != nil {
+		return 0, fail("timestamp expr: " + err.Error())
+	}
+	return t, nil
+}
+
+// exprInput is aggregate i's input from its expression.
+func (d *Decoder) exprInput(i int, a *aggInput, in *windowing.Input) error {
+	p := d.x.aggs[i]
+	if a.op == windowing.DistinctApprox {
+		s, err := p.Text(&d.x.act)
+		if err != nil {
+			return fail(a.exprErr + err.Error())
+		}
+		in.Hash = metro.Hash64Str(s, distinctSeed)
+		return nil
+	}
+	f, err := p.Number(&d.x.act)
+	if err != nil {
+		return fail(a.exprErr + err.Error())
+	}
+	in.Num = f
+	return nil
+}
+
+type keyFieldErr struct{ missing, null string }
+
+func newKeyFieldErr(field string) keyFieldErr {
+	q := "key field " + strconv.Quote(field)
+	return keyFieldErr{missing: q + " is missing", null: q + " is null"}
+}
