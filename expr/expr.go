@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -70,10 +71,18 @@ var env = func() *cel.Env {
 
 // Program is a compiled, type-checked expression.
 type Program struct {
-	src  string
-	want Want
-	prg  cel.Program
+	src     string
+	want    Want
+	prg     cel.Program
+	members []string // the members of value it selects (value.NAME)
+	fast    fastFn   // the fast path (fast.go); nil: CEL only
 }
+
+// Members are the names of the value's members the expression selects
+// directly (value.NAME...): a decoder that finds them in its one pass over
+// the value hands them over with Activation.Found, so that they are not
+// looked up again.
+func (p *Program) Members() []string { return p.members }
 
 // Source is the expression's text.
 func (p *Program) Source() string { return p.src }
@@ -97,7 +106,23 @@ func Compile(src string, want Want) (*Program, []Error) {
 	if err != nil {
 		return nil, []Error{{Line: 1, Col: 1, Msg: err.Error()}}
 	}
-	return &Program{src: src, want: want, prg: prg}, nil
+	return &Program{src: src, want: want, prg: prg, members: members(ast),
+		fast: compileFast(celast.NavigateAST(ast.NativeRep()))}, nil
+}
+
+// members lists the distinct names NAME of the selections value.NAME in a.
+func members(a *cel.Ast) []string {
+	var out []string
+	celast.PreOrderVisit(celast.NavigateAST(a.NativeRep()), celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() != celast.SelectKind {
+			return
+		}
+		sel := e.AsSelect()
+		if op := sel.Operand(); op.Kind() == celast.IdentKind && op.AsIdent() == "value" && !slices.Contains(out, sel.FieldName()) {
+			out = append(out, sel.FieldName())
+		}
+	}))
+	return out
 }
 
 // checkType says why a result of type t can never be what want asks for.
@@ -133,6 +158,11 @@ func (p *Program) Eval(a *Activation) (ref.Val, error) {
 
 // Filter runs a filter: whether the record is kept.
 func (p *Program) Filter(a *Activation) (bool, error) {
+	if p.fast != nil {
+		if v := p.fast(a); v.k == kBool {
+			return v.b, nil
+		}
+	}
 	v, err := p.Eval(a)
 	if err != nil {
 		return false, err
@@ -146,6 +176,14 @@ func (p *Program) Filter(a *Activation) (bool, error) {
 
 // Number runs an aggregate's expression that must give a number.
 func (p *Program) Number(a *Activation) (float64, error) {
+	if p.fast != nil {
+		switch v := p.fast(a); {
+		case v.k == kDouble && !math.IsInf(v.f, 0) && !math.IsNaN(v.f):
+			return v.f, nil
+		case v.k == kInt:
+			return float64(v.i), nil
+		}
+	}
 	v, err := p.Eval(a)
 	if err != nil {
 		return 0, err
@@ -170,6 +208,14 @@ func (p *Program) Number(a *Activation) (float64, error) {
 // Millis runs a timestamp expression: a CEL timestamp, or an int (or an
 // integral double, as JSON numbers are) of Unix ms.
 func (p *Program) Millis(a *Activation) (int64, error) {
+	if p.fast != nil {
+		switch v := p.fast(a); {
+		case v.k == kInt:
+			return v.i, nil
+		case v.k == kDouble && v.f == math.Trunc(v.f) && math.Abs(v.f) < 1<<53:
+			return int64(v.f), nil
+		}
+	}
 	v, err := p.Eval(a)
 	if err != nil {
 		return 0, err
@@ -191,6 +237,12 @@ func (p *Program) Millis(a *Activation) (int64, error) {
 // Text runs an expression whose result is used as text (a key, a
 // distinct value): a string as it is, anything else as JSON text.
 func (p *Program) Text(a *Activation) (string, error) {
+	if p.fast != nil {
+		v := p.fast(a)
+		if t, ok := v.text(); ok {
+			return t, nil
+		}
+	}
 	v, err := p.Eval(a)
 	if err != nil {
 		return "", err
@@ -273,6 +325,7 @@ func appendJSON(b *strings.Builder, v ref.Val) error {
 // reused without allocating.
 type Activation struct {
 	value     object
+	found     *Found // the value's members a decoder found; nil: none
 	valueSet  bool
 	key       []byte
 	keyNull   bool
@@ -282,6 +335,19 @@ type Activation struct {
 	timestamp int64
 }
 
+// Found are members of the record's value that a decoder already found:
+// Names[i] is Results[i] (not Exists: the value has no such member).
+// Activation.Found makes the value's lookups of these names use them.
+type Found struct {
+	Names   []string
+	Results []gjson.Result
+	vals    []ref.Val // Results[i] converted, once per record; nil: not yet
+}
+
+// Found makes f the value's members found for every record Set later: f's
+// results must be the current record's whenever an expression runs.
+func (a *Activation) Found(f *Found) { a.found = f }
+
 // Header is one record header.
 type Header struct{ Key, Value string }
 
@@ -289,7 +355,14 @@ type Header struct{ Key, Value string }
 // to be valid JSON), key (nil: null), headers, partition, offset and
 // timestamp (Unix ms).
 func (a *Activation) Set(value, key []byte, headers []Header, partition int32, offset, timestamp int64) {
-	a.value = object{raw: bytesString(value)}
+	a.value = object{raw: bytesString(value), found: a.found}
+	if f := a.found; f != nil {
+		if len(f.vals) != len(f.Results) {
+			f.vals = make([]ref.Val, len(f.Results))
+		} else {
+			clear(f.vals)
+		}
+	}
 	a.valueSet = true
 	a.key, a.keyNull = key, key == nil
 	a.headers = headers

@@ -15,7 +15,10 @@ import (
 // object is a JSON object read lazily from its raw text: selecting a
 // member finds it in the text and converts only that member. It is a CEL
 // map(string, dyn), as CEL's JSON mapping makes an object.
-type object struct{ raw string }
+type object struct {
+	raw   string
+	found *Found // the top-level value's members found by the decoder; nil otherwise
+}
 
 var _ traits.Mapper = (*object)(nil)
 
@@ -81,11 +84,36 @@ func (o *object) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(key), false
 	}
+	if i := o.foundIndex(string(s)); i >= 0 {
+		f := o.found
+		if v := f.vals[i]; v != nil {
+			return v, true
+		}
+		if !f.Results[i].Exists() {
+			return nil, false
+		}
+		v := fromResult(f.Results[i])
+		f.vals[i] = v
+		return v, true
+	}
 	r := gjson.Get(o.raw, gjson.Escape(string(s)))
 	if !r.Exists() {
 		return nil, false
 	}
 	return fromResult(r), true
+}
+
+// foundIndex is the index of name in o.found, or -1.
+func (o *object) foundIndex(name string) int {
+	if o.found == nil {
+		return -1
+	}
+	for i, n := range o.found.Names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Get implements traits.Indexer.

@@ -33,6 +33,8 @@ var engineShapes = []struct {
 	{"hopping-60s-1s-country", "../bench/hopping-60s-1s-country.yaml", false},
 	{"hopping-60s-1s-country-per-window", "../bench/hopping-60s-1s-country.yaml", true},
 	{"session-30s-country", "../bench/session-30s-country.yaml", false},
+	// tumbling-10s-country with a filter, key.fields and an expr sum.
+	{"tumbling-10s-country-expr", "../bench/tumbling-10s-country-expr.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.

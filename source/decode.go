@@ -252,7 +252,8 @@ type Decoder struct {
 	keyFields    []int
 	keyFieldErrs []keyFieldErr
 	keyBuf       []byte
-	x            *exprs // nil: no expression
+	interned     map[string]string // recent composite keys (intern)
+	x            *exprs            // nil: no expression
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
 	// bit each), all of them, and the nesting CheckLine hands validObject.
@@ -288,6 +289,9 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		q := strconv.Quote(p.Key.Field)
 		d.errs.keyMissing = "key field " + q + " is missing"
 		d.errs.keyNull = "key field " + q + " is null"
+	}
+	if len(p.Key.Fields) > 0 {
+		d.interned = map[string]string{}
 	}
 	for _, f := range p.Key.Fields {
 		d.keyFields = append(d.keyFields, index(f))
@@ -331,6 +335,15 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 			in.outOfRange = q + " is out of range"
 		}
 		d.aggs[i] = in
+	}
+	if d.x != nil {
+		// A member an expression reads is a CEL double when it is a
+		// number: its Num is needed.
+		d.x.findMembers(func(name string) int {
+			i := index(name)
+			d.fields[i].numeric = true
+			return i
+		})
 	}
 	d.results = make([]gjson.Result, len(d.fields))
 	d.all = uint64(1)<<len(d.fields) - 1

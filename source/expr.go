@@ -2,7 +2,9 @@ package source
 
 import (
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dgryski/go-metro"
 	"github.com/tidwall/gjson"
@@ -25,6 +27,37 @@ type exprs struct {
 	ts     *expr.Program
 	aggs   []*expr.Program // aligned with the aggregates; nil: a field's
 	act    expr.Activation
+	// The value's members the expressions select, found in the
+	// decoder's one pass: found.Names[i] is d.results[memberIdx[i]].
+	found     expr.Found
+	memberIdx []int
+}
+
+// programs are x's expressions.
+func (x *exprs) programs() []*expr.Program {
+	out := []*expr.Program{x.filter, x.key, x.ts}
+	return append(out, x.aggs...)
+}
+
+// findMembers makes the decoder find, in its one pass over the value, the
+// members the expressions select (index registers a field path); names
+// with a dot are not field paths and are left to the expression's own
+// lookup.
+func (x *exprs) findMembers(index func(string) int) {
+	for _, p := range x.programs() {
+		if p == nil {
+			continue
+		}
+		for _, m := range p.Members() {
+			if m == "" || strings.ContainsRune(m, '.') || slices.Contains(x.found.Names, m) {
+				continue
+			}
+			x.found.Names = append(x.found.Names, m)
+			x.memberIdx = append(x.memberIdx, index(m))
+		}
+	}
+	x.found.Results = make([]gjson.Result, len(x.found.Names))
+	x.act.Found(&x.found)
 }
 
 func newExprs(p *config.Pipeline) *exprs {
@@ -41,6 +74,9 @@ func (d *Decoder) UsesExpressions() bool { return d.x != nil }
 
 // filter runs the filter: ErrFiltered, a dead-letter reason, or nil.
 func (d *Decoder) filter(rec *Record) error {
+	for i, j := range d.x.memberIdx {
+		d.x.found.Results[i] = d.results[j]
+	}
 	d.x.act.Set(rec.Value, rec.Key, rec.Headers, rec.Partition, rec.Offset, rec.Timestamp)
 	if d.x.filter == nil {
 		return nil
@@ -81,7 +117,25 @@ func (d *Decoder) compositeKey() (string, error) {
 	}
 	b = append(b, ']')
 	d.keyBuf = b
-	return string(b), nil
+	return d.intern(b), nil
+}
+
+// maxInterned bounds the composite keys a decoder keeps to hand out again.
+const maxInterned = 1 << 14
+
+// intern returns b as a string, the same string as the last time b was
+// seen while that is among the last maxInterned distinct keys: most keys
+// repeat, and a repeated key then costs no allocation.
+func (d *Decoder) intern(b []byte) string {
+	if s, ok := d.interned[string(b)]; ok {
+		return s
+	}
+	if len(d.interned) >= maxInterned {
+		clear(d.interned)
+	}
+	s := string(b)
+	d.interned[s] = s
+	return s
 }
 
 // appendCompact appends a JSON object or array without insignificant
