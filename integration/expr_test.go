@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+)
+
+// TestRunExpressionsMatchReplay: a pipeline with a filter, a key
+// expression and an expression sum (docs/SEMANTICS.md, Expressions) gives
+// in run what it gives in replay: the same panes, the same dead letters
+// with their reasons, and the filtered records counted, not dead-lettered.
+func TestRunExpressionsMatchReplay(t *testing.T) {
+	e := newEnv(t, 2, "")
+	cfg := readFile(t, e.cfgPath)
+	for old, repl := range map[string]string{
+		"    key: {field: user}\n": "    filter: 'value.user == \"flush\" || value.x >= 20'\n    key: {expr: 'value.user'}\n",
+		"      - {name: total, op: sum, field: x}\n": "      - {name: total, op: sum, expr: 'value.x * 2.0'}\n",
+	} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("pipeline config has no %q", old)
+		}
+		cfg = strings.Replace(cfg, old, repl, 1)
+	}
+	writeFile(t, e.cfgPath, cfg)
+	c, err := config.Load(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = c
+
+	s := newStream(7, 2, 300)
+	s.phases[1] = nil // records within the bound only: the frontier does not depend on interleaving
+	// A record whose x is a string: the filter cannot compare it.
+	s.phases[0] = append(s.phases[0], input{partition: 0, key: "u0-0", value: `{"user":"u0-0","ts":` + gjson.Get(s.phases[0][0].value, "ts").Raw + `,"x":"7"}`})
+	filtered := 0
+	for _, in := range s.all() {
+		v := gjson.Parse(in.value)
+		if gjson.Valid(in.value) && v.Get("user").Str != "flush" && v.Get("x").Type == gjson.Number && v.Get("x").Num < 20 {
+			filtered++
+		}
+	}
+	want, wantDead, _ := expectedPanes(t, e, s)
+	if finalCount(want) < 10 || filtered == 0 {
+		t.Fatalf("test stream too small: %d final panes, %d filtered", finalCount(want), filtered)
+	}
+	found := false
+	for _, d := range wantDead {
+		found = found || d == "filter: no such overload"
+	}
+	if !found {
+		t.Fatalf("replay did not dead-letter the record the filter cannot evaluate: %v", wantDead)
+	}
+
+	inst := e.startInProcess()
+	total := 0
+	for _, ph := range s.phases {
+		produce(t, e.in, ph)
+		total += len(ph)
+	}
+	inst.waitRecordsIn(t, total)
+
+	out := e.reader(e.out)
+	out.readUntil(t, "every expected pane", 60*time.Second, func(got []outRecord) bool { return len(got) >= len(want) })
+	out.poll(time.Second)
+	if g, w := sorted(values(out.got)), sorted(want); strings.Join(g, "\n") != strings.Join(w, "\n") {
+		t.Fatalf("output panes differ from replay: got %d, want %d\n%s", len(g), len(w), diff(g, w))
+	}
+	dlq := e.reader(e.dlq)
+	dlq.readUntil(t, "every dead letter", 30*time.Second, func(got []outRecord) bool { return len(got) >= len(wantDead) })
+	dlq.poll(500 * time.Millisecond)
+	var gotDead []string
+	for _, r := range dlq.got {
+		gotDead = append(gotDead, r.headers["error"])
+	}
+	if g, w := sorted(gotDead), sorted(wantDead); strings.Join(g, "\n") != strings.Join(w, "\n") {
+		t.Fatalf("dead letters differ: got %d, want %d\n%s", len(g), len(w), diff(g, w))
+	}
+	if v, _ := inst.metric(t, "windowd_filtered_total"); int(v) != filtered {
+		t.Fatalf("windowd_filtered_total = %v, want %d", v, filtered)
+	}
+	if err := inst.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
