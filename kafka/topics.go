@@ -96,6 +96,13 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			switch {
 			case err == nil:
 				log.Info("created topic", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", n))
+				// A topic just created is not served at once (the more so
+				// on a busy broker): producing to it before every
+				// partition has a leader can fail with
+				// UNKNOWN_TOPIC_OR_PARTITION past franz-go's retries.
+				if err := waitLeaders(ctx, adm, topic, n); err != nil {
+					return nil, err
+				}
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				switch topic {
 				case internal:
@@ -243,4 +250,33 @@ func RepartitionPartitions(p *config.Pipeline, inputs int32) int32 {
 		return p.Repartition.Partitions
 	}
 	return inputs
+}
+
+// waitLeaders waits until every one of topic's partitions partitions has a
+// leader, or ctx ends.
+func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		tds, err := adm.ListTopics(tctx, topic)
+		cancel()
+		if err == nil {
+			if td, ok := tds[topic]; ok && td.Err == nil && int32(len(td.Partitions)) == partitions && allLed(td) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: waiting for its partitions' leaders: %w", topic, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func allLed(td kadm.TopicDetail) bool {
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
