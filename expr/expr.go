@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
@@ -54,7 +55,9 @@ type Error struct {
 
 func (e Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
 
-var env = func() *cel.Env {
+// env is the CEL environment of every expression, built on first use: a
+// binary whose pipelines have no expression never pays for it.
+var env = sync.OnceValue(func() *cel.Env {
 	e, err := cel.NewEnv(
 		cel.Variable("value", cel.DynType),
 		cel.Variable("key", cel.DynType),
@@ -67,7 +70,7 @@ var env = func() *cel.Env {
 		panic(err) // constant declarations: cannot fail
 	}
 	return e
-}()
+})
 
 // Program is a compiled, type-checked expression.
 type Program struct {
@@ -91,7 +94,7 @@ func (p *Program) Source() string { return p.src }
 // expression whose type can never be the one wanted (a filter of type
 // string) is refused; a dyn one is checked per record.
 func Compile(src string, want Want) (*Program, []Error) {
-	ast, iss := env.Compile(src)
+	ast, iss := env().Compile(src)
 	if iss.Err() != nil {
 		var errs []Error
 		for _, e := range iss.Errors() {
@@ -102,7 +105,7 @@ func Compile(src string, want Want) (*Program, []Error) {
 	if msg := checkType(ast.OutputType(), want); msg != "" {
 		return nil, []Error{{Line: 1, Col: 1, Msg: msg}}
 	}
-	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	prg, err := env().Program(ast, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, []Error{{Line: 1, Col: 1, Msg: err.Error()}}
 	}
