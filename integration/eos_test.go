@@ -336,6 +336,16 @@ func crashLoop(t *testing.T, plan crashPlan) {
 			t.Fatalf("WINDOWD_CRASH_SEED: %v", err)
 		}
 	}
+	if raceEnabled {
+		// The race run checks the same with fewer kills: every kind of
+		// kill of the plan still comes several times, and the stream still
+		// spans hundreds of windows (checked below).
+		if plan.early {
+			plan.cycles = min(plan.cycles, 4)
+		} else {
+			plan.cycles = min(plan.cycles, 10)
+		}
+	}
 	if s := os.Getenv("WINDOWD_CRASH_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -349,9 +359,6 @@ func crashLoop(t *testing.T, plan crashPlan) {
 			t.Fatalf("WINDOWD_CRASH_HEADSTART: %v", err)
 		}
 		plan.headStart = d
-	}
-	if raceEnabled && plan.early {
-		plan.cycles = min(plan.cycles, 4) // the race run checks the same with fewer kills
 	}
 	t.Logf("%+v, kill timing seed %d (WINDOWD_CRASH_SEED=%d repeats it)", plan, seed, seed)
 	rng := rand.New(rand.NewSource(seed))
@@ -499,6 +506,7 @@ func httpGetQuiet200(url string) (bool, error) {
 // sees each pane once however often windowd is killed: no pane id twice,
 // one final pane per window, equal to replay's.
 func TestExactlyOnceCrashLoop(t *testing.T) {
+	parallel(t, 75*time.Second)
 	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 4, cycles: crashCycles, lateness: "30s", session: "2s"})
 }
 
@@ -506,6 +514,7 @@ func TestExactlyOnceCrashLoop(t *testing.T) {
 // nothing (every final pane present and equal to replay's) and a pane
 // emitted again repeats its pane id with byte-identical content.
 func TestAtLeastOnceCrashLoop(t *testing.T) {
+	parallel(t, 75*time.Second)
 	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 4, cycles: crashCycles, lateness: "30s", session: "2s"})
 }
 
@@ -516,13 +525,13 @@ func TestAtLeastOnceCrashLoop(t *testing.T) {
 // the committed input is lost here, and every final pane must still be
 // replay's, with no record dropped as late.
 func TestExactlyOnceEarlyKillsNoLateness(t *testing.T) {
-	t.Parallel()
+	parallel(t, 27*time.Second)
 	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 8, cycles: 6, lateness: "0s", session: crashSession(), early: true, lockstep: true})
 }
 
 // TestAtLeastOnceEarlyKillsNoLateness: the same under at_least_once.
 func TestAtLeastOnceEarlyKillsNoLateness(t *testing.T) {
-	t.Parallel()
+	parallel(t, 27*time.Second)
 	crashLoop(t, crashPlan{delivery: "at_least_once", partitions: 8, cycles: 6, lateness: "0s", session: crashSession(), early: true, lockstep: true})
 }
 
@@ -550,7 +559,10 @@ var zombieSigns = []string{"transaction aborted", "fenced", "partitions lost", "
 // (as Kafka Streams does with a fenced producer). A read_committed consumer
 // sees each pane once, one final pane per window, equal to replay's, and
 // whatever still runs at the end stops cleanly on SIGTERM.
-func TestExactlyOnceZombie(t *testing.T) { zombie(t, 0) }
+func TestExactlyOnceZombie(t *testing.T) {
+	parallel(t, 25*time.Second)
+	zombie(t, 0)
+}
 
 // TestExactlyOnceZombiePastTxnTimeout: the same, with A frozen past the
 // broker's transaction timeout (10s, checked every second by the test
@@ -560,7 +572,10 @@ func TestExactlyOnceZombie(t *testing.T) { zombie(t, 0) }
 // that follows: this run once re-emitted 56 committed panes and lost the
 // restore of a partition it was given (an end skipped after the loss left
 // the session's abort for the first end after the restore).
-func TestExactlyOnceZombiePastTxnTimeout(t *testing.T) { zombie(t, 13*time.Second) }
+func TestExactlyOnceZombiePastTxnTimeout(t *testing.T) {
+	parallel(t, 32*time.Second)
+	zombie(t, 13*time.Second)
+}
 
 func zombie(t *testing.T, minStopped time.Duration) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {

@@ -16,6 +16,7 @@ import (
 // with their reasons, and the filtered records counted, not dead-lettered;
 // repartitioned too, where stage 1 applies the filter and the key.
 func TestRunExpressionsMatchReplay(t *testing.T) {
+	parallel(t, 10*time.Second)
 	t.Run("direct", func(t *testing.T) { runExpressions(t, false) })
 	t.Run("repartition", func(t *testing.T) { runExpressions(t, true) })
 }
@@ -24,7 +25,7 @@ func runExpressions(t *testing.T, repartition bool) {
 	e := newEnv(t, 2, "")
 	cfg := readFile(t, e.cfgPath)
 	edits := map[string]string{
-		"    key: {field: user}\n": "    filter: 'value.user == \"flush\" || value.x >= 20'\n    key: {expr: 'value.user'}\n",
+		"    key: {field: user}\n":                   "    filter: 'value.user == \"flush\" || value.x >= 20'\n    key: {expr: 'value.user'}\n",
 		"      - {name: total, op: sum, field: x}\n": "      - {name: total, op: sum, expr: 'value.x * 2.0'}\n",
 	}
 	if repartition {

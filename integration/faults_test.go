@@ -96,6 +96,7 @@ func TestDiskFull(t *testing.T) {
 // against a real broker, 100k in-process): every malformed one is in the
 // dead-letter topic with a reason, every good one is counted, memory stays
 // flat.
+// Sequential: the heap it measures is the whole test process's.
 func TestMalformedAmongGood(t *testing.T) {
 	total := 100_000
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") != "" {
@@ -183,6 +184,10 @@ func TestMalformedAmongGood(t *testing.T) {
 // again (same data). windowd keeps running, reports not ready, resumes, and
 // the output is complete and correct. Needs WINDOWD_KAFKA_CTL, the path of
 // scripts/kafka-local.sh that started the broker (CI sets it).
+//
+// The outage tests stay sequential (no t.Parallel, no parallel): go test
+// runs every sequential top-level test before it releases the parallel
+// ones, so no other test is running while the broker is down.
 func TestBrokerOutage(t *testing.T) { brokerOutage(t, "") }
 
 // TestBrokerOutageExactlyOnce: the same under exactly_once. The outage
@@ -247,7 +252,10 @@ func brokerOutage(t *testing.T, delivery string) {
 		t.Fatalf("windowd exited during the outage: %v\n%s", inst.exitErr, inst.stderr.String())
 	default:
 	}
+	stopped := time.Since(down)
 	kafka("start")
+	back := time.Now()
+	t.Logf("broker down for %.1fs, started again in %.1fs", stopped.Seconds(), time.Since(down.Add(stopped)).Seconds())
 	waitFor(t, "/readyz ready after the outage", 90*time.Second, func() bool {
 		if !inst.running() {
 			t.Fatalf("windowd exited after the outage: %v\n%s", inst.exitErr, stderrTail(inst, 15))
@@ -255,8 +263,10 @@ func brokerOutage(t *testing.T, delivery string) {
 		code, _ := httpGet(t, "http://"+inst.httpAddr+"/readyz")
 		return code == 200
 	})
+	t.Logf("windowd ready %.1fs after the broker was back", time.Since(back).Seconds())
 	produce(t, e.in, rest)
 	e.waitCommitted(t, 90*time.Second)
+	t.Logf("every input record committed %.1fs after the broker was back", time.Since(back).Seconds())
 	checkAgainstReplay(t, e, want)
 	if err := inst.stop(); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -21,7 +21,7 @@ func TestInputPartitionsAdded(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
 	}
-	t.Parallel()
+	parallel(t, 7*time.Second)
 	windowdBinary(t)
 	de := newDeliveryEnvWith(t, 2, "at_least_once", "6s", "0s")
 	e := de.env

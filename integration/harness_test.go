@@ -3,7 +3,9 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"container/heap"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +34,10 @@ var brokers []string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
+		if err := setupParallel(); err != nil {
+			fmt.Fprintln(os.Stderr, "integration:", err)
+			return 2
+		}
 		if env := os.Getenv("WINDOWD_KAFKA_BROKERS"); env != "" {
 			brokers = strings.Split(env, ",")
 			fmt.Fprintf(os.Stderr, "integration: real broker %v\n", brokers)
@@ -82,6 +88,27 @@ func createTopic(t *testing.T, name string, partitions int32) {
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// A topic is not served at once (least of all just after the broker
+	// restarted, after the outage tests): wait for a leader of every
+	// partition, or the first produce may fail with UNKNOWN_TOPIC_OR_PARTITION.
+	waitFor(t, "topic "+name+" to have a leader for every partition", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tds, err := adm.ListTopics(ctx, name)
+		if err != nil {
+			return false
+		}
+		td, ok := tds[name]
+		if !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // input is one record of a test stream, produced to an explicit partition.
@@ -502,4 +529,172 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// Parallelism. Most tests here own their topics and group (uniqueName) and
+// spend their time waiting on a real-time stream, session timeouts and
+// rebalances, not on the CPU: they run in parallel (parallel below). Tests
+// that must not overlap with any other stay sequential; go test runs every
+// sequential top-level test before it releases the parallel ones, so they
+// never share the broker with them:
+//
+//   - TestBrokerOutage, TestBrokerOutageExactlyOnce stop and restart the broker;
+//   - TestDiskFull (left as it was);
+//   - TestMalformedAmongGood measures the test process's heap and is CPU-bound;
+//   - the security tests that set environment variables (t.Setenv).
+//
+// The parallel tests are admitted by the suite's own limiter rather than by
+// go test's -parallel: longest expected first (so that a 100 s test does not
+// start last and stretch the run), at most parallelSlots at a time. The
+// default, 6, suits the 2-core CI machine, with or without -race (the
+// windowd processes are not built with it): the parallel tests spend their
+// time waiting on the stream, sessions and rebalances, each took as long
+// beside five others as alone, and the longest ones (the crash loops and
+// the five state-follows-partitions runs, 50-75 s) bound the parallel phase
+// anyway. -parallel N, when given, or WINDOWD_TEST_PARALLEL sets the slots
+// instead.
+
+// parallelSlots is how many parallel tests run at once.
+var parallelSlots = 6
+
+func setupParallel() error {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if explicit {
+		n, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+		if err != nil {
+			return err
+		}
+		parallelSlots = n
+	} else if s := os.Getenv("WINDOWD_TEST_PARALLEL"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("WINDOWD_TEST_PARALLEL: %q", s)
+		}
+		parallelSlots = n
+	}
+	parallelSlots = max(parallelSlots, 1)
+	// go test's own limit must not get in the way of this one (a test
+	// waiting for a slot here would hold one of go test's).
+	return flag.Set("test.parallel", "1000")
+}
+
+// limiter admits waiting parallel tests, longest expected first.
+var limiter struct {
+	mu      sync.Mutex
+	running int
+	waiting waitHeap
+	settle  *time.Timer // the first admissions wait for every test to queue
+	settled bool
+	// lastAdmit, spacing: admissions come admitSpacing apart, so that the
+	// first tests do not all create their topics and start their windowd
+	// processes in the same instant (a burst of topic creations slows the
+	// broker's; windowd then met UNKNOWN_TOPIC_OR_PARTITION producing to
+	// its own just-created repartition topic, and exited)
+	lastAdmit time.Time
+	spacing   bool // a timer will admit the next one
+}
+
+const admitSpacing = 500 * time.Millisecond
+
+type waiter struct {
+	expect time.Duration
+	seq    int
+	admit  chan struct{}
+}
+
+type waitHeap []*waiter
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	if h[i].expect != h[j].expect {
+		return h[i].expect > h[j].expect
+	}
+	return h[i].seq < h[j].seq
+}
+func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *waitHeap) Push(x any)   { *h = append(*h, x.(*waiter)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
+}
+
+var waiterSeq int
+
+// admitLocked starts waiting tests while slots are free.
+func admitLocked() {
+	for limiter.settled && limiter.running < parallelSlots && limiter.waiting.Len() > 0 {
+		if wait := time.Until(limiter.lastAdmit.Add(admitSpacing)); wait > 0 {
+			if !limiter.spacing {
+				limiter.spacing = true
+				time.AfterFunc(wait, func() {
+					limiter.mu.Lock()
+					limiter.spacing = false
+					admitLocked()
+					limiter.mu.Unlock()
+				})
+			}
+			return
+		}
+		limiter.lastAdmit = time.Now()
+		w := heap.Pop(&limiter.waiting).(*waiter)
+		limiter.running++
+		close(w.admit)
+	}
+}
+
+// parallel marks t (a top-level test) parallel and waits until the limiter
+// admits it; expect is its usual duration against the real broker, which
+// orders the admissions. Its subtests may call t.Parallel themselves: they
+// run within the parent's slot.
+func parallel(t *testing.T, expect time.Duration) {
+	t.Helper()
+	t.Parallel()
+	w := &waiter{expect: expect, admit: make(chan struct{})}
+	limiter.mu.Lock()
+	waiterSeq++
+	w.seq = waiterSeq
+	heap.Push(&limiter.waiting, w)
+	if limiter.settle == nil {
+		// go test releases every parallel test at once: let them all
+		// queue before the first is admitted.
+		limiter.settle = time.AfterFunc(200*time.Millisecond, func() {
+			limiter.mu.Lock()
+			limiter.settled = true
+			admitLocked()
+			limiter.mu.Unlock()
+		})
+	}
+	admitLocked()
+	limiter.mu.Unlock()
+	queued := time.Now()
+	<-w.admit
+	admitted := time.Now()
+	t.Cleanup(func() {
+		t.Logf("parallel: ran %.1fs, after %.1fs waiting for one of %d slots", time.Since(admitted).Seconds(), admitted.Sub(queued).Seconds(), parallelSlots)
+		limiter.mu.Lock()
+		limiter.running--
+		admitLocked()
+		limiter.mu.Unlock()
+	})
+}
+
+// waitGroupEmpty waits until the consumer group has no member left (a
+// killed member's session has expired).
+func (e *env) waitGroupEmpty(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t))
+	waitFor(t, "the group to have no member", timeout, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		described, err := adm.DescribeGroups(ctx, e.group)
+		if err != nil {
+			return false
+		}
+		g, ok := described[e.group]
+		return ok && g.Err == nil && len(g.Members) == 0
+	})
 }

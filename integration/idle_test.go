@@ -45,6 +45,7 @@ func finalWindowsOf(recs []outRecord, key string) map[string]bool {
 // the windows of the other still close; without it they wait, and /metrics
 // shows the silent partition holding the frontier.
 func TestIdlePartition(t *testing.T) {
+	parallel(t, 5*time.Second)
 	recs := idleStream()
 	// Windows of u0 that end at or before the last watermark of p0 (59800-2000):
 	// [0,10000) .. [40000,50000); with allowed_lateness 30s they are final once
@@ -77,9 +78,10 @@ func TestIdlePartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("with idle_timeout", func(t *testing.T) { withIdleTimeout(t, false) })
-	t.Run("with idle_timeout, repartitioned", func(t *testing.T) { withIdleTimeout(t, true) })
+	t.Run("with idle_timeout", func(t *testing.T) { t.Parallel(); withIdleTimeout(t, false) })
+	t.Run("with idle_timeout, repartitioned", func(t *testing.T) { t.Parallel(); withIdleTimeout(t, true) })
 	t.Run("without idle_timeout", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t, 2, "")
 		inst := e.startInProcess()
 		produce(t, e.in, recs)

@@ -21,8 +21,10 @@ import (
 // records twice). Where its consumption began also tells that it is
 // caught up: it has no lag, and it goes idle.
 func TestGroupOffsetWithoutStateStays(t *testing.T) {
+	parallel(t, 9*time.Second)
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
 		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, 2, ", idle_timeout: 1s")
 			if delivery == "exactly_once" {
 				cfg := readFile(t, e.cfgPath)

@@ -24,6 +24,7 @@ var keysToSkipRE = regexp.MustCompile(`"keys_to_skip":(\d+)`)
 //	B  restarts on A's state dir: catches up from the changelog, resumes
 //	   from the last checkpoint's offsets, skips what the keys cover
 func TestPartialCycleCountedOnce(t *testing.T) {
+	parallel(t, 9*time.Second)
 	e := newEnv(t, 2, "")
 	s := newStream(5, 2, 600)
 	s.phases[1] = nil // late records' fate depends on interleaving (see TestKillAndRestart)

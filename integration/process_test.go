@@ -119,6 +119,7 @@ func (e *env) setCommitInterval(t *testing.T, d string) {
 // a crash does not reproduce (docs/SEMANTICS.md); every other pane is
 // determined by the records alone.
 func TestKillAndRestart(t *testing.T) {
+	parallel(t, 14*time.Second)
 	e := newEnv(t, 2, "")
 	s := newStream(3, 2, 1500)
 	s.phases[1] = nil
@@ -130,7 +131,7 @@ func TestKillAndRestart(t *testing.T) {
 	_ = a.signal(t, syscall.SIGKILL)
 	// Let A's session (6 s) expire so that B joins alone: a rebalance while
 	// B runs would make it checkpoint on revocation.
-	time.Sleep(7 * time.Second)
+	e.waitGroupEmpty(t, 30*time.Second)
 
 	e.setCommitInterval(t, "1h")
 	b := e.startProcess()
@@ -166,6 +167,7 @@ func TestKillAndRestart(t *testing.T) {
 // TestSIGTERMCommits: SIGTERM exits 0 after committing; a restart
 // re-emits nothing already committed and carries on correctly.
 func TestSIGTERMCommits(t *testing.T) {
+	parallel(t, 6*time.Second)
 	e := newEnv(t, 2, "")
 	s := newStream(4, 2, 300)
 	want, _, _ := expectedPanes(t, e, s)
@@ -224,6 +226,7 @@ func TestSIGTERMCommits(t *testing.T) {
 // TestBrokerUnreachable: with no broker, windowd keeps running, reports
 // not ready with the reason, and still stops cleanly.
 func TestBrokerUnreachable(t *testing.T) {
+	parallel(t, 3*time.Second)
 	e := newEnv(t, 1, "")
 	cfg := strings.Replace(readFile(t, e.cfgPath), strings.Join(quoteAll(brokers), ", "), `"127.0.0.1:1"`, 1)
 	writeFile(t, e.cfgPath, cfg)

@@ -342,21 +342,24 @@ func (inst *instance) heldPartitions() []int32 {
 // window is missing or extra, no record was dropped as late, and a pane
 // emitted twice (at least once, after the kill) repeats its pane id with
 // byte-identical content.
-func TestStateFollowsPartitions(t *testing.T) { stateFollowsPartitions(t, "at_least_once", "", false) }
+func TestStateFollowsPartitions(t *testing.T) {
+	parallel(t, 50*time.Second) // mostly waits for the stream
+	stateFollowsPartitions(t, "at_least_once", "", false)
+}
 
 // TestStateFollowsPartitionsNoLateness is TestStateFollowsPartitions with
 // allowed_lateness 0s: a record that a partition moved behind the frontier
 // would make late is lost here instead of turned into a LATE update, so
 // frontier and position bugs of the handover show as missing panes.
 func TestStateFollowsPartitionsNoLateness(t *testing.T) {
-	t.Parallel() // mostly waits for the stream: runs beside the other long tests
+	parallel(t, 50*time.Second) // mostly waits for the stream
 	stateFollowsPartitions(t, "at_least_once", "0s", false)
 }
 
 // TestStateFollowsPartitionsExactlyOnceNoLateness is the same under
 // exactly_once.
 func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
-	t.Parallel() // mostly waits for the stream: runs beside the other long tests
+	parallel(t, 50*time.Second) // mostly waits for the stream
 	stateFollowsPartitions(t, "exactly_once", "0s", false)
 }
 
@@ -369,7 +372,7 @@ func TestStateFollowsPartitionsExactlyOnceNoLateness(t *testing.T) {
 // because they were at their end, and their windows between the two
 // frontiers never fired.
 func TestRepartitionScaleIn(t *testing.T) {
-	t.Parallel() // mostly waits for the stream: runs beside the other long tests
+	parallel(t, 55*time.Second) // mostly waits for the stream
 	stateFollowsPartitions(t, "at_least_once", "0s", true)
 }
 
@@ -377,6 +380,7 @@ func TestRepartitionScaleIn(t *testing.T) {
 // every rebalance aborts the transactions open across it, and a
 // read_committed reader must see each pane id once.
 func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
+	parallel(t, 50*time.Second) // mostly waits for the stream
 	stateFollowsPartitions(t, "exactly_once", "", false)
 }
 

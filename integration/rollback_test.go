@@ -25,6 +25,7 @@ import (
 // every other one of the first 40 transactions aborts. The final panes,
 // read read_committed, must be replay's, each exactly once.
 func TestExactlyOnceRollbackMidPoll(t *testing.T) {
+	parallel(t, 3*time.Second)
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): transactions")
 	}

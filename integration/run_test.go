@@ -131,6 +131,7 @@ func finalCount(panes []string) int {
 // computes for the same records, the DLQ every malformed record with its
 // reason, the late topic every dropped record.
 func TestRunMatchesReplay(t *testing.T) {
+	parallel(t, 3*time.Second)
 	e := newEnv(t, 4, "")
 	s := newStream(1, 4, 120)
 	want, wantDead, _ := expectedPanes(t, e, s)
@@ -193,13 +194,19 @@ func TestRunMatchesReplay(t *testing.T) {
 // TestRunSinglePartitionEveryPane: with one partition and no
 // processing-time triggers, every pane matches replay in order. The window
 // cache never passes its budget: no eviction is counted.
-func TestRunSinglePartitionEveryPane(t *testing.T) { runSinglePartition(t, 0) }
+func TestRunSinglePartitionEveryPane(t *testing.T) {
+	parallel(t, 2*time.Second)
+	runSinglePartition(t, 0)
+}
 
 // TestRunTinyCacheEveryPane: the same with a one-byte window cache, so
 // that every record's step flushes and empties the cache and keys are read
 // back from Pebble: the panes do not change, and the evictions are counted
 // in windowd_cache_evictions_total.
-func TestRunTinyCacheEveryPane(t *testing.T) { runSinglePartition(t, 1) }
+func TestRunTinyCacheEveryPane(t *testing.T) {
+	parallel(t, 2*time.Second)
+	runSinglePartition(t, 1)
+}
 
 // runSinglePartition runs the single-partition pipeline with the cache
 // budget cacheBytes (0: the default) against replay's panes (default cache).

@@ -183,6 +183,7 @@ func TestSecuritySCRAMOverTLS(t *testing.T) {
 // TestSecurityMTLS: windowd reads and writes through the listener that
 // requires a client certificate.
 func TestSecurityMTLS(t *testing.T) {
+	parallel(t, 3*time.Second) // (the other security tests set environment variables: sequential)
 	s := secEnv(t, "WINDOWD_KAFKA_MTLS")
 	e := newEnv(t, 1, "")
 	e.secConfig(fmt.Sprintf(`  brokers: [%q]

@@ -20,6 +20,7 @@ func TestSIGTERMDuringStuckRebalance(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes in one consumer group")
 	}
+	parallel(t, 18*time.Second)
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()
