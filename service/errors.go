@@ -12,6 +12,13 @@ import "errors"
 //   - errFenced, inside a fatal error: under exactly_once the broker
 //     fenced the producer (a zombie). The pipeline stops, and the service
 //     rebuilds it: it rejoins the group with a new producer epoch.
+//   - errRejoin, inside a fatal error: under exactly_once a transaction's
+//     end got no answer (the broker is unreachable), so its outcome is
+//     unknown. The service rebuilds the pipeline as for errFenced: the new
+//     producer epoch aborts the transaction if it is still open, and the
+//     partitions restore from the changelog and offsets, which hold
+//     exactly what committed. An unreachable broker is never a reason to
+//     exit.
 //   - errRolledBack: a transaction aborted and the pipeline rolled back
 //     to its last committed transaction. Not a failure: the rewound
 //     consumer delivers the rest again.
@@ -39,6 +46,13 @@ func isFatal(err error) bool {
 // producer epoch and restores what it is given from the changelog, as
 // Kafka Streams does (docs/OPERATIONS.md).
 var errFenced = errors.New("fenced")
+
+// errRejoin marks a pipeline stopped because a transaction's outcome is
+// unknown (see above); like errFenced, the service rebuilds it.
+var errRejoin = errors.New("transaction outcome unknown")
+
+// rejoins reports an error after which the service rebuilds the pipeline.
+func rejoins(err error) bool { return errors.Is(err, errFenced) || errors.Is(err, errRejoin) }
 
 // errRolledBack reports a commit cycle whose transaction aborted: the
 // pipeline is back at its last committed transaction and the consumer

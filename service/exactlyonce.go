@@ -166,7 +166,15 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return p.abort(ctx, "a test injected the abort (Faults.AbortTxn)")
 	}
 	p.markEnd()
-	committed, err := p.txn.End(tctx, kgo.TryCommit)
+	var committed bool
+	var err error
+	if p.endTxnErr != nil {
+		err = p.endTxnErr()
+	}
+	if err == nil {
+		committed, err = p.txn.End(tctx, kgo.TryCommit)
+	}
+	var refused *kerr.Error
 	switch {
 	case errors.Is(err, kerr.InvalidTxnState):
 		// A pause or an outage met before the epoch was fenced: the
@@ -175,6 +183,10 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
 	case kafka.IsFenced(err):
 		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
+	case err != nil && !errors.As(err, &refused):
+		// No answer (the broker is unreachable): whether the transaction
+		// committed is unknown. Rejoining settles it (errors.go).
+		return fatalError{fmt.Errorf("ending the transaction got no answer, its outcome is unknown: %w: %w", errRejoin, err)}
 	}
 	if err != nil {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}

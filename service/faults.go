@@ -15,6 +15,10 @@ type Faults struct {
 	// that would commit; true aborts it instead, as a rebalance that took
 	// partitions away does, and the pipeline rolls back.
 	AbortTxn func() bool
+	// EndTxn, when set, is asked before each exactly_once transaction
+	// end that would commit; a non-nil error is taken as the end's result
+	// instead of ending it, as when the broker does not answer.
+	EndTxn func() error
 	// MaxPendingBytes, when positive, replaces the engine's bound on
 	// uncommitted state writes (windowing.Options.MaxPendingBytes): with a
 	// small cache, commit cycles then run in the middle of a poll.

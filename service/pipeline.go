@@ -135,6 +135,7 @@ type pipeline struct {
 	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
 	panes        *paneWriter                            // produces the engine's panes behind the loop
 	abortTxn     func() bool                            // Faults.AbortTxn; nil: off
+	endTxnErr    func() error                           // Faults.EndTxn; nil: off
 
 	// off is the persisted offsets, read by AdjustFetchOffsetsFn (which
 	// runs on the group goroutine and must not wait for mu).
@@ -176,16 +177,17 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{
-		orig:     orig,
-		rp:       rp,
-		cfg:      cfg,
-		log:      deps.log.With(zap.String("pipeline", cfg.Name)),
-		m:        deps.metrics,
-		now:      deps.now,
-		clTopic:  clTopic,
-		eos:      cfg.Delivery == config.ExactlyOnce,
-		engOpts:  windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
-		abortTxn: deps.faults.AbortTxn,
+		orig:      orig,
+		rp:        rp,
+		cfg:       cfg,
+		log:       deps.log.With(zap.String("pipeline", cfg.Name)),
+		m:         deps.metrics,
+		now:       deps.now,
+		clTopic:   clTopic,
+		eos:       cfg.Delivery == config.ExactlyOnce,
+		engOpts:   windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
+		abortTxn:  deps.faults.AbortTxn,
+		endTxnErr: deps.faults.EndTxn,
 	}
 	p.restoring.Store(-1)
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}

@@ -129,10 +129,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		go func() {
 			defer wg.Done()
 			err := p.run(runCtx, grace)
-			for errors.Is(err, errFenced) && runCtx.Err() == nil {
-				// A zombie (exactly_once): rejoin as a new pipeline on the
-				// same state dir and transactional id rather than exit.
-				log.Warn("pipeline fenced: rejoining the group with a new producer epoch; its partitions restore from the changelog",
+			for rejoins(err) && runCtx.Err() == nil {
+				// A zombie, or a transaction whose outcome is unknown
+				// (exactly_once): rejoin as a new pipeline on the same
+				// state dir and transactional id rather than exit.
+				log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
 					zap.String("pipeline", p.cfg.Name), zap.Error(err))
 				np, nerr := newPipeline(p.orig, cfg, brokers, inputs[p.orig.Name], d)
 				if nerr != nil {
