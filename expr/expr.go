@@ -72,6 +72,12 @@ var env = sync.OnceValue(func() *cel.Env {
 	return e
 })
 
+// MaxCost bounds what one evaluation may cost (CEL's cost units, about
+// one per operation or element visited): an expression that would loop
+// over a huge value fails with an error, a dead letter, instead of
+// holding the pipeline.
+const MaxCost = 1_000_000
+
 // Program is a compiled, type-checked expression.
 type Program struct {
 	src     string
@@ -105,7 +111,7 @@ func Compile(src string, want Want) (*Program, []Error) {
 	if msg := checkType(ast.OutputType(), want); msg != "" {
 		return nil, []Error{{Line: 1, Col: 1, Msg: msg}}
 	}
-	prg, err := env().Program(ast, cel.EvalOptions(cel.OptOptimize))
+	prg, err := env().Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(MaxCost))
 	if err != nil {
 		return nil, []Error{{Line: 1, Col: 1, Msg: err.Error()}}
 	}

@@ -141,3 +141,21 @@ func TestCompileErrors(t *testing.T) {
 		}
 	}
 }
+
+// An evaluation past MaxCost is an error, not a pipeline stuck on one
+// record.
+func TestCostLimit(t *testing.T) {
+	p := mustCompile(t, `value.l.all(x, value.l.all(y, value.l.all(z, x + y + z >= 0.0)))`, Bool)
+	var b strings.Builder
+	b.WriteString(`{"l":[0`)
+	for i := 1; i < 300; i++ {
+		b.WriteString(",1")
+	}
+	b.WriteString(`]}`)
+	if _, err := p.Filter(act(b.String())); err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("27M steps: err %v, want the cost limit", err)
+	}
+	if ok, err := p.Filter(act(`{"l":[1,2,3]}`)); err != nil || !ok {
+		t.Fatalf("small list: %v %v", ok, err)
+	}
+}
