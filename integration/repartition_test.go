@@ -419,7 +419,10 @@ func TestRepartitionSlowUpstream(t *testing.T) {
 			}
 		}
 		waited := time.Since(holdStart)
-		if waited >= 30*time.Second || (waited >= 7*time.Second && caughtUp() && firstClosed()) {
+		// The rate needs a few seconds of markers: under load stage 1
+		// may join its group late in the hold.
+		ratedFor := !markersSince.IsZero() && time.Since(markersSince) >= 4*time.Second
+		if waited >= 30*time.Second || (waited >= 7*time.Second && ratedFor && caughtUp() && firstClosed()) {
 			break
 		}
 	}
