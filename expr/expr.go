@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -33,6 +32,8 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
 	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/windowing"
 )
 
 // Want is what an expression's result must be.
@@ -270,7 +271,7 @@ func (p *Program) Text(a *Activation) (string, error) {
 func appendJSON(b *strings.Builder, v ref.Val) error {
 	switch x := v.(type) {
 	case types.String:
-		b.Write(AppendJSONString(nil, string(x)))
+		b.Write(windowing.AppendJSONString(nil, string(x)))
 	case types.Bool:
 		b.WriteString(strconv.FormatBool(bool(x)))
 	case types.Int:
@@ -313,7 +314,7 @@ func appendJSON(b *strings.Builder, v ref.Val) error {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.Write(AppendJSONString(nil, k))
+			b.Write(windowing.AppendJSONString(nil, k))
 			b.WriteByte(':')
 			if err := appendJSON(b, x.Get(types.String(k))); err != nil {
 				return err
@@ -415,44 +416,3 @@ func (a *Activation) valueVal() ref.Val {
 
 // Parent implements interpreter.Activation.
 func (a *Activation) Parent() interpreter.Activation { return nil }
-
-// AppendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, everything else (unicode included) as it is;
-// invalid UTF-8 becomes U+FFFD. It is the one string escaping of
-// keys (key.fields and key.expr give the same text for the same value).
-func AppendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20:
-				switch c {
-				case '\n':
-					b = append(b, '\\', 'n')
-				case '\r':
-					b = append(b, '\\', 'r')
-				case '\t':
-					b = append(b, '\\', 't')
-				default:
-					b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-				}
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, "\ufffd"...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
-}

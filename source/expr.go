@@ -92,8 +92,9 @@ func (d *Decoder) filter(rec *Record) error {
 }
 
 // compositeKey is the compact JSON array of the key fields' values
-// (docs/SEMANTICS.md, Records and keys): strings in one canonical escaping,
-// so that equal values give equal keys however the record wrote them.
+// (docs/SEMANTICS.md, Records and keys): strings in one canonical escaping
+// (the panes', windowing.AppendJSONString), so that equal values give
+// equal keys however the record wrote them.
 func (d *Decoder) compositeKey() (string, error) {
 	b := append(d.keyBuf[:0], '[')
 	for i, f := range d.keyFields {
@@ -108,7 +109,7 @@ func (d *Decoder) compositeKey() (string, error) {
 			}
 			return "", fail(d.keyFieldErrs[i].null)
 		case gjson.String:
-			b = expr.AppendJSONString(b, r.Str)
+			b = windowing.AppendJSONString(b, r.Str)
 		case gjson.JSON:
 			b = appendCompact(b, r.Raw)
 		default:
