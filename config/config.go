@@ -255,6 +255,13 @@ type Pipeline struct {
 	Repartition *Repartition
 }
 
+// ChangelogTopic names the pipeline's changelog: <group>-<name>-changelog.
+func (p *Pipeline) ChangelogTopic() string { return p.Input.Group + "-" + p.Name + "-changelog" }
+
+// RepartitionTopic names the internal topic of a repartitioned pipeline
+// (and stage 2's group): <group>-<name>-repartition.
+func (p *Pipeline) RepartitionTopic() string { return p.Input.Group + "-" + p.Name + "-repartition" }
+
 // Repartition configures a two-stage pipeline: stage 1 reads the input,
 // re-keys every record by the group key and broadcasts watermark markers;
 // stage 2 windows the internal topic.

@@ -466,6 +466,12 @@ c.yaml:9:38: pipelines[0].aggregates[1].expr: cannot be combined with field`},
 	{"timestamp expr with a format",
 		with(map[string]string{"timestamp": "    timestamp: {expr: value.t, format: unix_s}"}),
 		`c.yaml:5:32: pipelines[0].timestamp.format: format is only valid with field`},
+	{"a group that makes the changelog topic invalid",
+		with(map[string]string{"input": "    input: {topic: in, group: my group}"}),
+		`c.yaml:4:31: pipelines[0].input.group: derived topic "my group-p-changelog" is not a valid Kafka topic name (at most 249 letters, digits, '.', '_' and '-'): shorten or change input.group or the pipeline name`},
+	{"a group too long for the changelog topic",
+		with(map[string]string{"input": "    input: {topic: in, group: " + strings.Repeat("g", 239) + "}"}),
+		`c.yaml:4:31: pipelines[0].input.group: derived topic "` + strings.Repeat("g", 239) + `-p-changelog" is not a valid Kafka topic name (at most 249 letters, digits, '.', '_' and '-'): shorten or change input.group or the pipeline name`},
 	{"sum without field",
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count}\n      - {name: revenue, op: sum}"}),
 		`c.yaml:9:7: pipelines[0].aggregates[1].field: required for sum (or an expr)`},
@@ -1094,5 +1100,12 @@ func TestSecretRedacted(t *testing.T) {
 	}
 	if got := fmt.Sprintf("%+v", *c.Kafka.SASL); got != "{Mechanism:SCRAM-SHA-512 Username:windowd Password:[redacted]}" {
 		t.Errorf("%%+v = %s", got)
+	}
+}
+
+// A UTF-8 byte order mark before the first key is not part of it.
+func TestByteOrderMark(t *testing.T) {
+	if _, err := Parse("c.yaml", []byte("\xef\xbb\xbf"+with(nil))); err != nil {
+		t.Fatalf("a config after a byte order mark: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"math"
@@ -57,6 +58,9 @@ func Load(path string) (*Config, error) {
 // in problems and in Config.File. When the configuration is not valid, Parse
 // returns a nil *Config and an *Errors listing every problem.
 func Parse(file string, data []byte) (*Config, error) {
+	// A UTF-8 byte order mark (some editors write one) is not part of the
+	// first key.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	d := &decoder{file: file, lines: strings.Split(string(data), "\n")}
 	c := d.config(data)
 	if len(d.problems) > 0 {
@@ -362,6 +366,25 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	}
 	p.CommitInterval, _ = opt(m, "commit_interval", commitDefault, d.duration(positive))
 	p.Repartition = d.repartition(m, &p)
+
+	// The topics windowd derives from the group and the name must be
+	// valid Kafka topic names too, or run fails where validate said OK.
+	if p.Name != "" && p.Input.Group != "" {
+		derived := []string{p.ChangelogTopic()}
+		if p.Repartition != nil {
+			derived = append(derived, p.RepartitionTopic())
+		}
+		for _, topic := range derived {
+			if !topicRE.MatchString(topic) {
+				at, path := m.valueAt("name"), m.child("name")
+				if in.has("group") {
+					at, path = in.valueAt("group"), in.child("group")
+				}
+				d.errorf(at, path, "derived topic %q is not a valid Kafka topic name (at most 249 letters, digits, '.', '_' and '-'): shorten or change input.group or the pipeline name", topic)
+				break
+			}
+		}
+	}
 
 	// Writing back to the input topic would feed a pipeline its own output.
 	for _, t := range []struct {

@@ -234,15 +234,11 @@ func RefreshTopicMetadata(ctx context.Context, cl *kgo.Client, topic string) {
 }
 
 // ChangelogTopic names the pipeline's changelog: <group>-<pipeline>-changelog.
-func ChangelogTopic(p *config.Pipeline) string {
-	return p.Input.Group + "-" + p.Name + "-changelog"
-}
+func ChangelogTopic(p *config.Pipeline) string { return p.ChangelogTopic() }
 
 // RepartitionTopic names the internal topic, which is also the name of
 // stage 2's consumer group: <group>-<pipeline>-repartition.
-func RepartitionTopic(p *config.Pipeline) string {
-	return p.Input.Group + "-" + p.Name + "-repartition"
-}
+func RepartitionTopic(p *config.Pipeline) string { return p.RepartitionTopic() }
 
 // RepartitionPartitions is the internal topic's partition count.
 func RepartitionPartitions(p *config.Pipeline, inputs int32) int32 {

@@ -59,7 +59,7 @@ type Summary struct {
 
 // ScanPartitions returns one more than the largest partition in r (at least 1).
 func ScanPartitions(r io.Reader) (int, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
+	br := newLineReader(r)
 	largest := int64(0)
 	for {
 		line, err := readLine(br)
@@ -107,6 +107,19 @@ var errLineTooLong = errors.New("line longer than 16 MiB")
 
 // readLine returns the next line without its newline. A line over
 // MaxLineBytes is skipped and reported as errLineTooLong.
+// newLineReader reads the input's lines; a UTF-8 byte order mark at its
+// start (some editors write one) is skipped, not read as part of the first
+// line.
+func newLineReader(r io.Reader) *bufio.Reader {
+	br := bufio.NewReaderSize(r, 1<<16)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && string(b) == utf8BOM {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
+}
+
+const utf8BOM = "\xef\xbb\xbf"
+
 func readLine(br *bufio.Reader) ([]byte, error) {
 	var long []byte
 	for {
@@ -296,7 +309,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 	dec := source.NewDecoder(p)
 	var ev windowing.Event
 	var rec source.Record
-	br := bufio.NewReaderSize(r.opts.Input, 1<<16)
+	br := newLineReader(r.opts.Input)
 	for {
 		line, rerr := readLine(br)
 		eof := rerr != nil && errors.Is(rerr, io.EOF)
@@ -425,6 +438,10 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 			return r.deadLetter("timestamp is not an integer of milliseconds", rec.Partition, rec.Offset, line)
 		}
 		rec.Timestamp = v
+	} else if dec.UsesRecordTimestamp() {
+		// Event time is the record's timestamp, and this line has none:
+		// not the 1970 window.
+		return r.deadLetter("timestamp is missing (the pipeline reads the record timestamp)", rec.Partition, rec.Offset, line)
 	}
 	if hv.Exists() && dec.UsesExpressions() {
 		r.headers = r.headers[:0]

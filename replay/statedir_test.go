@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -88,5 +89,27 @@ func TestReplayStateDirStartsEmpty(t *testing.T) {
 	}
 	if len(after) != len(before) {
 		t.Fatalf("the replay left %d entries in its state dir, there were %d", len(after), len(before))
+	}
+}
+
+// A UTF-8 byte order mark at the start of the input is skipped: the first
+// line is a record, not a dead letter.
+func TestInputByteOrderMark(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(goldenConfig("timestamp: {field: ts}\nkey: {field: user}\nwindow: {type: tumbling, size: 10s}\naggregates: [{name: n, op: count}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := "\xef\xbb\xbf" + `{"value":{"user":"u1","ts":1000}}` + "\n" + `{"value":{"user":"u1","ts":2000}}` + "\n"
+	n, err := ScanPartitions(strings.NewReader(input))
+	if err != nil || n != 1 {
+		t.Fatalf("partitions %d, %v", n, err)
+	}
+	var out, errs bytes.Buffer
+	sum, err := Run(Options{Pipeline: &cfg.Pipelines[0], Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 2 || sum.DeadLetters != 0 || errs.Len() != 0 {
+		t.Fatalf("records %d, dead letters %d: %s", sum.Records, sum.DeadLetters, errs.String())
 	}
 }

@@ -68,6 +68,10 @@ func newExprs(p *config.Pipeline) *exprs {
 	return x
 }
 
+// UsesRecordTimestamp reports whether event time is the record's
+// timestamp (timestamp: {source: record}).
+func (d *Decoder) UsesRecordTimestamp() bool { return d.tsIdx < 0 && (d.x == nil || d.x.ts == nil) }
+
 // UsesExpressions reports whether the pipeline has expressions: only then
 // does a record's Headers matter.
 func (d *Decoder) UsesExpressions() bool { return d.x != nil }
