@@ -512,7 +512,7 @@ func (d *Decoder) eventTime(r *gjson.Result) (int64, string) {
 		if r.Type != gjson.String {
 			return 0, d.errs.tsNotString
 		}
-		t, err := time.Parse(time.RFC3339Nano, r.Str)
+		t, err := parseRFC3339(r.Str)
 		if err != nil {
 			return 0, d.errs.tsNotRFC3339 + quoteBounded(r.Str) + parseErrorDetail(err)
 		}

@@ -1049,3 +1049,24 @@ func TestParseMemberMatchesGjsonParse(t *testing.T) {
 		}
 	}
 }
+
+// RFC 3339 as written: lower-case t and z are valid (section 5.6); a
+// comma before the fraction and an offset hour above 23 are not.
+func TestParseRFC3339(t *testing.T) {
+	for s, want := range map[string]int64{
+		"2026-03-29T01:30:00Z":        1774747800000,
+		"2026-03-29t01:30:00z":        1774747800000,
+		"2026-03-29t01:30:00.5+01:00": 1774744200500,
+		"2026-03-29T01:30:00-23:59":   1774747800000 + (23*60+59)*60000,
+	} {
+		got, err := parseRFC3339(s)
+		if err != nil || got.UnixMilli() != want {
+			t.Errorf("%s: %d, %v; want %d", s, got.UnixMilli(), err, want)
+		}
+	}
+	for _, s := range []string{"2026-03-29T01:30:00,5Z", "2026-03-29T01:30:00+24:00", "2026-03-29T01:30:00+01:60", "2026-03-29 01:30:00Z", "2026-03-29T01:30:00"} {
+		if got, err := parseRFC3339(s); err == nil {
+			t.Errorf("%s accepted as %v", s, got)
+		}
+	}
+}
