@@ -270,6 +270,11 @@ type Repartition struct {
 	WatermarkInterval int64 // ms between marker broadcasts at the latest; default 200ms
 }
 
+// MaxWindowsPerRecord bounds size/hop of hopping windows: the windows one
+// record belongs to, each with its own state and panes (docs/OPERATIONS.md,
+// Limits).
+const MaxWindowsPerRecord = 10_000
+
 // DefaultWatermarkInterval is how often stage 1 broadcasts markers at the latest (ms).
 const DefaultWatermarkInterval = 200
 

@@ -472,6 +472,9 @@ c.yaml:9:38: pipelines[0].aggregates[1].expr: cannot be combined with field`},
 	{"a group too long for the changelog topic",
 		with(map[string]string{"input": "    input: {topic: in, group: " + strings.Repeat("g", 239) + "}"}),
 		`c.yaml:4:31: pipelines[0].input.group: derived topic "` + strings.Repeat("g", 239) + `-p-changelog" is not a valid Kafka topic name (at most 249 letters, digits, '.', '_' and '-'): shorten or change input.group or the pipeline name`},
+	{"hopping windows with too many windows per record",
+		with(map[string]string{"window": "    window: {type: hopping, size: 1h, hop: 10ms}"}),
+		`c.yaml:6:44: pipelines[0].window.hop: size / hop is 360000 windows for every record, more than 10000: use a larger hop`},
 	{"sum without field",
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count}\n      - {name: revenue, op: sum}"}),
 		`c.yaml:9:7: pipelines[0].aggregates[1].field: required for sum (or an expr)`},
@@ -1107,5 +1110,16 @@ func TestSecretRedacted(t *testing.T) {
 func TestByteOrderMark(t *testing.T) {
 	if _, err := Parse("c.yaml", []byte("\xef\xbb\xbf"+with(nil))); err != nil {
 		t.Fatalf("a config after a byte order mark: %v", err)
+	}
+}
+
+// A file larger than MaxConfigBytes is refused after reading that much,
+// not read to the end (validate --config /dev/zero).
+func TestLoadRefusesHugeFile(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Fatalf("Load(/dev/zero): %v", err)
 	}
 }

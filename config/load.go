@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
@@ -44,15 +46,28 @@ const (
 )
 
 // Load reads and validates the configuration file at path. A file that is not
-// valid gives an *Errors listing every problem; a file that cannot be read
-// gives the error of os.ReadFile.
+// valid gives an *Errors listing every problem; a file that cannot be read,
+// or is larger than MaxConfigBytes, gives that error.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB: not a windowd configuration", path, MaxConfigBytes>>20)
+	}
 	return Parse(path, data)
 }
+
+// MaxConfigBytes bounds the configuration file windowd reads
+// (docs/OPERATIONS.md, Limits): a device such as /dev/zero is refused, not
+// read until memory runs out.
+const MaxConfigBytes = 4 << 20
 
 // Parse validates a configuration held in data (YAML or JSON). file names it
 // in problems and in Config.File. When the configuration is not valid, Parse
@@ -493,6 +508,8 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	case windowing.Hopping:
 		if m.has("size") && m.has("hop") && sizeOK && hopOK && hop > size {
 			d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%s) must not exceed size (%s)", m.raw("hop"), m.raw("size"))
+		} else if sizeOK && hopOK && hop > 0 && (size+hop-1)/hop > MaxWindowsPerRecord {
+			d.errorf(m.valueAt("hop"), m.child("hop"), "size / hop is %d windows for every record, more than %d: use a larger hop", (size+hop-1)/hop, MaxWindowsPerRecord)
 		}
 		return windowing.WindowSpec{Kind: kind, Size: size, Hop: hop, Offset: offset}
 	default:

@@ -451,14 +451,15 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		})
 		rec.Headers = r.headers
 	}
-	if vv.Exists() {
-		if vv.Type == gjson.String {
-			rec.Value = bytesView(vv.Str)
-		} else {
-			// Part of the line, which is valid JSON: no second check.
-			rec.Value = bytesView(vv.Raw)
-			rec.ValidJSON = true
-		}
+	if !vv.Exists() {
+		return r.deadLetter("value is missing", rec.Partition, rec.Offset, line)
+	}
+	if vv.Type == gjson.String {
+		rec.Value = bytesView(vv.Str)
+	} else {
+		// Part of the line, which is valid JSON: no second check.
+		rec.Value = bytesView(vv.Raw)
+		rec.ValidJSON = true
 	}
 	var err error
 	if found { // the record's value is the object CheckLine read

@@ -126,7 +126,9 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if *partitions < 0 {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "partitions" })
+	if *partitions < 0 || explicit && *partitions == 0 {
 		return fail("--partitions must be >= 1")
 	}
 

@@ -95,6 +95,8 @@ func TestReplayFailures(t *testing.T) {
 		{"missing config file", []string{"replay", "--config", "testdata/nope.yaml"}, "nope.yaml"},
 		{"unknown pipeline", []string{"replay", "--config", "testdata/example_a.yaml", "--pipeline", "x", "--input", "testdata/example_a.jsonl"},
 			"windowd replay: testdata/example_a.yaml has no pipeline \"x\"\n"},
+		{"zero partitions", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--partitions", "0"},
+			"windowd replay: --partitions must be >= 1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(t, "", tc.args...)
