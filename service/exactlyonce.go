@@ -130,13 +130,8 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
-	positions := map[int32]int64{}
-	for part, st := range p.mu.parts {
-		if st.position >= 0 {
-			positions[part] = st.position
-		}
-	}
-	if len(positions) == 0 && !p.mu.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
+	known := positions(p.mu.parts)
+	if len(known) == 0 && !p.mu.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
 		// Nothing to commit (no partition has a position yet): ending
 		// an empty transaction costs franz-go a 500ms pause (it cannot
 		// tell whether the broker has KIP-447 without an offset commit).
@@ -159,7 +154,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", perr), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.inputID, positions)
+		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.inputID, known)
 		return nil
 	})
 	if p.abortTxn != nil && p.abortTxn() {
