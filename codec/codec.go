@@ -102,9 +102,6 @@ func (r *Reader) Rest() []byte {
 	return b
 }
 
-// Len is the number of bytes not read yet.
-func (r *Reader) Len() int { return len(r.b) }
-
 // Byte reads one byte.
 func (r *Reader) Byte() byte {
 	if len(r.b) == 0 {

@@ -82,7 +82,6 @@ const MaxCost = 1_000_000
 // Program is a compiled, type-checked expression.
 type Program struct {
 	src     string
-	want    Want
 	prg     cel.Program
 	members []string // the members of value it selects (value.NAME)
 	fast    fastFn   // the fast path (fast.go); nil: CEL only
@@ -116,7 +115,7 @@ func Compile(src string, want Want) (*Program, []Error) {
 	if err != nil {
 		return nil, []Error{{Line: 1, Col: 1, Msg: err.Error()}}
 	}
-	return &Program{src: src, want: want, prg: prg, members: members(ast),
+	return &Program{src: src, prg: prg, members: members(ast),
 		fast: compileFast(celast.NavigateAST(ast.NativeRep()))}, nil
 }
 
