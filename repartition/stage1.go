@@ -14,6 +14,15 @@ func NewStage1(spec watermark.Spec) *Stage1 {
 	return &Stage1{wm: watermark.NewFrontier(spec), sent: map[int32]Marker{}}
 }
 
+// DownstreamSpec is stage 2's watermark spec for a pipeline's spec: a
+// repartition partition's watermark comes only from markers (records never
+// move it), and it is never idle itself: idleness is the input
+// partitions', and travels in the markers.
+func DownstreamSpec(s watermark.Spec) watermark.Spec {
+	s.Marked, s.IdleTimeout = true, 0
+	return s
+}
+
 // Watermarks are the input partitions' generators: Assign, Observe, Tick
 // and SetCaughtUp go there.
 func (s *Stage1) Watermarks() *watermark.Frontier { return s.wm }

@@ -39,13 +39,8 @@ func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
 	return rp
 }
 
-// downstreamSpec is the engine's watermark spec: partition watermarks from
-// markers; idleness is the upstream partitions' and travels in the markers.
-func (rp *repartitioner) downstreamSpec() watermark.Spec {
-	s := rp.spec
-	s.Marked, s.IdleTimeout = true, 0
-	return s
-}
+// downstreamSpec is the engine's watermark spec (repartition.DownstreamSpec).
+func (rp *repartitioner) downstreamSpec() watermark.Spec { return repartition.DownstreamSpec(rp.spec) }
 
 // start assigns every partition of both stages and broadcasts the first
 // markers (no watermark yet).

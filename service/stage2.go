@@ -47,9 +47,7 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 	c := *p
 	c.Input.Topic = kafka.RepartitionTopic(p)
 	c.Input.Group = kafka.RepartitionTopic(p)
-	// Partition watermarks come from the markers, which carry the input
-	// partitions' idleness; a repartition partition is never idle itself.
-	c.Watermark.Marked, c.Watermark.IdleTimeout = true, 0
+	c.Watermark = repartition.DownstreamSpec(c.Watermark)
 	return &c
 }
 
