@@ -1,8 +1,6 @@
 package expr
 
 import (
-	"bytes"
-	"encoding/json"
 	"reflect"
 	"unsafe"
 
@@ -151,13 +149,33 @@ func (o *object) Size() ref.Val {
 	return types.Int(n)
 }
 
-// compact is raw JSON without insignificant whitespace.
-func compact(raw string) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(raw)); err != nil {
-		return raw
+// compact is raw JSON without insignificant whitespace (AppendCompact).
+func compact(raw string) string { return string(AppendCompact(nil, raw)) }
+
+// AppendCompact appends a JSON object or array without insignificant
+// whitespace, its strings as they are written.
+func AppendCompact(b []byte, raw string) []byte {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			b = append(b, c)
+			if c == '\\' && i+1 < len(raw) {
+				i++
+				b = append(b, raw[i])
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+			b = append(b, c)
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			b = append(b, c)
+		}
 	}
-	return b.String()
+	return b
 }
 
 // bytesString views b as a string without copying; b must not change

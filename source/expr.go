@@ -115,7 +115,7 @@ func (d *Decoder) compositeKey() (string, error) {
 		case gjson.String:
 			b = windowing.AppendJSONString(b, r.Str)
 		case gjson.JSON:
-			b = appendCompact(b, r.Raw)
+			b = expr.AppendCompact(b, r.Raw)
 		default:
 			b = append(b, r.Raw...)
 		}
@@ -141,32 +141,6 @@ func (d *Decoder) intern(b []byte) string {
 	s := string(b)
 	d.interned[s] = s
 	return s
-}
-
-// appendCompact appends a JSON object or array without insignificant
-// whitespace, its strings as they are written.
-func appendCompact(b []byte, raw string) []byte {
-	inString := false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			b = append(b, c)
-			if c == '\\' && i+1 < len(raw) {
-				i++
-				b = append(b, raw[i])
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-			b = append(b, c)
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
 }
 
 // exprKey is key.expr's text.
