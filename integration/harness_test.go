@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/replay"
 	"github.com/windowd/windowd/service"
 )
@@ -91,24 +92,11 @@ func createTopic(t *testing.T, name string, partitions int32) {
 	// A topic is not served at once (least of all just after the broker
 	// restarted, after the outage tests): wait for a leader of every
 	// partition, or the first produce may fail with UNKNOWN_TOPIC_OR_PARTITION.
-	waitFor(t, "topic "+name+" to have a leader for every partition", 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		tds, err := adm.ListTopics(ctx, name)
-		if err != nil {
-			return false
-		}
-		td, ok := tds[name]
-		if !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Err != nil || p.Leader < 0 {
-				return false
-			}
-		}
-		return true
-	})
+	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer lcancel()
+	if err := kafka.WaitLeaders(lctx, adm, name, partitions); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // input is one record of a test stream, produced to an explicit partition.

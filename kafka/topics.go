@@ -100,7 +100,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 				// on a busy broker): producing to it before every
 				// partition has a leader can fail with
 				// UNKNOWN_TOPIC_OR_PARTITION past franz-go's retries.
-				if err := waitLeaders(ctx, adm, topic, n); err != nil {
+				if err := WaitLeaders(ctx, adm, topic, n); err != nil {
 					return nil, err
 				}
 			case errors.Is(err, kerr.TopicAlreadyExists):
@@ -248,9 +248,9 @@ func RepartitionPartitions(p *config.Pipeline, inputs int32) int32 {
 	return inputs
 }
 
-// waitLeaders waits until every one of topic's partitions partitions has a
+// WaitLeaders waits until topic has partitions partitions, each with a
 // leader, or ctx ends.
-func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+func WaitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		tds, err := adm.ListTopics(tctx, topic)
