@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
