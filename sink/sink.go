@@ -23,6 +23,7 @@ const (
 	HeaderMode        = "mode"
 	HeaderRetraction  = "retraction"
 	HeaderPaneID      = "pane_id"
+	HeaderTimeZone    = "time_zone" // calendar windows only
 )
 
 // Header names written on dead-letter and late records.
@@ -37,7 +38,7 @@ const (
 // paneRecord is a pane's output record and its headers, allocated together.
 type paneRecord struct {
 	kgo.Record
-	headers [8]kgo.RecordHeader
+	headers [9]kgo.RecordHeader
 }
 
 // PaneRecord builds the output record of a pane: key the group key,
@@ -84,7 +85,13 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	n = len(buf)
 	buf = p.AppendID(buf)
 	h[7] = kgo.RecordHeader{Key: HeaderPaneID, Value: cut(n)}
-	r.Headers = h[:]
+	r.Headers = h[:8]
+	if p.Zone != nil {
+		n = len(buf)
+		buf = append(buf, p.Zone.String()...)
+		h[8] = kgo.RecordHeader{Key: HeaderTimeZone, Value: cut(n)}
+		r.Headers = h[:]
+	}
 	return &r.Record
 }
 

@@ -19,14 +19,21 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-// Assigner computes the fixed (tumbling or hopping) windows of an event time.
-// Tumbling is hopping with Hop == Size: one formula serves both.
+// Assigner computes the windows of an event time: fixed (tumbling or
+// hopping) windows by arithmetic, calendar windows by their calendar
+// (calendar.go). Tumbling is hopping with Hop == Size: one formula serves
+// both. An Assigner of calendar windows caches; one Engine owns it.
 type Assigner struct {
 	size, hop, offset int64 // offset normalised to [0, hop)
+	slice             int64 // slice length of a sliced spec (ms); 0: not sliced
+	cal               *calendar
 }
 
-// NewAssigner returns the assigner of a tumbling or hopping spec.
+// NewAssigner returns the assigner of a tumbling, hopping or calendar spec.
 func NewAssigner(w WindowSpec) Assigner {
+	if w.Kind == Calendar {
+		return Assigner{cal: newCalendar(*w.Calendar)}
+	}
 	hop := w.Hop
 	if w.Kind == Tumbling || hop <= 0 {
 		hop = w.Size
@@ -34,10 +41,15 @@ func NewAssigner(w WindowSpec) Assigner {
 	return Assigner{size: w.Size, hop: hop, offset: floorMod(w.Offset, hop)}
 }
 
-// Starts appends to dst, in ascending order, the start of every window
-// [s, s+size) containing t: all s with t-size < s <= t and s ≡ offset (mod hop).
-// Windows whose bounds fall outside the int64 range are left out.
-func (a Assigner) Starts(dst []int64, t int64) []int64 {
+// Windows appends to dst, in ascending start order, every window
+// containing t. For fixed windows: [s, s+size) for all s with
+// t-size < s <= t and s ≡ offset (mod hop). Windows whose bounds fall
+// outside the int64 range (or, for calendar windows, outside years
+// 1..9999) are left out.
+func (a *Assigner) Windows(dst []Span, t int64) []Span {
+	if a.cal != nil {
+		return a.cal.windows(dst, t)
+	}
 	r := floorMod(floorMod(t, a.hop)-a.offset, a.hop)
 	if t < math.MinInt64+r {
 		return dst
@@ -62,10 +74,27 @@ func (a Assigner) Starts(dst []int64, t int64) []int64 {
 		if s > math.MaxInt64-a.size {
 			break
 		}
-		dst = append(dst, s)
+		dst = append(dst, Span{s, s + a.size})
 	}
 	return dst
 }
 
-// Size is the window length.
-func (a Assigner) Size() int64 { return a.size }
+// setSlice makes the assigner slice windows by n: ms for fixed windows,
+// units for calendar windows (slices.go).
+func (a *Assigner) setSlice(n int64) {
+	if a.cal != nil {
+		a.cal.slice = n
+		return
+	}
+	a.slice = n
+}
+
+// sliceStart returns the start of the slice holding t, which has a window.
+func (a *Assigner) sliceStart(t int64) int64 {
+	if a.cal != nil {
+		return a.cal.sliceStart(t)
+	}
+	// As Windows does, without overflow: (t - offset) mod G is at most
+	// (t - offset) mod H, which Windows found representable.
+	return t - floorMod(floorMod(t, a.slice)-floorMod(a.offset, a.slice), a.slice)
+}

@@ -40,9 +40,16 @@ func TestAssignerStarts(t *testing.T) {
 		{"min edge hopping", WindowSpec{Kind: Hopping, Size: 4, Hop: 2}, math.MinInt64 + 1, []int64{math.MinInt64}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NewAssigner(tc.spec).Starts(nil, tc.t)
+			a := NewAssigner(tc.spec)
+			var got []int64
+			for _, w := range a.Windows(nil, tc.t) {
+				if w.End-w.Start != tc.spec.Size {
+					t.Fatalf("window [%d,%d) is not %d long", w.Start, w.End, tc.spec.Size)
+				}
+				got = append(got, w.Start)
+			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Starts(%d) = %v, want %v", tc.t, got, tc.want)
+				t.Fatalf("Windows(%d) starts = %v, want %v", tc.t, got, tc.want)
 			}
 			for _, s := range got {
 				if !(s <= tc.t && tc.t-s < tc.spec.Size) {

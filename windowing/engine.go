@@ -120,7 +120,7 @@ type Engine struct {
 	stats      Stats
 	outOfRange bool  // the current record has no representable window
 	open       int64 // open windows (persisted with each checkpoint)
-	starts     []int64
+	spans      []Span
 	touched    []*window
 	timers     []Timer
 	pane       Pane
@@ -171,9 +171,13 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
+		e.assigner.setSlice(e.sliceLen)
 	}
 	e.pane.Values = make([]Value, len(spec.Aggregates))
 	e.retract.Values = make([]Value, len(spec.Aggregates))
+	if spec.Window.Kind == Calendar {
+		e.pane.Zone, e.retract.Zone = spec.Window.Calendar.Zone, spec.Window.Calendar.Zone
+	}
 	if b, err := store.GetMeta(metaFrontier); err != nil {
 		return nil, err
 	} else if b != nil {
@@ -637,18 +641,16 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 	if ks.sliced {
 		return e.assignSliced(ks, ev)
 	}
-	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
-	e.outOfRange = len(e.starts) == 0
-	size := e.assigner.Size()
-	for _, s := range e.starts {
-		end := s + size
-		if expired(e.f, end, e.spec.AllowedLateness) {
+	e.spans = e.assigner.Windows(e.spans[:0], ev.Time)
+	e.outOfRange = len(e.spans) == 0
+	for _, sp := range e.spans {
+		if expired(e.f, sp.End, e.spec.AllowedLateness) {
 			continue // expired: dropped for this window
 		}
-		w := ks.find(s)
+		w := ks.find(sp.Start)
 		if w == nil {
 			var err error
-			if w, err = e.newWindow(ks, s, end); err != nil {
+			if w, err = e.newWindow(ks, sp.Start, sp.End); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package windowing
 import (
 	"math"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -41,6 +42,9 @@ type Pane struct {
 	Mode       Mode
 	Retraction bool
 	Values     []Value
+	// Zone is the time zone of a calendar window (nil for other windows):
+	// its pane also shows the window's local bounds.
+	Zone *time.Location
 }
 
 // ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop duplicates by.
@@ -64,7 +68,7 @@ func (p *Pane) AppendID(b []byte) []byte {
 func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)
-	b = appendWindowPart(b, p.Start, p.End)
+	b = appendWindowPart(b, p.Start, p.End, p.Zone)
 	b = appendPaneFields(b, p)
 	for i := range specs {
 		if i > 0 {
@@ -78,13 +82,30 @@ func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 }
 
 // appendWindowPart appends what follows a pane's key up to its timing:
-// the window, and the opening of the pane object.
-func appendWindowPart(b []byte, start, end int64) []byte {
+// the window, and the opening of the pane object. A calendar window
+// (zone != nil) also shows its zone and local bounds.
+func appendWindowPart(b []byte, start, end int64, zone *time.Location) []byte {
 	b = append(b, `,"window":{"start":`...)
 	b = strconv.AppendInt(b, start, 10)
 	b = append(b, `,"end":`...)
 	b = strconv.AppendInt(b, end, 10)
+	if zone != nil {
+		b = append(b, `,"time_zone":`...)
+		b = AppendJSONString(b, zone.String())
+		b = append(b, `,"local_start":"`...)
+		b = AppendLocal(b, start, zone)
+		b = append(b, `","local_end":"`...)
+		b = AppendLocal(b, end, zone)
+		b = append(b, '"')
+	}
 	return append(b, `},"pane":{"timing":"`...)
+}
+
+// AppendLocal appends the instant ms as a local RFC 3339 time in zone,
+// with its offset, and milliseconds only when it has some:
+// 2026-03-29T00:00:00+01:00.
+func AppendLocal(b []byte, ms int64, zone *time.Location) []byte {
+	return time.UnixMilli(ms).In(zone).AppendFormat(b, "2006-01-02T15:04:05.999Z07:00")
 }
 
 // appendPaneFields appends the pane's fields from its timing to the
@@ -131,6 +152,7 @@ type paneHead struct {
 	final      bool
 	mode       Mode
 	retraction bool
+	zone       *time.Location
 }
 
 // NewPaneJSON returns a PaneJSON for panes of the aggregates specs.
@@ -151,9 +173,9 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = AppendJSONString(b, p.Key)
-	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction}
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, zone: p.Zone}
 	if e.head == nil || h != e.last {
-		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End), p)
+		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End, p.Zone), p)
 		e.last = h
 	}
 	b = append(b, e.head...)

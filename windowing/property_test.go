@@ -121,8 +121,8 @@ func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
 	}
 	a := windowing.NewAssigner(spec.Window)
 	for _, r := range recs {
-		for _, s := range a.Starts(nil, r.t) {
-			id := winID{r.key, s, s + spec.Window.Size}
+		for _, w := range a.Windows(nil, r.t) {
+			id := winID{r.key, w.Start, w.End}
 			agg := out[id]
 			agg.add(r.x)
 			out[id] = agg

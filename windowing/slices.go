@@ -41,10 +41,17 @@ type slice struct {
 
 const sliceBaseSize = 80 // slice struct, slice slot
 
-// sliceLen returns the slice length of spec, or 0 when spec is not sliced.
+// sliceLen returns the slice length of spec, or 0 when spec is not
+// sliced: ms for hopping windows, units for calendar windows (a slice of
+// calendar windows is gcd(size, hop) units, aligned like the windows).
 func sliceLen(spec *Spec, opts *Options) int64 {
 	w := spec.Window
-	if opts.NoSlicing || w.Kind != Hopping || w.Hop <= 0 || w.Hop >= w.Size || spec.Mode == Discarding {
+	if w.Kind == Calendar {
+		w.Size, w.Hop = w.Calendar.Size, w.Calendar.Hop
+	} else if w.Kind != Hopping {
+		return 0
+	}
+	if opts.NoSlicing || w.Hop <= 0 || w.Hop >= w.Size || spec.Mode == Discarding {
 		return 0
 	}
 	t := spec.Trigger
@@ -106,27 +113,23 @@ func (ks *keyState) insertSlice(sl *slice) {
 // assignSliced is assignFixed for a sliced key: the record goes into its
 // slice; a new slice first creates the missing windows that contain it.
 func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
-	e.starts = e.assigner.Starts(e.starts[:0], ev.Time)
-	e.outOfRange = len(e.starts) == 0
+	e.spans = e.assigner.Windows(e.spans[:0], ev.Time)
+	e.outOfRange = len(e.spans) == 0
 	if e.outOfRange {
 		return nil
 	}
-	size := e.assigner.Size()
 	// Windows expire in start order: the newest one is the last to go.
-	newest := e.starts[len(e.starts)-1]
-	if expired(e.f, newest+size, e.spec.AllowedLateness) {
+	if expired(e.f, e.spans[len(e.spans)-1].End, e.spec.AllowedLateness) {
 		return nil // expired: dropped
 	}
-	// As Starts does, without overflow: (t - offset) mod G is at most
-	// (t - offset) mod H, which Starts found representable.
-	start := ev.Time - floorMod(floorMod(ev.Time, e.sliceLen)-floorMod(e.assigner.offset, e.sliceLen), e.sliceLen)
+	start := e.assigner.sliceStart(ev.Time)
 	sl := ks.findSlice(start)
 	if sl == nil {
-		for _, s := range e.starts {
-			if expired(e.f, s+size, e.spec.AllowedLateness) || ks.find(s) != nil {
+		for _, w := range e.spans {
+			if expired(e.f, w.End, e.spec.AllowedLateness) || ks.find(w.Start) != nil {
 				continue
 			}
-			if _, err := e.newWindow(ks, s, s+size); err != nil {
+			if _, err := e.newWindow(ks, w.Start, w.End); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ const (
 	Tumbling WindowKind = iota + 1
 	Hopping
 	Session
+	Calendar
 )
 
 // String returns the configuration name of the kind.
@@ -21,6 +22,8 @@ func (k WindowKind) String() string {
 		return "hopping"
 	case Session:
 		return "session"
+	case Calendar:
+		return "calendar"
 	}
 	return fmt.Sprintf("WindowKind(%d)", uint8(k))
 }
@@ -28,11 +31,12 @@ func (k WindowKind) String() string {
 // WindowSpec describes how events are assigned to windows. All lengths are
 // milliseconds of event time. Tumbling windows have Hop == Size.
 type WindowSpec struct {
-	Kind   WindowKind
-	Size   int64 // tumbling and hopping
-	Hop    int64 // hopping (equal to Size for tumbling)
-	Gap    int64 // session
-	Offset int64 // tumbling and hopping
+	Kind     WindowKind
+	Size     int64         // tumbling and hopping
+	Hop      int64         // hopping (equal to Size for tumbling)
+	Gap      int64         // session
+	Offset   int64         // tumbling and hopping
+	Calendar *CalendarSpec // calendar (calendar.go)
 }
 
 // ClosingPolicy says what happens when a window expires after its on-time step.
