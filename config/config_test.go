@@ -426,7 +426,7 @@ c.yaml:11:5: pipelines[0].watermark_interval: only valid with repartition: true`
 		`c.yaml:6:41: pipelines[0].window.gap: gap is only valid for session windows`},
 	{"size and offset on session",
 		with(map[string]string{"window": "    window: {type: session, gap: 5s, size: 1m, offset: 1s}"}),
-		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling and hopping windows
+		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling, hopping and calendar windows
 c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and hopping windows`},
 	{"missing window type",
 		with(map[string]string{"window": "    window: {size: 10s}"}),
@@ -439,7 +439,7 @@ c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and h
 		`c.yaml:1:41: kafka.compression: invalid value "brotli" (want lz4, snappy, zstd, gzip or none)`},
 	{"bad window type",
 		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
-		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping or session)`},
+		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping, session or calendar)`},
 	{"expression syntax error: the column CEL gives, after the quote",
 		with(nil, "    filter: 'value.amount > '"),
 		`c.yaml:9:29: pipelines[0].filter: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},

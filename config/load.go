@@ -11,6 +11,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
+	// The time zones of calendar windows resolve on a machine without
+	// system zoneinfo too (docs/SEMANTICS.md, Windows).
+	_ "time/tzdata"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -99,7 +103,7 @@ var (
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout"}
-	windowKeys    = []string{"type", "size", "hop", "gap", "offset"}
+	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "unit", "time_zone", "week_start"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
@@ -109,7 +113,9 @@ var (
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
-	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}}
+	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}}
+	calendarUnits = []choice[windowing.CalendarUnit]{{"hour", windowing.Hour}, {"day", windowing.Day}, {"week", windowing.Week}, {"month", windowing.Month}, {"year", windowing.Year}}
+	weekdays      = []choice[time.Weekday]{{"monday", time.Monday}, {"tuesday", time.Tuesday}, {"wednesday", time.Wednesday}, {"thursday", time.Thursday}, {"friday", time.Friday}, {"saturday", time.Saturday}, {"sunday", time.Sunday}}
 	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
 	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
 	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
@@ -124,10 +130,13 @@ var (
 		required bool
 		validFor string
 	}{
-		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping}, true, "tumbling and hopping"},
-		{"hop", []windowing.WindowKind{windowing.Hopping}, true, "hopping"},
+		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Calendar}, true, "tumbling, hopping and calendar"},
+		{"hop", []windowing.WindowKind{windowing.Hopping, windowing.Calendar}, true, "hopping and calendar"},
 		{"gap", []windowing.WindowKind{windowing.Session}, true, "session"},
 		{"offset", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping}, false, "tumbling and hopping"},
+		{"unit", []windowing.WindowKind{windowing.Calendar}, true, "calendar"},
+		{"time_zone", []windowing.WindowKind{windowing.Calendar}, false, "calendar"},
+		{"week_start", []windowing.WindowKind{windowing.Calendar}, false, "calendar"},
 	}
 
 	pipelineNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
@@ -486,6 +495,9 @@ func (d *decoder) spec(m *mapping) windowing.Spec {
 
 func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	kind, kindOK := req(m, "type", oneOf(d, windowKinds))
+	if kindOK && kind == windowing.Calendar {
+		return d.calendar(m)
+	}
 	size, sizeOK := opt(m, "size", 0, d.duration(positive))
 	hop, hopOK := opt(m, "hop", 0, d.duration(positive))
 	gap, _ := opt(m, "gap", 0, d.duration(positive))
@@ -493,15 +505,7 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	if !kindOK {
 		return windowing.WindowSpec{}
 	}
-	for _, f := range windowFields {
-		takes := slices.Contains(f.kinds, kind)
-		switch {
-		case takes && f.required:
-			m.require(f.name)
-		case !takes && m.has(f.name):
-			d.errorf(m.keyAt(f.name), m.child(f.name), "%s is only valid for %s windows", f.name, f.validFor)
-		}
-	}
+	d.windowFields(m, kind)
 	switch kind {
 	case windowing.Tumbling:
 		return windowing.WindowSpec{Kind: kind, Size: size, Hop: size, Offset: offset}
@@ -515,6 +519,59 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	default:
 		return windowing.WindowSpec{Kind: kind, Gap: gap}
 	}
+}
+
+// windowFields reports the fields kind requires and lacks, and those it
+// does not take.
+func (d *decoder) windowFields(m *mapping, kind windowing.WindowKind) {
+	for _, f := range windowFields {
+		takes := slices.Contains(f.kinds, kind)
+		switch {
+		case takes && f.required && !(kind == windowing.Calendar && f.name != "unit"):
+			m.require(f.name)
+		case !takes && m.has(f.name):
+			d.errorf(m.keyAt(f.name), m.child(f.name), "%s is only valid for %s windows", f.name, f.validFor)
+		}
+	}
+}
+
+// MaxCalendarSize bounds the units of a calendar window (docs/OPERATIONS.md,
+// Limits).
+const MaxCalendarSize = 10_000
+
+// calendar decodes `type: calendar` (docs/SEMANTICS.md, Windows): size and
+// hop count units, not durations.
+func (d *decoder) calendar(m *mapping) windowing.WindowSpec {
+	d.windowFields(m, windowing.Calendar)
+	unit, unitOK := req(m, "unit", oneOf(d, calendarUnits))
+	zone, _ := opt(m, "time_zone", time.UTC, d.timeZone)
+	size, sizeOK := opt(m, "size", 1, d.intIn(1, MaxCalendarSize))
+	hop, hopOK := opt(m, "hop", size, d.intIn(1, MaxCalendarSize))
+	weekStart, _ := opt(m, "week_start", time.Monday, oneOf(d, weekdays))
+	if sizeOK && hopOK && hop > size {
+		d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%d) must not exceed size (%d)", hop, size)
+	}
+	if unitOK && unit != windowing.Week && m.has("week_start") {
+		d.errorf(m.keyAt("week_start"), m.child("week_start"), "week_start is only valid with unit: week")
+	}
+	return windowing.WindowSpec{Kind: windowing.Calendar, Calendar: &windowing.CalendarSpec{
+		Unit: unit, Zone: zone, Size: size, Hop: hop, WeekStart: weekStart,
+	}}
+}
+
+// timeZone accepts an IANA time zone name. "Local" is refused: it would
+// depend on the machine.
+func (d *decoder) timeZone(n ast.Node, path string) (*time.Location, bool) {
+	s, ok := d.str(n, path)
+	if !ok {
+		return nil, false
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil || s == "Local" {
+		d.errorf(posOf(n), path, "unknown time zone %q (use an IANA name like \"Europe/Rome\")", s)
+		return nil, false
+	}
+	return loc, true
 }
 
 func (d *decoder) trigger(m *mapping, noLateness bool) windowing.TriggerSpec {
