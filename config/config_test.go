@@ -249,6 +249,17 @@ func with(repl map[string]string, extra ...string) string {
 	return b.String()
 }
 
+// calendarOf describes a pipeline's calendar window for comparison (two
+// loads of a zone are equal but not the same *time.Location).
+func calendarOf(c *Config) any {
+	w := c.Pipelines[0].Spec.Window
+	if w.Kind != windowing.Calendar || w.Calendar == nil {
+		return w
+	}
+	k := w.Calendar
+	return fmt.Sprintf("%s %s size=%d hop=%d week_start=%s", k.Unit, k.Zone, k.Size, k.Hop, k.WeekStart)
+}
+
 func TestValidVariants(t *testing.T) {
 	if _, err := Parse("c.yaml", []byte(with(nil))); err != nil {
 		t.Fatalf("base pipeline: %v", err)
@@ -283,6 +294,15 @@ func TestValidVariants(t *testing.T) {
 			with(map[string]string{"window": "    window: {type: session, gap: 250ms}"}),
 			func(c *Config) any { return c.Pipelines[0].Spec.Window },
 			windowing.WindowSpec{Kind: windowing.Session, Gap: 250}},
+		{"calendar defaults",
+			with(map[string]string{"window": "    window: {type: calendar, unit: day}"}),
+			calendarOf, "day UTC size=1 hop=1 week_start=Monday"},
+		{"calendar hopping weeks",
+			with(map[string]string{"window": "    window: {type: calendar, unit: week, time_zone: America/Santiago, size: 4, hop: 1, week_start: sunday}"}),
+			calendarOf, "week America/Santiago size=4 hop=1 week_start=Sunday"},
+		{"calendar hop defaults to size",
+			with(map[string]string{"window": "    window: {type: calendar, unit: month, time_zone: Europe/Rome, size: 3}"}),
+			calendarOf, "month Europe/Rome size=3 hop=3 week_start=Monday"},
 		{"record timestamp",
 			with(map[string]string{"timestamp": "    timestamp: {source: record}"}),
 			func(c *Config) any { return c.Pipelines[0].Timestamp }, Timestamp{FromRecord: true}},
@@ -437,6 +457,21 @@ c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and h
 	{"bad compression",
 		"kafka: {brokers: embedded, compression: brotli}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
 		`c.yaml:1:41: kafka.compression: invalid value "brotli" (want lz4, snappy, zstd, gzip or none)`},
+	{"calendar problems",
+		with(map[string]string{"window": "    window: {type: calendar, unit: fortnight, time_zone: Europe/Roma, size: 0, hop: 2, offset: 1h}"}),
+		`c.yaml:6:36: pipelines[0].window.unit: invalid value "fortnight" (want hour, day, week, month or year)
+c.yaml:6:58: pipelines[0].window.time_zone: unknown time zone "Europe/Roma" (use an IANA name like "Europe/Rome")
+c.yaml:6:77: pipelines[0].window.size: must be between 1 and 10000
+c.yaml:6:88: pipelines[0].window.offset: offset is only valid for tumbling and hopping windows`},
+	{"calendar hop greater than size, week_start with days, Local",
+		with(map[string]string{"window": "    window:\n      type: calendar\n      unit: day\n      time_zone: Local\n      size: 2\n      hop: 3\n      week_start: sunday"}),
+		`c.yaml:9:18: pipelines[0].window.time_zone: unknown time zone "Local" (use an IANA name like "Europe/Rome")
+c.yaml:11:12: pipelines[0].window.hop: hop (3) must not exceed size (2)
+c.yaml:12:7: pipelines[0].window.week_start: week_start is only valid with unit: week`},
+	{"calendar without unit, size as a duration",
+		with(map[string]string{"window": "    window: {type: calendar, size: 1d}"}),
+		`c.yaml:6:5: pipelines[0].window.unit: required
+c.yaml:6:36: pipelines[0].window.size: expected an integer, got "1d"`},
 	{"bad window type",
 		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
 		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping, session or calendar)`},

@@ -114,8 +114,6 @@ var (
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
 	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}}
-	calendarUnits = []choice[windowing.CalendarUnit]{{"hour", windowing.Hour}, {"day", windowing.Day}, {"week", windowing.Week}, {"month", windowing.Month}, {"year", windowing.Year}}
-	weekdays      = []choice[time.Weekday]{{"monday", time.Monday}, {"tuesday", time.Tuesday}, {"wednesday", time.Wednesday}, {"thursday", time.Thursday}, {"friday", time.Friday}, {"saturday", time.Saturday}, {"sunday", time.Sunday}}
 	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
 	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
 	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
@@ -534,6 +532,11 @@ func (d *decoder) windowFields(m *mapping, kind windowing.WindowKind) {
 		}
 	}
 }
+
+var (
+	calendarUnits = []choice[windowing.CalendarUnit]{{"hour", windowing.Hour}, {"day", windowing.Day}, {"week", windowing.Week}, {"month", windowing.Month}, {"year", windowing.Year}}
+	weekdays      = []choice[time.Weekday]{{"monday", time.Monday}, {"tuesday", time.Tuesday}, {"wednesday", time.Wednesday}, {"thursday", time.Thursday}, {"friday", time.Friday}, {"saturday", time.Saturday}, {"sunday", time.Sunday}}
+)
 
 // MaxCalendarSize bounds the units of a calendar window (docs/OPERATIONS.md,
 // Limits).
