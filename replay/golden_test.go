@@ -24,7 +24,8 @@ var update = flag.Bool("update", false, "rewrite the output sections of testdata
 //	pipeline   the pipeline's fields (name, input and output are supplied)
 //	input      the replay input, JSON lines
 //	output     the panes, one per line: key [start,end) TIMING index name=value ... [final]
-//	           (a retraction is prefixed by "retract")
+//	           (a retraction is prefixed by "retract"; a calendar window's
+//	           local bounds follow its bounds: [start,end) local=[ls,le) zone)
 //	errors     the dead-letter and late-drop lines of the error stream (optional)
 //	summary    records, filtered and dead_letters of the summary (optional)
 type goldenCase struct {
@@ -95,8 +96,11 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 		if v.Get("retraction").Bool() {
 			b.WriteString("retract ")
 		}
-		fmt.Fprintf(&b, "%s [%s,%s) %s %s", v.Get("key").Str, v.Get("window.start").Raw, v.Get("window.end").Raw,
-			v.Get("pane.timing").Str, v.Get("pane.index").Raw)
+		fmt.Fprintf(&b, "%s [%s,%s) ", v.Get("key").Str, v.Get("window.start").Raw, v.Get("window.end").Raw)
+		if z := v.Get("window.time_zone"); z.Exists() {
+			fmt.Fprintf(&b, "local=[%s,%s) %s ", v.Get("window.local_start").Str, v.Get("window.local_end").Str, z.Str)
+		}
+		fmt.Fprintf(&b, "%s %s", v.Get("pane.timing").Str, v.Get("pane.index").Raw)
 		for _, a := range aggs {
 			fmt.Fprintf(&b, " %s=%s", a.Name, v.Get("aggregates."+a.Name).Raw)
 		}
