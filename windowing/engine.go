@@ -17,7 +17,8 @@ type Emitter interface {
 	// Dropped receives a record that no window took, and why: DropExpired
 	// (every window it belongs to had already expired: late data) or
 	// DropOutOfRange (its windows cannot be represented in int64
-	// milliseconds: bad input).
+	// milliseconds, or it is outside the years calendar windows take:
+	// bad input).
 	Dropped(ev *Event, reason DropReason) error
 }
 
@@ -27,13 +28,13 @@ type DropReason uint8
 // Drop reasons.
 const (
 	DropExpired    DropReason = iota + 1 // late beyond allowed_lateness
-	DropOutOfRange                       // windows outside the int64 time range
+	DropOutOfRange                       // windows outside the int64 time range (calendar: years 1..9999)
 )
 
 // String describes the reason for dead-letter and late-record headers.
 func (r DropReason) String() string {
 	if r == DropOutOfRange {
-		return "event time too close to the int64 limit: its windows cannot be represented"
+		return "event time out of range: its windows cannot be represented (in int64 milliseconds; calendar windows: years 1 to 9999)"
 	}
 	return "every window of the record has expired"
 }
