@@ -35,6 +35,10 @@ var engineShapes = []struct {
 	{"session-30s-country", "../bench/session-30s-country.yaml", false},
 	// tumbling-10s-country with a filter, key.fields and an expr sum.
 	{"tumbling-10s-country-expr", "../bench/tumbling-10s-country-expr.yaml", false},
+	// Calendar windows against tumbling 24 h, on an input spanning days.
+	{"tumbling-24h-country", "../bench/tumbling-24h-country.yaml", false},
+	{"calendar-day-country", "../bench/calendar-day-country.yaml", false},
+	{"calendar-7d-1d-country", "../bench/calendar-7d-1d-country.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.
