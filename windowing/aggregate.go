@@ -14,6 +14,9 @@ const (
 	NullValue ValueKind = iota
 	IntValue
 	NumValue
+	// RawValue is JSON text written as it is (Value.Raw): the object of
+	// quantiles, the list of top_k.
+	RawValue
 )
 
 // Value is one aggregate result in a pane.
@@ -21,15 +24,26 @@ type Value struct {
 	Kind ValueKind
 	Int  int64
 	Num  float64
+	Raw  string // RawValue: compact JSON
 }
 
 // accum is the partial aggregate of one aggregate in one window. Every op
 // is constant-size (distinct_approx: a HyperLogLog sketch, sparse while
-// small) and merges with one call.
+// small; quantiles and top_k: sketches bounded by max_buckets and
+// capacity, sparse while small) and merges with one call.
 type accum struct {
-	n   int64   // count; number of values for sum, min, max, avg
+	n   int64   // count; number of values for sum, min, max, avg, quantiles, top_k
 	f   float64 // sum, min, max, or the sum for avg
 	hll *hyperloglog.Sketch
+	sk  *sketch // quantiles, top_k
+}
+
+// sketch is the state of a quantiles or top_k aggregate: one of the two is
+// used, as the op says. One pointer in accum for both keeps accum small for
+// the other ops.
+type sketch struct {
+	q   quantileSketch
+	top topK
 }
 
 func (a *accum) add(spec *AggSpec, in *Input) {
@@ -50,6 +64,16 @@ func (a *accum) add(spec *AggSpec, in *Input) {
 			a.hll = newSketch(spec)
 		}
 		a.hll.InsertHash(in.Hash)
+	case Quantiles:
+		if a.sk == nil {
+			a.sk = &sketch{}
+		}
+		a.sk.q.add(spec, in.Num)
+	case TopK:
+		if a.sk == nil {
+			a.sk = &sketch{}
+		}
+		a.sk.top.add(spec, in.Text)
 	}
 	a.n++
 }
@@ -73,6 +97,22 @@ func (a *accum) merge(spec *AggSpec, b *accum) error {
 				a.hll = b.hll.Clone()
 			} else if err := a.hll.Merge(b.hll); err != nil {
 				return fmt.Errorf("merge %s: %w", spec.Name, err)
+			}
+		}
+	case Quantiles:
+		if b.sk != nil {
+			if a.sk == nil {
+				a.sk = &sketch{q: b.sk.q.clone()}
+			} else {
+				a.sk.q.merge(spec, &b.sk.q)
+			}
+		}
+	case TopK:
+		if b.sk != nil {
+			if a.sk == nil {
+				a.sk = &sketch{top: b.sk.top.clone()}
+			} else {
+				a.sk.top.merge(spec, &b.sk.top)
 			}
 		}
 	}
@@ -101,6 +141,18 @@ func (a *accum) result(spec *AggSpec) Value {
 			return Value{Kind: IntValue}
 		}
 		return Value{Kind: IntValue, Int: int64(a.hll.Estimate())}
+	case Quantiles:
+		var q *quantileSketch
+		if a.sk != nil {
+			q = &a.sk.q
+		}
+		return Value{Kind: RawValue, Raw: string(appendQuantiles(nil, spec, q, a.n))}
+	case TopK:
+		var t *topK
+		if a.sk != nil {
+			t = &a.sk.top
+		}
+		return Value{Kind: RawValue, Raw: string(appendTopK(nil, spec, t))}
 	}
 	return Value{}
 }

@@ -169,6 +169,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		owned:    map[uint32]bool{},
 		catching: map[uint32]int64{},
 	}
+	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
@@ -863,7 +864,7 @@ func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 
 const (
 	windowBaseSize = 160 // window struct, slice slot, lastPane pointer
-	accumSize      = 24
+	accumSize      = 32  // without a sketch's own memory (distinct_approx, quantiles, top_k)
 	// keyBaseSize: the keyState struct (112-byte size class), its map slot
 	// and the rounding of its copied key. Now that the estimate gives back
 	// closed windows, a key without windows counts only this.

@@ -13,4 +13,8 @@ type Event struct {
 type Input struct {
 	Num  float64 // sum, min, max, avg: the numeric field
 	Hash uint64  // distinct_approx: 64-bit hash of the field's text
+	// top_k: the field's text (its string value, or the JSON text of any
+	// other value); it may point into the record's buffers (the engine
+	// copies the values it keeps).
+	Text string
 }

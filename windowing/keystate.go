@@ -177,6 +177,11 @@ const (
 
 // Key state encodings: per-window aggregates (1), or sliced (2): windows
 // with their paneSeq instead of aggregates, then seq and the slices.
+//
+// The quantiles and top_k aggregates and RawValue in a last pane extended
+// both encodings without a new version: they occur only in the state of a
+// pipeline that has those aggregates, which a version without them cannot
+// run, and state written before them never holds them.
 const (
 	keyStateVersion       = 1
 	keyStateVersionSliced = 2
@@ -237,6 +242,9 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 					b = binary.AppendVarint(b, v.Int)
 				case NumValue:
 					b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Num))
+				case RawValue:
+					b = binary.AppendUvarint(b, uint64(len(v.Raw)))
+					b = append(b, v.Raw...)
 				}
 			}
 		}
@@ -276,6 +284,18 @@ func appendAccums(b []byte, acc []accum, specs []AggSpec) ([]byte, error) {
 			}
 			b = binary.AppendUvarint(b, uint64(len(enc)))
 			b = append(b, enc...)
+		case Quantiles:
+			if a.sk == nil {
+				b = binary.AppendUvarint(b, 0)
+				continue
+			}
+			b = a.sk.q.appendBinary(b)
+		case TopK:
+			if a.sk == nil {
+				b = append(b, 0, 0) // floor 0, no counter
+				continue
+			}
+			b = a.sk.top.appendBinary(b)
 		}
 	}
 	return b, nil
@@ -302,6 +322,22 @@ func (d *decoder) accumsInto(acc []accum, specs []AggSpec) error {
 				if err := a.hll.UnmarshalBinary(enc); err != nil {
 					return fmt.Errorf("decode %s: %w", specs[j].Name, err)
 				}
+			}
+		case Quantiles:
+			q, err := d.quantiles(&specs[j], a.n)
+			if err != nil {
+				return err
+			}
+			if q != nil {
+				a.sk = &sketch{q: *q}
+			}
+		case TopK:
+			t, err := d.topK(&specs[j])
+			if err != nil {
+				return err
+			}
+			if len(t.e) > 0 || t.floor > 0 {
+				a.sk = &sketch{top: *t}
 			}
 		}
 	}
@@ -432,6 +468,11 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 					v.Int = d.varint()
 				case NumValue:
 					v.Num = d.float()
+				case RawValue:
+					v.Raw = string(d.bytes(d.uvarint()))
+				case NullValue:
+				default:
+					return errCorruptState
 				}
 			}
 			w.last = l

@@ -188,9 +188,11 @@ func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 
 // AppendValue appends v as a JSON value: integers as integers, numbers in
 // the shortest form that round-trips (as encoding/json does), null for no
-// value and for non-finite numbers.
+// value and for non-finite numbers, raw JSON as it is.
 func AppendValue(b []byte, v Value) []byte {
 	switch v.Kind {
+	case RawValue:
+		return append(b, v.Raw...)
 	case IntValue:
 		return strconv.AppendInt(b, v.Int, 10)
 	case NumValue:

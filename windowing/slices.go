@@ -13,8 +13,11 @@ import "math"
 // Slicing is used when it gives the same panes as aggregating per window:
 // hopping windows, accumulating or retracting mode (discarding would reset
 // slices that later windows share), mergeable aggregates (count, sum, avg,
-// min, max; not distinct_approx, whose merged sketches may estimate
-// differently from one sketch), and triggers that need no per-window state
+// min, max, and quantiles, whose merge is exact: see quantiles.go; not
+// distinct_approx, whose merged sketches may estimate differently from one
+// sketch, nor top_k, whose merge drops counters differently from adding
+// the records one by one once a window holds more distinct values than
+// its capacity), and triggers that need no per-window state
 // per record (on_time and closing; no early count or interval, no late
 // firing). Otherwise every window aggregates for itself.
 //
@@ -60,7 +63,7 @@ func sliceLen(spec *Spec, opts *Options) int64 {
 	}
 	for _, a := range spec.Aggregates {
 		switch a.Op {
-		case Count, Sum, Avg, Min, Max:
+		case Count, Sum, Avg, Min, Max, Quantiles:
 		default:
 			return 0
 		}

@@ -107,6 +107,8 @@ const (
 	Max
 	Avg
 	DistinctApprox
+	Quantiles
+	TopK
 )
 
 // String returns the configuration name of the operation.
@@ -124,15 +126,43 @@ func (o AggOp) String() string {
 		return "avg"
 	case DistinctApprox:
 		return "distinct_approx"
+	case Quantiles:
+		return "quantiles"
+	case TopK:
+		return "top_k"
 	}
 	return fmt.Sprintf("AggOp(%d)", uint8(o))
 }
 
 // NeedsNumber reports whether the operation reads a numeric field.
-func (o AggOp) NeedsNumber() bool { return o == Sum || o == Min || o == Max || o == Avg }
+func (o AggOp) NeedsNumber() bool {
+	return o == Sum || o == Min || o == Max || o == Avg || o == Quantiles
+}
+
+// NeedsText reports whether the operation reads a field as text: its
+// string value, or the JSON text of any other value.
+func (o AggOp) NeedsText() bool { return o == DistinctApprox || o == TopK }
 
 // DefaultPrecision is the HyperLogLog precision of distinct_approx when none is configured.
 const DefaultPrecision = 14
+
+// Defaults of the sketch aggregates (docs/SEMANTICS.md, Aggregates).
+const (
+	DefaultRelativeAccuracy = 0.01 // quantiles
+	DefaultMaxBuckets       = 2048 // quantiles
+)
+
+// DefaultCapacity is top_k's capacity when none is configured: max(100, 10·k).
+func DefaultCapacity(k int) int { return max(100, 10*k) }
+
+// Quantile is one requested quantile q of a quantiles aggregate: the
+// text it is written as in the configuration (the pane's member name),
+// and its value as the fraction Num/Den (0 <= Num <= Den, Den > 0), exact
+// for the decimal written, so the rank ⌊q·(n−1)⌋ is computed exactly.
+type Quantile struct {
+	Text     string
+	Num, Den uint64
+}
 
 // AggSpec describes one named aggregate of a pipeline.
 type AggSpec struct {
@@ -140,6 +170,19 @@ type AggSpec struct {
 	Op        AggOp
 	Field     string // dotted path of the input field; empty for count
 	Precision uint8  // distinct_approx only: 4..18
+
+	// quantiles only: the quantiles in configuration order, the relative
+	// accuracy α (MinRelativeAccuracy <= α < 0.5) and the largest number
+	// of non-empty buckets kept.
+	Quantiles        []Quantile
+	RelativeAccuracy float64
+	MaxBuckets       int
+
+	// top_k only: how many values a pane lists (K >= 1) and how many
+	// counters the summary keeps (Capacity >= K).
+	K, Capacity int
+
+	qmap *logMapping // quantiles: set by Engine.New; nil: computed when needed
 }
 
 // Spec is everything the engine needs to know about one pipeline's windowing.
