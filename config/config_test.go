@@ -523,7 +523,7 @@ c.yaml:9:61: pipelines[0].aggregates[1].precision: must be between 4 and 18`},
 	{"bad aggregate op and name",
 		with(map[string]string{"aggregates": "    aggregates: [{name: total-sum, op: median, field: x}]"}),
 		`c.yaml:7:25: pipelines[0].aggregates[0].name: invalid aggregate name "total-sum" (use a letter or '_', then letters, digits and '_')
-c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, sum, min, max, avg or distinct_approx)`},
+c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, sum, min, max, avg, distinct_approx, quantiles or top_k)`},
 	{"duplicate aggregate name",
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count}\n      - {name: n, op: max, field: v}"}),
 		`c.yaml:9:16: pipelines[0].aggregates[1].name: duplicate aggregate name "n" (first at line 8)`},

@@ -107,7 +107,7 @@ var (
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
-	aggregateKeys = []string{"name", "op", "field", "expr", "precision"}
+	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
 	outputKeys    = []string{"topic", "stdout"}
 
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
@@ -116,7 +116,7 @@ var (
 	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}}
 	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
 	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
-	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}}
+	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}, {"quantiles", windowing.Quantiles}, {"top_k", windowing.TopK}}
 	deliveries   = []choice[Delivery]{{"at_least_once", AtLeastOnce}, {"exactly_once", ExactlyOnce}}
 	mechanisms   = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}
 	compressions = []choice[string]{{"lz4", "lz4"}, {"snappy", "snappy"}, {"zstd", "zstd"}, {"gzip", "gzip"}, {"none", "none"}}
@@ -621,7 +621,7 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 		a.Op, ok = req(m, "op", oneOf(d, aggOps))
 		a.Field, _ = opt(m, "field", "", d.fieldPath)
 		want := expr.Number
-		if a.Op == windowing.DistinctApprox {
+		if a.Op.NeedsText() {
 			want = expr.Any
 		}
 		var x *expr.Program
@@ -647,6 +647,7 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 			} else if m.has("precision") {
 				d.errorf(m.keyAt("precision"), m.child("precision"), "precision is only valid for distinct_approx")
 			}
+			d.sketchOptions(m, &a)
 		}
 		aggs = append(aggs, a)
 		d.aggExprs = append(d.aggExprs, x)

@@ -323,7 +323,7 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		in := aggInput{op: a.Op, field: -1}
 		if i < len(p.AggregateExprs) && p.AggregateExprs[i] != nil {
 			in.exprErr = "aggregate " + a.Name + ": "
-		} else if a.Op.NeedsNumber() || a.Op == windowing.DistinctApprox {
+		} else if a.Op.NeedsNumber() || a.Op.NeedsText() {
 			in.field = index(a.Field)
 			if a.Op.NeedsNumber() {
 				d.fields[in.field].numeric = true
@@ -481,11 +481,15 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 				}
 				return fail(a.null)
 			}
-			if a.op == windowing.DistinctApprox {
+			if a.op.NeedsText() {
+				text := r.Raw
 				if r.Type == gjson.String {
-					in.Hash = metro.Hash64Str(r.Str, distinctSeed)
+					text = r.Str
+				}
+				if a.op == windowing.TopK {
+					in.Text = text
 				} else {
-					in.Hash = metro.Hash64Str(r.Raw, distinctSeed)
+					in.Hash = metro.Hash64Str(text, distinctSeed)
 				}
 			} else {
 				if r.Type != gjson.Number {

@@ -164,12 +164,16 @@ func (d *Decoder) exprTime() (int64, error) {
 // exprInput is aggregate i's input from its expression.
 func (d *Decoder) exprInput(i int, a *aggInput, in *windowing.Input) error {
 	p := d.x.aggs[i]
-	if a.op == windowing.DistinctApprox {
+	if a.op.NeedsText() {
 		s, err := p.Text(&d.x.act)
 		if err != nil {
 			return fail(a.exprErr + err.Error())
 		}
-		in.Hash = metro.Hash64Str(s, distinctSeed)
+		if a.op == windowing.TopK {
+			in.Text = s
+		} else {
+			in.Hash = metro.Hash64Str(s, distinctSeed)
+		}
 		return nil
 	}
 	f, err := p.Number(&d.x.act)
