@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -40,9 +41,11 @@ type batchAgg struct {
 	n      int64
 	sum    float64
 	lo, hi float64
+	xs     []float64 // every value, for quantiles and top_k
 }
 
 func (b *batchAgg) add(x float64) {
+	b.xs = append(b.xs, x)
 	if b.n == 0 || x < b.lo {
 		b.lo = x
 	}
@@ -76,12 +79,14 @@ func (r rec) event(aggregates int) windowing.Event {
 	ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Inputs: make([]windowing.Input, aggregates)}
 	for j := range ev.Inputs {
 		ev.Inputs[j].Num = r.x
+		ev.Inputs[j].Text = strconv.FormatFloat(r.x, 'f', -1, 64)
 	}
 	return ev
 }
 
 // testAggregates are the aggregates of the random specs: one of each
-// mergeable op over x, in the order batchAgg.values reports them.
+// op over x that slicing merges, in the order batchAgg.values reports them,
+// then quantiles (checked by checkPanes against the guarantee).
 func testAggregates() []windowing.AggSpec {
 	return []windowing.AggSpec{
 		{Name: "n", Op: windowing.Count},
@@ -89,8 +94,14 @@ func testAggregates() []windowing.AggSpec {
 		{Name: "lo", Op: windowing.Min, Field: "x"},
 		{Name: "hi", Op: windowing.Max, Field: "x"},
 		{Name: "avg", Op: windowing.Avg, Field: "x"},
+		{Name: "q", Op: windowing.Quantiles, Field: "x", RelativeAccuracy: 0.01, MaxBuckets: 2048, Quantiles: []windowing.Quantile{
+			{Text: "0", Num: 0, Den: 1}, {Text: "0.5", Num: 1, Den: 2}, {Text: "0.99", Num: 99, Den: 100}, {Text: "1", Num: 1, Den: 1},
+		}},
 	}
 }
+
+// topKAggregate is the top_k aggregate randomSpec adds (not slicing's).
+var topKAggregate = windowing.AggSpec{Name: "top", Op: windowing.TopK, Field: "x", K: 3, Capacity: windowing.DefaultCapacity(3)}
 
 // batch computes every window's aggregates from the records at once.
 func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
@@ -134,7 +145,7 @@ func batch(spec windowing.Spec, recs []rec) map[winID]batchAgg {
 func randomSpec(rng *rand.Rand) windowing.Spec {
 	spec := windowing.Spec{
 		Mode:            windowing.Mode(rng.Intn(3)),
-		Aggregates:      testAggregates(),
+		Aggregates:      append(testAggregates(), topKAggregate),
 		AllowedLateness: []int64{0, 0, 500, 5000}[rng.Intn(4)],
 		Trigger:         windowing.TriggerSpec{OnTime: rng.Intn(4) != 0, Closing: windowing.ClosingPolicy(rng.Intn(3))},
 	}
@@ -324,6 +335,18 @@ func checkPanes(t *testing.T, spec windowing.Spec, panes []windowing.Pane, want 
 		for i := range wantVals {
 			if got[i] != wantVals[i] {
 				t.Fatalf("window %v aggregate %s = %+v, want %+v", id, spec.Aggregates[i].Name, got[i], wantVals[i])
+			}
+		}
+		for i := len(wantVals); i < len(spec.Aggregates); i++ {
+			switch a := &spec.Aggregates[i]; a.Op {
+			case windowing.Quantiles:
+				windowing.CheckQuantiles(t, got[i].Raw, a, agg.xs)
+			case windowing.TopK:
+				counts := map[string]uint64{}
+				for _, x := range agg.xs {
+					counts[strconv.FormatFloat(x, 'f', -1, 64)]++
+				}
+				windowing.CheckTopK(t, got[i].Raw, a, counts, len(counts) <= a.Capacity)
 			}
 		}
 	}
