@@ -335,6 +335,24 @@ func TestValidVariants(t *testing.T) {
 				{Name: "e", Op: windowing.DistinctApprox, Field: "x", Precision: 4},
 				{Name: "f", Op: windowing.DistinctApprox, Field: "x", Precision: 18},
 			}},
+		{"sketch ops", with(map[string]string{"aggregates": `    aggregates:
+      - {name: lat, op: quantiles, field: ms, quantiles: [0.5, 0.90, 1, 0, 0.001]}
+      - {name: lat2, op: quantiles, expr: 'value.ms * 2.0', quantiles: [0.99], relative_accuracy: 0.0001, max_buckets: 1}
+      - {name: top, op: top_k, field: page, k: 10}
+      - {name: top2, op: top_k, expr: value.page, k: 3, capacity: 3}`}),
+			func(c *Config) any {
+				aggs := c.Pipelines[0].Spec.Aggregates
+				return []any{aggs, c.Pipelines[0].AggregateExprs[1] != nil, c.Pipelines[0].AggregateExprs[3] != nil}
+			},
+			[]any{[]windowing.AggSpec{
+				{Name: "lat", Op: windowing.Quantiles, Field: "ms", RelativeAccuracy: 0.01, MaxBuckets: 2048, Quantiles: []windowing.Quantile{
+					{Text: "0.5", Num: 1, Den: 2}, {Text: "0.90", Num: 9, Den: 10}, {Text: "1", Num: 1, Den: 1}, {Text: "0", Num: 0, Den: 1}, {Text: "0.001", Num: 1, Den: 1000}}},
+				{Name: "lat2", Op: windowing.Quantiles, RelativeAccuracy: 0.0001, MaxBuckets: 1, Quantiles: []windowing.Quantile{{Text: "0.99", Num: 99, Den: 100}}},
+				{Name: "top", Op: windowing.TopK, Field: "page", K: 10, Capacity: 100},
+				{Name: "top2", Op: windowing.TopK, K: 3, Capacity: 3},
+			}, true, true}},
+		{"top_k capacity default", with(map[string]string{"aggregates": "    aggregates: [{name: t, op: top_k, field: p, k: 11}]"}),
+			func(c *Config) any { return c.Pipelines[0].Spec.Aggregates[0].Capacity }, 110},
 		{"modes", with(nil, "    accumulation: retracting", "    delivery: exactly_once"),
 			func(c *Config) any { return []any{c.Pipelines[0].Spec.Mode, c.Pipelines[0].Delivery} },
 			[]any{windowing.Retracting, ExactlyOnce}},
@@ -520,6 +538,54 @@ c.yaml:9:38: pipelines[0].aggregates[1].expr: cannot be combined with field`},
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: a, op: avg, field: x, precision: 10}\n      - {name: u, op: distinct_approx, field: x, precision: 19}"}),
 		`c.yaml:8:38: pipelines[0].aggregates[0].precision: precision is only valid for distinct_approx
 c.yaml:9:61: pipelines[0].aggregates[1].precision: must be between 4 and 18`},
+	{"quantiles out of range, empty, duplicate, not numbers",
+		with(map[string]string{"aggregates": `    aggregates:
+      - {name: a, op: quantiles, field: x, quantiles: [1.5, -0.1, 0.5, 0.50, "0.9", .nan]}
+      - {name: b, op: quantiles, field: x, quantiles: []}
+      - {name: c, op: quantiles, field: x}
+      - {name: d, op: quantiles, field: x, quantiles: 0.5}`}),
+		`c.yaml:8:56: pipelines[0].aggregates[0].quantiles[0]: must be between 0 and 1
+c.yaml:8:61: pipelines[0].aggregates[0].quantiles[1]: must be between 0 and 1
+c.yaml:8:72: pipelines[0].aggregates[0].quantiles[3]: duplicate quantile 0.50 (0.5 at line 8)
+c.yaml:8:78: pipelines[0].aggregates[0].quantiles[4]: expected a number, got "0.9"
+c.yaml:8:85: pipelines[0].aggregates[0].quantiles[5]: expected a number, got .nan
+c.yaml:9:55: pipelines[0].aggregates[1].quantiles: must not be empty
+c.yaml:10:7: pipelines[0].aggregates[2].quantiles: required
+c.yaml:11:55: pipelines[0].aggregates[3].quantiles: expected a list, got 0.5`},
+	{"bad accuracies and bucket counts",
+		with(map[string]string{"aggregates": `    aggregates:
+      - {name: a, op: quantiles, field: x, quantiles: [0.5], relative_accuracy: 0}
+      - {name: b, op: quantiles, field: x, quantiles: [0.5], relative_accuracy: 0.5}
+      - {name: c, op: quantiles, field: x, quantiles: [0.5], relative_accuracy: 0.00001, max_buckets: 0}
+      - {name: d, op: quantiles, field: x, quantiles: [0.5], relative_accuracy: high, max_buckets: 65537}`}),
+		`c.yaml:8:81: pipelines[0].aggregates[0].relative_accuracy: must be at least 0.0001 and less than 0.5
+c.yaml:9:81: pipelines[0].aggregates[1].relative_accuracy: must be at least 0.0001 and less than 0.5
+c.yaml:10:81: pipelines[0].aggregates[2].relative_accuracy: must be at least 0.0001 and less than 0.5
+c.yaml:10:103: pipelines[0].aggregates[2].max_buckets: must be between 1 and 65536
+c.yaml:11:81: pipelines[0].aggregates[3].relative_accuracy: expected a number, got "high"
+c.yaml:11:100: pipelines[0].aggregates[3].max_buckets: must be between 1 and 65536`},
+	{"bad k and capacity",
+		with(map[string]string{"aggregates": `    aggregates:
+      - {name: a, op: top_k, field: x, k: 0}
+      - {name: b, op: top_k, field: x}
+      - {name: c, op: top_k, field: x, k: 5, capacity: 4}
+      - {name: d, op: top_k, field: x, k: 2.5, capacity: 0}`}),
+		`c.yaml:8:43: pipelines[0].aggregates[0].k: must be between 1 and 10000
+c.yaml:9:7: pipelines[0].aggregates[1].k: required
+c.yaml:10:56: pipelines[0].aggregates[2].capacity: must be at least k (5)
+c.yaml:11:43: pipelines[0].aggregates[3].k: expected an integer, got 2.5
+c.yaml:11:58: pipelines[0].aggregates[3].capacity: must be between 1 and 1000000`},
+	{"sketch options on ops that do not take them",
+		with(map[string]string{"aggregates": `    aggregates:
+      - {name: a, op: avg, field: x, quantiles: [0.5], k: 3}
+      - {name: b, op: top_k, field: x, k: 3, relative_accuracy: 0.1, max_buckets: 10}
+      - {name: c, op: quantiles, field: x, quantiles: [0.5], capacity: 10, precision: 12}`}),
+		`c.yaml:8:38: pipelines[0].aggregates[0].quantiles: quantiles is only valid for quantiles
+c.yaml:8:56: pipelines[0].aggregates[0].k: k is only valid for top_k
+c.yaml:9:46: pipelines[0].aggregates[1].relative_accuracy: relative_accuracy is only valid for quantiles
+c.yaml:9:70: pipelines[0].aggregates[1].max_buckets: max_buckets is only valid for quantiles
+c.yaml:10:62: pipelines[0].aggregates[2].capacity: capacity is only valid for top_k
+c.yaml:10:76: pipelines[0].aggregates[2].precision: precision is only valid for distinct_approx`},
 	{"bad aggregate op and name",
 		with(map[string]string{"aggregates": "    aggregates: [{name: total-sum, op: median, field: x}]"}),
 		`c.yaml:7:25: pipelines[0].aggregates[0].name: invalid aggregate name "total-sum" (use a letter or '_', then letters, digits and '_')

@@ -478,6 +478,40 @@ func TestDecodeInputs(t *testing.T) {
 	}
 }
 
+// TestDecodeSketchInputs: quantiles reads a number as sum does; top_k
+// reads the text distinct_approx hashes (a string's value, any other
+// value's JSON text as it appears).
+func TestDecodeSketchInputs(t *testing.T) {
+	d := NewDecoder(pipeline("", "", config.UnixMS,
+		windowing.AggSpec{Name: "lat", Op: windowing.Quantiles, Field: "ms"},
+		windowing.AggSpec{Name: "pages", Op: windowing.TopK, Field: "page"},
+	))
+	tests := []struct {
+		value   string
+		want    []windowing.Input
+		wantErr string
+	}{
+		{value: `{"ms":-2.5,"page":"/home"}`, want: []windowing.Input{{Num: -2.5}, {Text: "/home"}}},
+		{value: `{"ms":0,"page":"a\u0062\"c"}`, want: []windowing.Input{{}, {Text: `ab"c`}}},
+		{value: `{"ms":1e3,"page":7.0}`, want: []windowing.Input{{Num: 1000}, {Text: "7.0"}}},
+		{value: `{"ms":1,"page":{"id": 1}}`, want: []windowing.Input{{Num: 1}, {Text: `{"id": 1}`}}},
+		{value: `{"ms":"12","page":"/"}`, wantErr: `field "ms" (aggregate lat) is not a number`},
+		{value: `{"ms":1e309,"page":"/"}`, wantErr: `field "ms" (aggregate lat) is out of range`},
+		{value: `{"ms":1}`, wantErr: `field "page" (aggregate pages) is missing`},
+		{value: `{"ms":1,"page":null}`, wantErr: `field "page" (aggregate pages) is null`},
+	}
+	for _, tc := range tests {
+		ev := windowing.Event{Inputs: []windowing.Input{{Num: 99, Text: "stale"}, {Num: 99, Text: "stale"}}}
+		err := d.Decode(&Record{Key: []byte("k"), Value: []byte(tc.value)}, &ev)
+		if got := reason(err); got != tc.wantErr {
+			t.Fatalf("%s: error = %q, want %q", tc.value, got, tc.wantErr)
+		}
+		if err == nil && !slices.Equal(ev.Inputs, tc.want) {
+			t.Fatalf("%s: inputs %+v, want %+v", tc.value, ev.Inputs, tc.want)
+		}
+	}
+}
+
 func TestDecodeInputsGrow(t *testing.T) {
 	d := NewDecoder(pipeline("", "", config.UnixMS,
 		windowing.AggSpec{Name: "n", Op: windowing.Count},
