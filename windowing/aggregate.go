@@ -102,7 +102,8 @@ func (a *accum) merge(spec *AggSpec, b *accum) error {
 	case Quantiles:
 		if b.sk != nil {
 			if a.sk == nil {
-				a.sk = &sketch{q: b.sk.q.clone()}
+				a.sk = &sketch{}
+				b.sk.q.cloneInto(&a.sk.q)
 			} else {
 				a.sk.q.merge(spec, &b.sk.q)
 			}
@@ -146,13 +147,15 @@ func (a *accum) result(spec *AggSpec) Value {
 		if a.sk != nil {
 			q = &a.sk.q
 		}
-		return Value{Kind: RawValue, Raw: string(appendQuantiles(nil, spec, q, a.n))}
+		var buf [256]byte
+		return Value{Kind: RawValue, Raw: string(appendQuantiles(buf[:0], spec, q, a.n))}
 	case TopK:
 		var t *topK
 		if a.sk != nil {
 			t = &a.sk.top
 		}
-		return Value{Kind: RawValue, Raw: string(appendTopK(nil, spec, t))}
+		var buf [512]byte
+		return Value{Kind: RawValue, Raw: string(appendTopK(buf[:0], spec, t))}
 	}
 	return Value{}
 }

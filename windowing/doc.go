@@ -62,6 +62,11 @@
 //     (docs/SEMANTICS.md, State follows partitions).
 //   - Hopping windows by slicing (slices.go) give the same panes as
 //     aggregating per window (docs/SEMANTICS.md, Windows).
+//   - Aggregates (docs/SEMANTICS.md, Aggregates) are bounded in size and
+//     merge in one call. A quantiles sketch is a function of its multiset
+//     of values (quantiles.go), so its merges are exact; a top_k summary is
+//     exact within its capacity and keeps count − error <= true count <=
+//     count beyond it (topk.go).
 //
 // An Engine is not safe for concurrent use.
 package windowing

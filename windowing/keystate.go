@@ -324,12 +324,13 @@ func (d *decoder) accumsInto(acc []accum, specs []AggSpec) error {
 				}
 			}
 		case Quantiles:
-			q, err := d.quantiles(&specs[j], a.n)
+			sk := &sketch{}
+			ok, err := d.quantiles(&specs[j], a.n, &sk.q)
 			if err != nil {
 				return err
 			}
-			if q != nil {
-				a.sk = &sketch{q: *q}
+			if ok {
+				a.sk = sk
 			}
 		case TopK:
 			t, err := d.topK(&specs[j])

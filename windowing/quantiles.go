@@ -40,19 +40,44 @@ type logMapping struct {
 	mult     float64 // 1/ln γ
 	lnGamma  float64 // ln γ
 	lnFactor float64 // ln(2/(1+γ)): the estimate of key k is γ^k·2/(1+γ)
+	alpha    float64 // the configured α
 }
 
-// newLogMapping returns the mapping of relative accuracy alpha. It uses an
-// α smaller by a millionth of itself, so that the rounding of the
-// logarithms near a bucket boundary stays within the configured α.
+// newLogMapping returns the mapping of relative accuracy alpha. Its
+// buckets are those of an α smaller by 1%: what that leaves of the error
+// budget pays for printing estimates with few digits (short) and for the
+// rounding of logarithms near a bucket boundary.
 func newLogMapping(alpha float64) logMapping {
 	if alpha <= 0 || alpha >= 0.5 {
 		alpha = DefaultRelativeAccuracy
 	}
-	a := alpha * (1 - 1e-6)
+	a := alpha * (1 - 0.01)
 	lnGamma := math.Log1p(2 * a / (1 - a))
 	gamma := (1 + a) / (1 - a)
-	return logMapping{mult: 1 / lnGamma, lnGamma: lnGamma, lnFactor: math.Log(2 / (1 + gamma))}
+	return logMapping{mult: 1 / lnGamma, lnGamma: lnGamma, lnFactor: math.Log(2 / (1 + gamma)), alpha: alpha}
+}
+
+// short returns v rounded to the fewest decimal places s with 10^−s <=
+// |v|·α·0.004: the rounding moves v by at most |v|·α·0.002 <= 0.003·α·|x|
+// (|v| <= 1.5·|x| for α < 0.5), which with the buckets' 0.99·α keeps the
+// estimate within α·|x| and prints it with about −log10(α)+4 significant
+// digits (30.2671 rather than 30.267068120548988 at α = 0.01). Outside
+// 10^±15 places v is left as it is.
+func (m *logMapping) short(v float64) float64 {
+	if v == 0 {
+		return 0
+	}
+	s := math.Ceil(-math.Log10(math.Abs(v) * m.alpha * 0.004))
+	switch {
+	case s > 15 || s < -15:
+		return v
+	case s >= 0:
+		p := math.Pow(10, s)
+		return math.Round(v*p) / p
+	default:
+		p := math.Pow(10, -s)
+		return math.Round(v/p) * p
+	}
 }
 
 // ord returns the ordinal of x's bucket: 0 for zero, positive for
@@ -124,6 +149,9 @@ type bucket struct {
 // quantileSketch is the sketch of the file comment.
 type quantileSketch struct {
 	b []bucket // sorted by ord, every n > 0
+	// first holds b while it has at most two buckets: a window of one
+	// value then costs one allocation (the sketch) for its quantiles.
+	first [2]bucket
 }
 
 // search returns the index of the first bucket with ord >= o.
@@ -147,6 +175,9 @@ func (q *quantileSketch) add(spec *AggSpec, x float64) {
 	if i < len(q.b) && q.b[i].ord == o {
 		q.b[i].n++
 		return
+	}
+	if q.b == nil {
+		q.b = q.first[:0]
 	}
 	q.b = append(q.b, bucket{})
 	copy(q.b[i+1:], q.b[i:])
@@ -172,7 +203,7 @@ func (q *quantileSketch) merge(spec *AggSpec, r *quantileSketch) {
 		return
 	}
 	if len(q.b) == 0 {
-		q.b = append(make([]bucket, 0, len(r.b)), r.b...)
+		r.cloneInto(q)
 		return
 	}
 	out := make([]bucket, 0, len(q.b)+len(r.b))
@@ -197,8 +228,14 @@ func (q *quantileSketch) merge(spec *AggSpec, r *quantileSketch) {
 	q.collapse(spec.maxBuckets())
 }
 
-func (q *quantileSketch) clone() quantileSketch {
-	return quantileSketch{b: append([]bucket(nil), q.b...)}
+// cloneInto sets d to a copy of q (d is a zero sketch that will not move:
+// its b may point into its own first).
+func (q *quantileSketch) cloneInto(d *quantileSketch) {
+	if len(q.b) <= len(d.first) {
+		d.b = append(d.first[:0], q.b...)
+		return
+	}
+	d.b = append([]bucket(nil), q.b...)
 }
 
 // rank returns ⌊num·(n−1)/den⌋, exactly.
@@ -245,7 +282,7 @@ func appendQuantiles(b []byte, spec *AggSpec, q *quantileSketch, n int64) []byte
 			b = append(b, "null"...)
 			continue
 		}
-		b = AppendValue(b, Value{Kind: NumValue, Num: q.at(&m, rank(qu.Num, qu.Den, n))})
+		b = AppendValue(b, Value{Kind: NumValue, Num: m.short(q.at(&m, rank(qu.Num, qu.Den, n)))})
 	}
 	return append(b, '}')
 }
@@ -264,34 +301,38 @@ func (q *quantileSketch) appendBinary(b []byte) []byte {
 	return b
 }
 
-// quantiles reads what quantileSketch.appendBinary wrote for an aggregate of n
-// values; the counts must add up to n.
-func (d *decoder) quantiles(spec *AggSpec, n int64) (*quantileSketch, error) {
+// quantiles reads into q (a zero sketch that will not move) what
+// quantileSketch.appendBinary wrote for an aggregate of n values; the
+// counts must add up to n. It reports whether there was a bucket.
+func (d *decoder) quantiles(spec *AggSpec, n int64, q *quantileSketch) (bool, error) {
 	nb := d.uvarint()
 	if nb == 0 || d.err != nil {
-		return nil, d.err
+		return false, d.err
 	}
 	if nb > uint64(len(d.b)) {
-		return nil, errCorruptState
+		return false, errCorruptState
 	}
-	q := &quantileSketch{b: make([]bucket, 0, nb)}
+	q.b = q.first[:0]
+	if nb > uint64(len(q.first)) {
+		q.b = make([]bucket, 0, nb)
+	}
 	prev := int64(ordOffset)
 	var total uint64
 	for i := uint64(0); i < nb && d.err == nil; i++ {
 		o := prev + d.varint()
 		c := d.uvarint()
 		if (i > 0 && o <= prev) || o < math.MinInt32 || o > math.MaxInt32 || c == 0 {
-			return nil, fmt.Errorf("decode %s: %w", spec.Name, errCorruptState)
+			return false, fmt.Errorf("decode %s: %w", spec.Name, errCorruptState)
 		}
 		q.b = append(q.b, bucket{ord: int32(o), n: c})
 		total += c
 		prev = o
 	}
 	if d.err == nil && total != uint64(n) {
-		return nil, fmt.Errorf("decode %s: %w", spec.Name, errCorruptState)
+		return false, fmt.Errorf("decode %s: %w", spec.Name, errCorruptState)
 	}
 	// A smaller max_buckets than the state was written with collapses it
 	// as adding its values would have.
 	q.collapse(spec.maxBuckets())
-	return q, d.err
+	return true, d.err
 }
