@@ -39,6 +39,13 @@ var engineShapes = []struct {
 	{"tumbling-24h-country", "../bench/tumbling-24h-country.yaml", false},
 	{"calendar-day-country", "../bench/calendar-day-country.yaml", false},
 	{"calendar-7d-1d-country", "../bench/calendar-7d-1d-country.yaml", false},
+	// count + avg against count + quantiles of x (docs/PERFORMANCE.md,
+	// Sketch aggregates).
+	{"tumbling-10s-country-avg", "../bench/tumbling-10s-country-avg.yaml", false},
+	{"tumbling-10s-country-quantiles", "../bench/tumbling-10s-country-quantiles.yaml", false},
+	// The same by record key: a sketch per window of about one record.
+	{"tumbling-10s-key-avg", "../bench/tumbling-10s-key-avg.yaml", false},
+	{"tumbling-10s-key-quantiles", "../bench/tumbling-10s-key-quantiles.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.
