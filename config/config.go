@@ -242,13 +242,16 @@ type Pipeline struct {
 	// AggregateExprs holds, index for index with Spec.Aggregates, the
 	// expression of an aggregate written with expr (nil: with field, or
 	// count).
-	AggregateExprs  []*expr.Program
-	OutputTopic     string
-	OutputStdout    bool   // also print every pane's JSON on standard output (demos)
-	LateTopic       string // optional
-	DeadLetterTopic string // default <name>-dlq
-	Delivery        Delivery
-	CommitInterval  int64 // ms between commit cycles; default 1s
+	AggregateExprs []*expr.Program
+	OutputTopic    string
+	OutputStdout   bool // also print every pane's JSON on standard output (demos)
+	// ProgressInterval: write a progress record to every output partition
+	// this often (ms; 0: off; docs/SEMANTICS.md, Progress records).
+	ProgressInterval int64
+	LateTopic        string // optional
+	DeadLetterTopic  string // default <name>-dlq
+	Delivery         Delivery
+	CommitInterval   int64 // ms between commit cycles; default 1s
 	// Repartition, when set, runs the pipeline in two stages joined by the
 	// internal topic <group>-<name>-repartition (docs/SEMANTICS.md,
 	// Repartitioning).

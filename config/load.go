@@ -102,13 +102,13 @@ var (
 	inputKeys     = []string{"topic", "group", "partitions"}
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source"}
-	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout"}
+	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift"}
 	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "unit", "time_zone", "week_start"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
 	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
-	outputKeys    = []string{"topic", "stdout"}
+	outputKeys    = []string{"topic", "stdout", "progress_interval"}
 
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources      = []choice[bool]{{"record", true}}
@@ -379,6 +379,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
 	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
+	p.ProgressInterval, _ = opt(out, "progress_interval", 0, d.duration(positive))
 	p.LateTopic, _ = opt(m, "late_topic", "", d.topic)
 	p.DeadLetterTopic, _ = opt(m, "dead_letter_topic", p.Name+"-dlq", d.topic)
 	p.Delivery, _ = opt(m, "delivery", AtLeastOnce, oneOf(d, deliveries))
@@ -477,6 +478,7 @@ func (d *decoder) watermark(m *mapping) watermark.Spec {
 	}
 	s.Every, _ = opt(m, "every", 1, d.intIn(1, math.MaxInt64))
 	s.IdleTimeout, _ = opt(m, "idle_timeout", 0, d.duration(nonNegative))
+	s.MaxDrift, _ = opt(m, "max_drift", 0, d.duration(positive))
 	return s
 }
 

@@ -276,3 +276,19 @@ func allLed(td kadm.TopicDetail) bool {
 	}
 	return true
 }
+
+// PartitionCount returns the number of partitions of topic.
+func PartitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	d, ok := details[topic]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("topic %s not listed", topic)
+	case d.Err != nil:
+		return 0, d.Err
+	}
+	return int32(len(d.Partitions)), nil
+}

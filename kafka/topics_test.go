@@ -23,11 +23,12 @@ func TestChangelogTopicName(t *testing.T) {
 	}
 }
 
-// The changelog partitioner keeps partition p's state on changelog
-// partition p and leaves every other topic to the default partitioner,
-// which sends equal keys to one partition.
-func TestChangelogPartitioner(t *testing.T) {
-	cp := NewChangelogPartitioner("g-p-changelog")
+// The pipeline's partitioner keeps partition p's state on changelog
+// partition p, puts a progress record (no key) on the output partition it
+// names, and leaves panes and every other topic to the default
+// partitioner, which sends equal keys to one partition.
+func TestPipelinePartitioner(t *testing.T) {
+	cp := NewPartitioner("g-p-changelog", "out")
 	tp := cp.ForTopic("g-p-changelog")
 	for _, part := range []int32{0, 3, 7} {
 		r := &kgo.Record{Topic: "g-p-changelog", Partition: part, Key: []byte("kuser")}
@@ -44,9 +45,19 @@ func TestChangelogPartitioner(t *testing.T) {
 		t.Fatal("keyed pane records are not partitioned by key")
 	}
 	first := out.PartitionByBackup(r, 8, nil)
+	def := kgo.UniformBytesPartitioner(64<<10, true, true, nil).ForTopic("out").(kgo.TopicBackupPartitioner)
+	if want := def.PartitionByBackup(r, 8, nil); first != want {
+		t.Fatalf("a pane went to partition %d, franz-go's default partitioner sends it to %d", first, want)
+	}
 	for i := 0; i < 20; i++ {
 		if got := out.PartitionByBackup(&kgo.Record{Topic: "out", Key: []byte("u1"), Partition: int32(i % 8)}, 8, nil); got != first {
 			t.Fatalf("pane records of one key went to partitions %d and %d", first, got)
+		}
+	}
+	for _, part := range []int32{0, 5, 7} {
+		pr := &kgo.Record{Topic: "out", Partition: part}
+		if !out.RequiresConsistency(pr) || out.PartitionByBackup(pr, 8, nil) != int(part) || out.Partition(pr, 8) != int(part) {
+			t.Fatalf("a progress record for partition %d went elsewhere", part)
 		}
 	}
 }

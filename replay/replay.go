@@ -42,6 +42,8 @@ type Options struct {
 	CacheBytes int    // window cache budget; 0: the pipeline's default
 	Out        io.Writer
 	Errs       io.Writer // dead letters and dropped records, one JSON line each
+	// Progress: print progress lines among the panes (progress.go).
+	Progress bool
 }
 
 // Summary counts what a replay did.
@@ -161,6 +163,8 @@ type runner struct {
 	cur     []byte         // the input line being processed
 	rp      *repartitioner // nil unless the pipeline repartitions
 	headers []expr.Header  // the line's headers, for expressions
+
+	progressAt, progressPanes int64 // the frontier and pane count at the last progress line
 }
 
 // Pane implements windowing.Emitter.
@@ -332,6 +336,11 @@ func (r *runner) run(eng *windowing.Engine) error {
 			if err := r.handle(eng, dec, line, &now, offsets, &rec, &ev); err != nil {
 				return err
 			}
+			if r.opts.Progress {
+				if err := r.progress(eng); err != nil {
+					return err
+				}
+			}
 			// A replay commits its Pebble state only to bound memory:
 			// when the uncommitted writes pass the engine's budget
 			// (cache evictions, timers), and at the end. Nothing reads
@@ -350,6 +359,11 @@ func (r *runner) run(eng *windowing.Engine) error {
 	}
 	if err := eng.Finish(); err != nil {
 		return err
+	}
+	if r.opts.Progress {
+		if err := r.progress(eng); err != nil {
+			return err
+		}
 	}
 	return eng.Checkpoint(false)
 }

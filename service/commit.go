@@ -34,6 +34,9 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	if err := p.flushOutput(ctx); err != nil {
 		return err
 	}
+	// After the cycle's panes, acknowledged above (docs/SEMANTICS.md,
+	// Progress records).
+	p.writeProgress(ctx, p.closing.Load())
 	// State changes go to the changelog before anything is committed.
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}

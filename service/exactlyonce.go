@@ -140,6 +140,9 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		// was taken), not one after a restore.
 		return p.checkpointTxn(start, nil)
 	}
+	// In the transaction, after its panes (docs/SEMANTICS.md, Progress
+	// records).
+	p.writeProgress(ctx, p.closing.Load())
 	acks := p.writeChangelog()
 	ferr := p.prod.Flush(ctx)
 	if ferr != nil || acks.err != nil {

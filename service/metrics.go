@@ -46,6 +46,12 @@ type metrics struct {
 	markerLag         *prometheus.GaugeVec
 	duplicates        *prometheus.CounterVec
 	splitKeys         *prometheus.CounterVec
+
+	// progress records and watermark alignment (docs/SEMANTICS.md)
+	finalThrough  *prometheus.GaugeVec
+	progress      *prometheus.CounterVec
+	paused        *prometheus.GaugeVec
+	pausedSeconds *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -92,7 +98,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Stage 2: repartitioned records dropped because their upstream offset was processed already (stage 1 wrote them again after a restart)."}, p),
 		splitKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_split_keys_total",
 			Help: "Records whose key.field value was seen on another input partition (without repartition: true its windows are split)."}, p),
+		finalThrough: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_final_through_ms",
+			Help: "Event time through which every final pane is written: the last progress record's final_through (frontier minus allowed_lateness), Unix ms."}, p),
+		progress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_progress_records_total",
+			Help: "Progress records written to the output topic (one per output partition per interval)."}, p),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_partition_paused",
+			Help: "1 while the partition is paused by watermark alignment (its watermark is more than max_drift ahead of the frontier)."}, pp),
+		pausedSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_partition_paused_seconds_total",
+			Help: "Time the partition spent paused by watermark alignment."}, pp),
 	}
+	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,

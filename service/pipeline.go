@@ -131,6 +131,8 @@ type pipeline struct {
 		txnDuplicates int
 		abortNext     bool      // the open transaction must abort
 		lastSettle    time.Time // last settleAssignment attempt
+
+		progressDue time.Time // when the next progress records are due (progress.go)
 	}
 	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
 	panes        *paneWriter                            // produces the engine's panes behind the loop
@@ -259,7 +261,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordPartitioner(kafka.NewChangelogPartitioner(p.clTopic)),
+		kgo.RecordPartitioner(kafka.NewPartitioner(p.clTopic, p.cfg.OutputTopic)),
 	)
 	// The group may assign partitions as soon as the client exists; the
 	// callbacks wait for mu until the pipeline is complete.

@@ -5,6 +5,7 @@
 package sink
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -108,4 +109,65 @@ func DivertedRecord(topic, reason string, src *kgo.Record, extra ...kgo.RecordHe
 	)
 	headers = append(headers, extra...)
 	return &kgo.Record{Topic: topic, Key: src.Key, Value: src.Value, Timestamp: src.Timestamp, Headers: headers}
+}
+
+// HeaderProgress marks a progress record on the output topic
+// (docs/SEMANTICS.md, Progress records); consumers of panes skip records
+// that carry it.
+const HeaderProgress = "windowd-progress"
+
+// Progress is what one progress record says: pipeline's panes of windows
+// of the input partitions Partitions (of InputPartitions) are complete
+// through Frontier (every pane of a window with end <= Frontier that fired
+// is before the record) and final through FinalThrough (every final pane
+// of a window with end <= FinalThrough is before it).
+type Progress struct {
+	Pipeline        string
+	Frontier        int64
+	FinalThrough    int64
+	Partitions      []int32
+	InputPartitions int32
+}
+
+// FinalThrough is a progress record's final_through at frontier f:
+// f - allowed lateness, saturated at the int64 minimum, and +infinity
+// (MaxInt64) once the frontier is.
+func FinalThrough(f, lateness int64) int64 {
+	switch {
+	case f == math.MaxInt64:
+		return f
+	case f < math.MinInt64+lateness:
+		return math.MinInt64
+	}
+	return f - lateness
+}
+
+// ProgressRecord builds the progress record for output partition part:
+// no key, the header windowd-progress: 1, value
+// {"progress":{"pipeline":..,"frontier":..,"final_through":..,"partitions":[..],"input_partitions":..}}.
+func ProgressRecord(topic string, part int32, pr *Progress) *kgo.Record {
+	b := AppendProgressJSON(make([]byte, 0, 128+len(pr.Pipeline)+6*len(pr.Partitions)), pr)
+	return &kgo.Record{Topic: topic, Partition: part, Value: b, Timestamp: time.UnixMilli(max(pr.Frontier, 0)),
+		Headers: []kgo.RecordHeader{{Key: HeaderProgress, Value: []byte("1")}}}
+}
+
+// AppendProgressJSON appends a progress record's value (ProgressRecord;
+// replay --progress prints the same line).
+func AppendProgressJSON(b []byte, pr *Progress) []byte {
+	b = append(b, `{"progress":{"pipeline":`...)
+	b = windowing.AppendJSONString(b, pr.Pipeline)
+	b = append(b, `,"frontier":`...)
+	b = strconv.AppendInt(b, pr.Frontier, 10)
+	b = append(b, `,"final_through":`...)
+	b = strconv.AppendInt(b, pr.FinalThrough, 10)
+	b = append(b, `,"partitions":[`...)
+	for i, p := range pr.Partitions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
+	}
+	b = append(b, `],"input_partitions":`...)
+	b = strconv.AppendInt(b, int64(pr.InputPartitions), 10)
+	return append(b, "}}"...)
 }

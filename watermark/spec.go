@@ -29,6 +29,10 @@ type Spec struct {
 	MaxDelay    int64 // bounded_out_of_orderness only
 	Every       int64 // emit the watermark after every N-th record (>= 1)
 	IdleTimeout int64 // processing time without records before a partition is idle (0: never)
+	// MaxDrift: pause consuming a partition whose watermark is ahead of the
+	// frontier by more than this (ms; 0: off; docs/SEMANTICS.md, Watermark
+	// alignment). The service acts on it; replay reads in order and ignores it.
+	MaxDrift int64
 	// Marked: partition watermarks are set by Frontier.Mark (from the markers
 	// of upstream partitions, docs/SEMANTICS.md, Repartitioning), not by the
 	// event times of the partition's records. Not part of the YAML.

@@ -256,6 +256,26 @@ func (e *Engine) CacheBytes() int { return e.cacheBytes }
 // Stats returns the running counters.
 func (e *Engine) Stats() Stats { return e.stats }
 
+// Complete returns the event time through which the on-time and expiry
+// steps of every window of partitions (those whose timers fire here, see
+// Firing) have run: the frontier, or less while one of them catches up on
+// its own frontier (CatchUp). A window with end <= Complete() has had its
+// on-time pane, and one with end + allowed_lateness <= Complete() its
+// final pane (docs/SEMANTICS.md, Progress records). ok is false for a
+// partition whose timers wait (HoldTimers) and before the frontier is known.
+func (e *Engine) Complete(partitions []int32) (c int64, ok bool) {
+	c = e.f
+	for _, p := range partitions {
+		shard := e.shard(p)
+		if done, catching := e.catching[shard]; catching {
+			c = min(c, done)
+		} else if !e.mayFire(shard) {
+			return 0, false
+		}
+	}
+	return c, c != watermark.MinTime
+}
+
 // Assign adds partition p to the frontier at processing time now; the
 // timers of its shard may fire from now on.
 func (e *Engine) Assign(p int32, now int64, caughtUp bool) {

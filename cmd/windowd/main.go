@@ -18,7 +18,7 @@ const usage = `windowd: event-time windowing for Kafka
 
 usage:
   windowd run      --config FILE [--log-format json|console] [--log-level info]
-  windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR]
+  windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress]
   windowd validate --config FILE
   windowd version
 `
@@ -106,6 +106,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	input := fs.String("input", "-", "JSON-lines input file, - for standard input")
 	partitions := fs.Int("partitions", 0, "number of partitions (default: one more than the largest in the input)")
 	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
+	progress := fs.Bool("progress", false, "print progress lines among the panes (docs/SEMANTICS.md, Progress records)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -154,6 +155,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		CacheBytes: int(cfg.State.CacheBytes),
 		Out:        stdout,
 		Errs:       stderr,
+		Progress:   *progress,
 	})
 	if err != nil {
 		return fail("%v", err)
