@@ -310,6 +310,8 @@ type crashPlan struct {
 	// headStart: the stream runs this long before the first instance
 	// starts, which then begins on a backlog with no committed offset.
 	headStart time.Duration
+	// progress: progress records every 100ms, checked (checkProgress).
+	progress bool
 }
 
 // crashLoop (docs/SEMANTICS.md, delivery): the steady out-of-order stream
@@ -364,6 +366,10 @@ func crashLoop(t *testing.T, plan crashPlan) {
 	rng := rand.New(rand.NewSource(seed))
 	de := newDeliveryEnvWith(t, plan.partitions, plan.delivery, plan.session, plan.lateness)
 	e := de.env
+	if plan.progress {
+		e.progress = true
+		e.cfgPath = de.writeConfig(e.stateDir)
+	}
 	names := map[*instance]string{}
 	logTroubles(t, names)
 
@@ -478,6 +484,11 @@ func crashLoop(t *testing.T, plan crashPlan) {
 		t.Fatalf("final instance after SIGTERM: %v\n%s", err, stderrTail(final, 30))
 	}
 	out.poll(time.Second) // anything emitted at shutdown counts too
+	if plan.progress {
+		pc := checkProgress(out.got, plan.delivery == "exactly_once")
+		reportProgress(t, pc, len(want))
+		out.got = pc.panes
+	}
 	late := e.reader(e.late)
 	late.poll(time.Second)
 

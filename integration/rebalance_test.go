@@ -108,6 +108,9 @@ func (e *env) writeSteadyConfig(stateDir, sessionTimeout, tail string) string {
 	if e.lateness != "" {
 		yaml = strings.Replace(yaml, "allowed_lateness: 30s", "allowed_lateness: "+e.lateness, 1)
 	}
+	if e.progress {
+		yaml = strings.Replace(yaml, "    output: {topic: "+e.out+"}", "    output: {topic: "+e.out+", progress_interval: 100ms}", 1)
+	}
 	if d := os.Getenv("WINDOWD_CRASH_MAX_DELAY"); d != "" {
 		yaml = strings.Replace(yaml, "max_delay: 2s", "max_delay: "+d, 1)
 	}
@@ -385,12 +388,22 @@ func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
 }
 
 func stateFollowsPartitions(t *testing.T, delivery, lateness string, repartition bool) {
+	stateFollowsPartitionsWith(t, delivery, lateness, repartition, false)
+}
+
+// stateFollowsPartitionsWith is stateFollowsPartitions, with progress
+// records checked (checkProgress) when progress is set.
+func stateFollowsPartitionsWith(t *testing.T, delivery, lateness string, repartition, progress bool) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes rebalancing one consumer group")
 	}
 	windowdBinary(t) // build before the clock matters
 	began := time.Now()
 	e := newRebalanceEnvWith(t, 8, delivery, lateness, repartition)
+	if progress {
+		e.progress = true
+		e.cfgPath = e.writeRebalanceConfig(e.stateDir)
+	}
 	names := map[*instance]string{}
 	start := func(name string) *instance {
 		inst := e.member(name).spawn(nil)
@@ -611,6 +624,11 @@ func stateFollowsPartitions(t *testing.T, delivery, lateness string, repartition
 		out.poll(200 * time.Millisecond)
 	}
 	out.poll(time.Second)
+	if progress {
+		pc := checkProgress(out.got, delivery == "exactly_once")
+		reportProgress(t, pc, len(want))
+		out.got = pc.panes
+	}
 	late := e.reader(e.late)
 	late.poll(time.Second)
 
