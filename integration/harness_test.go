@@ -107,9 +107,9 @@ type input struct {
 }
 
 // produce writes records to topic in order, each to its partition, and waits for the acks.
-func produce(t *testing.T, topic string, recs []input) {
+func produce(t *testing.T, topic string, recs []input, opts ...kgo.Opt) {
 	t.Helper()
-	cl := newClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	cl := newClient(t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	krs := make([]*kgo.Record, len(recs))

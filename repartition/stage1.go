@@ -19,7 +19,9 @@ func NewStage1(spec watermark.Spec) *Stage1 {
 // move it), and it is never idle itself: idleness is the input
 // partitions', and travels in the markers.
 func DownstreamSpec(s watermark.Spec) watermark.Spec {
-	s.Marked, s.IdleTimeout = true, 0
+	// Stage 1 aligns the input partitions (max_drift); the internal
+	// partitions' watermarks follow theirs.
+	s.Marked, s.IdleTimeout, s.MaxDrift = true, 0, 0
 	return s
 }
 

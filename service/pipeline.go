@@ -92,6 +92,7 @@ type pipeline struct {
 		revokesAtEnd int // revokes before the last transaction end began
 	}
 
+	align *aligner       // watermark.max_drift (align.go); nil: off
 	rp    *stage2        // repartition: true (repartition.go); nil otherwise
 	split *splitDetector // key.field without repartition: notices split keys
 
@@ -294,6 +295,9 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	}
 	p.adm = kadm.NewClient(p.cl)
 	p.prod = kafka.NewProducer(p.cl)
+	if cfg.Watermark.MaxDrift > 0 {
+		p.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
+	}
 	p.m.ready.WithLabelValues(cfg.Name).Set(0)
 	return p, nil
 }

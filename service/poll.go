@@ -149,6 +149,9 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if err := p.releaseGated(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if p.align != nil {
+		p.align.step(p.eng.Watermarks(), p.now())
+	}
 	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
 		if err := p.commit(ctx, true); err != nil && !errors.Is(err, errRolledBack) {
 			if isFatal(err) {

@@ -32,8 +32,9 @@ type repartitioner struct {
 	adm    *kadm.Client
 	prod   *kafka.Producer // cl's repartitioned records and dead letters
 	dec    *source.Decoder
-	topic  string // the repartition topic
-	n      int32  // its partitions
+	topic  string   // the repartition topic
+	n      int32    // its partitions
+	align  *aligner // watermark.max_drift over the input partitions (align.go); nil: off
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -73,6 +74,9 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 		return nil, err
 	}
 	r.cl, r.adm, r.prod = cl, kadm.NewClient(cl), kafka.NewProducer(cl)
+	if cfg.Watermark.MaxDrift > 0 {
+		r.align = newAligner(cl, cfg.Input.Topic, cfg.Name, m)
+	}
 	return r, nil
 }
 
@@ -188,6 +192,11 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.mu.parts, r.mu.stage1.Watermarks())
 	}
 	r.mu.stage1.Watermarks().Tick(nowMS)
+	if r.align != nil {
+		// Stage 1's frontier: the minimum over its own input partitions.
+		r.mu.stage1.Watermarks().Advance()
+		r.align.step(r.mu.stage1.Watermarks(), now)
+	}
 	r.broadcast(nowMS, now.Sub(r.mu.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
 	if now.Sub(r.mu.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
 		if err := r.commit(ctx); err != nil {

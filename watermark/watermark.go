@@ -88,7 +88,8 @@ type partition struct {
 	assigned   bool
 	caughtUp   bool
 	idle       bool
-	lastActive int64 // processing time of the last record, or of the assignment
+	paused     bool  // watermark alignment paused its consumption (Align)
+	lastActive int64 // processing time of the last record, of the assignment, or of the resume
 }
 
 // PartitionStatus is a read-only view of one partition, for metrics and tests.
@@ -98,6 +99,7 @@ type PartitionStatus struct {
 	Idle      bool
 	Assigned  bool
 	Held      bool // restored, not yet assigned, still holding the frontier
+	Paused    bool // watermark alignment paused it (Align)
 }
 
 // Frontier is the event-time frontier of one pipeline on one instance.
@@ -272,7 +274,7 @@ func (f *Frontier) Tick(now int64) {
 		if f.spec.IdleTimeout <= 0 {
 			continue
 		}
-		if st.assigned && !st.idle && st.caughtUp && now-st.lastActive >= f.spec.IdleTimeout {
+		if st.assigned && !st.idle && !st.paused && st.caughtUp && now-st.lastActive >= f.spec.IdleTimeout {
 			st.idle = true
 			f.stale = true
 		}
@@ -332,6 +334,37 @@ func (f *Frontier) recompute() {
 	f.recomputes++
 }
 
+// Align applies watermark alignment at processing time now
+// (docs/SEMANTICS.md, Watermark alignment): an assigned partition whose
+// watermark is more than Spec.MaxDrift ahead of the frontier is paused, a
+// paused one back within it (or no longer assigned) resumes. It returns
+// the partitions to pause and to resume now. A paused partition is never
+// idle (its idleness clock restarts when it resumes), and the partition
+// holding the frontier, whose watermark is the frontier, is never paused.
+// Without MaxDrift, or before the frontier is known, nothing is paused.
+func (f *Frontier) Align(now int64) (pause, resume []int32) {
+	for _, st := range f.sorted {
+		ahead := f.spec.MaxDrift > 0 && st.assigned && f.value != MinTime && f.value != MaxTime &&
+			st.gen.Watermark != MinTime && st.gen.Watermark-f.value > f.spec.MaxDrift
+		switch {
+		case ahead && !st.paused:
+			st.paused = true
+			pause = append(pause, st.id)
+		case !ahead && st.paused:
+			st.paused = false
+			st.lastActive = now
+			resume = append(resume, st.id)
+		}
+	}
+	return pause, resume
+}
+
+// Paused reports whether Align paused partition p.
+func (f *Frontier) Paused(p int32) bool {
+	st := f.lookup(p)
+	return st != nil && st.paused
+}
+
 // Finish moves the frontier to plus infinity (end of input) and reports whether it moved.
 func (f *Frontier) Finish() bool {
 	if f.value == MaxTime {
@@ -345,7 +378,7 @@ func (f *Frontier) Finish() bool {
 func (f *Frontier) Status() []PartitionStatus {
 	out := make([]PartitionStatus, 0, len(f.sorted))
 	for _, st := range f.sorted {
-		out = append(out, PartitionStatus{Partition: st.id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held})
+		out = append(out, PartitionStatus{Partition: st.id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held, Paused: st.paused})
 	}
 	return out
 }

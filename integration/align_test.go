@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/config"
+)
+
+// TestWatermarkAlignmentBackfill (docs/SEMANTICS.md, Watermark alignment):
+// a preloaded topic whose partition 0 holds an hour more event time than
+// the others (its records run twice as fast in event time) is drained by
+// one windowd process without and with watermark.max_drift: 1m. Both
+// give every window its final pane with replay's aggregates, nothing late
+// (the frontier moves in other steps with alignment, so a final pane may
+// be ON_TIME in one run and LATE, after a non-final ON_TIME, in the
+// other); with alignment partition 0 is paused while it runs ahead, so its
+// windows do not wait in state for the others: the peak of open windows is
+// several times lower. The peak RSS of both processes is logged
+// (docs/PERFORMANCE.md quotes it).
+func TestWatermarkAlignmentBackfill(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes draining a preloaded topic")
+	}
+	parallel(t, 25*time.Second)
+	windowdBinary(t)
+	// Enough records that partition 0 is many fetches long: franz-go
+	// fetches up to 1 MiB of a partition at a time, and what was fetched
+	// before a pause is processed.
+	const perPartition = 80000
+	rng := rand.New(rand.NewSource(5))
+	var recs []input
+	for p := int32(0); p < 4; p++ {
+		step := int64(45) // partitions 1..3: an hour of event time
+		if p == 0 {
+			step = 90 // partition 0: two hours
+		}
+		for i := int64(0); i < perPartition; i++ {
+			u := fmt.Sprintf("u%d-%d", p, rng.Intn(10))
+			recs = append(recs, input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+i*step-int64(rng.Intn(1000)), rng.Intn(100))})
+		}
+	}
+	// Flush records past both ranges close every data window in run.
+	for p := int32(0); p < 4; p++ {
+		k := fmt.Sprintf("flush-%d", p)
+		recs = append(recs, input{partition: p, key: k, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":0}`, k, base+3*3600_000)})
+	}
+
+	type result struct {
+		peakOpen float64
+		rss      int64
+		seconds  float64
+		paused   float64
+	}
+	drain := func(drift string) result {
+		e := newEnv(t, 4, drift)
+		c, err := config.Load(e.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cfg = c
+		panes, _, _ := expectedPanes(t, e, &stream{phases: [3][]input{recs}})
+		want := sorted(finalContents(panes))
+		// Uncompressed, so that a fetch of a partition (1 MiB) is some
+		// thousands of records, as it is for JSON in a real backfill of
+		// compressed batches many times larger than this test's.
+		produce(t, e.in, recs, kgo.ProducerBatchCompression(kgo.NoCompression()))
+		start := time.Now()
+		inst := e.startProcess()
+		var peak float64
+		var mu sync.Mutex
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if v, ok := inst.metric(t, "windowd_open_windows"); ok {
+					mu.Lock()
+					peak = max(peak, v)
+					mu.Unlock()
+				}
+			}
+		}()
+		e.waitCommitted(t, 90*time.Second)
+		secs := time.Since(start).Seconds()
+		close(stop)
+		<-sampled
+		out := e.reader(e.out)
+		out.readUntil(t, "every final pane", 60*time.Second, func(got []outRecord) bool {
+			return len(finalContents(values(got))) >= len(want)
+		})
+		out.poll(time.Second)
+		if g := sorted(finalContents(values(out.got))); strings.Join(g, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("max_drift %q: final panes differ from replay: got %d, want %d\n%s", drift, len(g), len(want), diff(g, want))
+		}
+		if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
+			t.Fatalf("max_drift %q: %v records dropped as late", drift, v)
+		}
+		paused, _ := inst.metric(t, "windowd_partition_paused_seconds_total")
+		rss := peakRSS(t, inst.cmd.Process.Pid)
+		if err := inst.stop(); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		return result{peakOpen: peak, rss: rss, seconds: secs, paused: paused}
+	}
+	without := drain("")
+	with := drain(", max_drift: 1m")
+	t.Logf("without max_drift: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs", without.peakOpen, without.rss, without.seconds)
+	t.Logf("with max_drift 1m: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs, partitions paused %.1fs in all", with.peakOpen, with.rss, with.seconds, with.paused)
+	if !(with.peakOpen*3 < without.peakOpen) {
+		t.Fatalf("alignment did not bound the open windows: %.0f with, %.0f without", with.peakOpen, without.peakOpen)
+	}
+}
+
+// peakRSS returns a process's peak resident set (VmHWM) in KiB.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}

@@ -1,0 +1,63 @@
+package service
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/watermark"
+)
+
+// Watermark alignment (docs/SEMANTICS.md, Watermark alignment): after each
+// poll, a partition whose watermark runs more than watermark.max_drift
+// ahead of the frontier stops being fetched until the frontier is back
+// within max_drift of it, so that a partition far ahead (a backfill, the
+// others behind after an outage) does not open windows that wait in state
+// for the slowest partition. The watermark package decides (Frontier.Align);
+// this file applies it to the consumer (franz-go drops what it buffered of
+// a paused partition and fetches it again on resume) and counts it.
+
+// aligner pauses and resumes one consumer's partitions of one topic.
+type aligner struct {
+	cl       *kgo.Client
+	topic    string
+	pipeline string
+	m        *metrics
+	since    map[int32]time.Time // paused partitions: when last counted
+}
+
+func newAligner(cl *kgo.Client, topic, pipeline string, m *metrics) *aligner {
+	return &aligner{cl: cl, topic: topic, pipeline: pipeline, m: m, since: map[int32]time.Time{}}
+}
+
+// step applies wm's alignment at now.
+func (a *aligner) step(wm *watermark.Frontier, now time.Time) {
+	pause, resume := wm.Align(now.UnixMilli())
+	// A partition the frontier forgot while paused resumes too: the
+	// client keeps a pause until it is lifted.
+	for _, part := range a.cl.PauseFetchPartitions(nil)[a.topic] {
+		if !wm.Paused(part) && !slices.Contains(resume, part) {
+			resume = append(resume, part)
+		}
+	}
+	if len(pause) > 0 {
+		a.cl.PauseFetchPartitions(map[string][]int32{a.topic: pause})
+	}
+	if len(resume) > 0 {
+		a.cl.ResumeFetchPartitions(map[string][]int32{a.topic: resume})
+	}
+	for _, part := range pause {
+		a.since[part] = now
+		a.m.paused.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Set(1)
+	}
+	for part, t := range a.since {
+		a.m.pausedSeconds.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Add(now.Sub(t).Seconds())
+		a.since[part] = now
+	}
+	for _, part := range resume {
+		delete(a.since, part)
+		a.m.paused.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Set(0)
+	}
+}
