@@ -32,20 +32,22 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 	}
 	parallel(t, 25*time.Second)
 	windowdBinary(t)
-	// Enough records that partition 0 is many fetches long: franz-go
-	// fetches up to 1 MiB of a partition at a time, and what was fetched
-	// before a pause is processed.
-	const perPartition = 80000
+	// Partition 0 must be many fetches long: franz-go fetches up to 1 MiB
+	// of a partition at a time, and what was fetched before a pause is
+	// processed. Records of about 500 bytes make a fetch about 2,000
+	// records, 6 minutes of partition 0's event time.
+	const perPartition = 40000
+	pad := strings.Repeat("p", 400)
 	rng := rand.New(rand.NewSource(5))
 	var recs []input
 	for p := int32(0); p < 4; p++ {
-		step := int64(45) // partitions 1..3: an hour of event time
+		step := int64(90) // partitions 1..3: an hour of event time
 		if p == 0 {
-			step = 90 // partition 0: two hours
+			step = 180 // partition 0: two hours
 		}
 		for i := int64(0); i < perPartition; i++ {
 			u := fmt.Sprintf("u%d-%d", p, rng.Intn(10))
-			recs = append(recs, input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+i*step-int64(rng.Intn(1000)), rng.Intn(100))})
+			recs = append(recs, input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d,"pad":%q}`, u, base+i*step-int64(rng.Intn(1000)), rng.Intn(100), pad)})
 		}
 	}
 	// Flush records past both ranges close every data window in run.
@@ -73,9 +75,9 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 		// thousands of records, as it is for JSON in a real backfill of
 		// compressed batches many times larger than this test's.
 		produce(t, e.in, recs, kgo.ProducerBatchCompression(kgo.NoCompression()))
-		start := time.Now()
 		inst := e.startProcess()
 		var peak float64
+		var firstIn time.Time // the first sample that saw a record consumed
 		var mu sync.Mutex
 		stop := make(chan struct{})
 		sampled := make(chan struct{})
@@ -87,17 +89,20 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
-				if v, ok := inst.metric(t, "windowd_open_windows"); ok {
-					mu.Lock()
-					peak = max(peak, v)
-					mu.Unlock()
+				v, _ := inst.metric(t, "windowd_open_windows")
+				in, _ := inst.metric(t, "windowd_records_in_total")
+				mu.Lock()
+				peak = max(peak, v)
+				if in > 0 && firstIn.IsZero() {
+					firstIn = time.Now()
 				}
+				mu.Unlock()
 			}
 		}()
 		e.waitCommitted(t, 90*time.Second)
-		secs := time.Since(start).Seconds()
 		close(stop)
 		<-sampled
+		secs := time.Since(firstIn).Seconds() // the group join before it varies by seconds
 		out := e.reader(e.out)
 		out.readUntil(t, "every final pane", 60*time.Second, func(got []outRecord) bool {
 			return len(finalContents(values(got))) >= len(want)
@@ -118,8 +123,8 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 	}
 	without := drain("")
 	with := drain(", max_drift: 1m")
-	t.Logf("without max_drift: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs", without.peakOpen, without.rss, without.seconds)
-	t.Logf("with max_drift 1m: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs, partitions paused %.1fs in all", with.peakOpen, with.rss, with.seconds, with.paused)
+	t.Logf("without max_drift: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs from the first record", without.peakOpen, without.rss, without.seconds)
+	t.Logf("with max_drift 1m: peak %.0f open windows, peak RSS %d KiB, drained in %.1fs from the first record, partitions paused %.1fs in all", with.peakOpen, with.rss, with.seconds, with.paused)
 	if !(with.peakOpen*3 < without.peakOpen) {
 		t.Fatalf("alignment did not bound the open windows: %.0f with, %.0f without", with.peakOpen, without.peakOpen)
 	}

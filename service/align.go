@@ -19,6 +19,14 @@ import (
 // this file applies it to the consumer (franz-go drops what it buffered of
 // a paused partition and fetches it again on resume) and counts it.
 
+// alignFetchMaxWait is how long the broker may hold a fetch that finds no
+// data when alignment is on (franz-go's default is 5 s). A fetch goes out
+// only once the one before it returns, so with every partition that has
+// data paused, a resumed partition waited for the fetch in flight over
+// partitions at their end: 5 s each time, which made a backfill drain
+// 3 times slower than without alignment.
+const alignFetchMaxWait = 100 * time.Millisecond
+
 // aligner pauses and resumes one consumer's partitions of one topic.
 type aligner struct {
 	cl       *kgo.Client

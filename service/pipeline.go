@@ -264,6 +264,9 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kafka.NewPartitioner(p.clTopic, p.cfg.OutputTopic)),
 	)
+	if cfg.Watermark.MaxDrift > 0 {
+		opts = append(opts, kgo.FetchMaxWait(alignFetchMaxWait))
+	}
 	// The group may assign partitions as soon as the client exists; the
 	// callbacks wait for mu until the pipeline is complete.
 	p.mu.Lock()

@@ -69,6 +69,9 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
 	)
+	if cfg.Watermark.MaxDrift > 0 {
+		opts = append(opts, kgo.FetchMaxWait(alignFetchMaxWait))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
