@@ -33,6 +33,7 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 func (p *pipeline) writePane(pn *windowing.Pane) {
 	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
 	p.prod.Produce(p.prodCtx, r)
+	p.st.ring.add(pn, r.Key, p.nowMS())
 	if p.stdout != nil {
 		p.stdout.writeLine(r.Value)
 	}

@@ -166,6 +166,7 @@ func (p *pipeline) updateMetrics() {
 			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-c)))
 		}
 	}
+	p.publishStatus(status, minActive)
 }
 
 func b2f(b bool) float64 {

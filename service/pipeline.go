@@ -154,6 +154,9 @@ type pipeline struct {
 
 	restoring       atomic.Int64 // partition being restored, -1 when none
 	restoredRecords atomic.Int64 // changelog records applied by the current restore
+	restoreTotal    atomic.Int64 // changelog offsets the current restore reads
+
+	st statusState // the status page's snapshot and recent panes (statusapi.go)
 }
 
 // lockedWriter serialises pane lines of several pipelines on one stream.

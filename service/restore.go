@@ -80,8 +80,15 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 			rs.bytes += int64(len(r.Key) + len(r.Value))
 			return p.applyChangelog(part, r, &mk, covers)
 		}
+		p.restoreTotal.Store(hi - rs.from)
+		progress := newRestoreProgress(p.now(), hi-rs.from)
 		afterPoll := func() error {
 			p.restoredRecords.Store(rs.records)
+			if share, rate, ok := progress.due(p.now(), rs.records); ok {
+				p.log.Info("restoring partition from the changelog", zap.Int32("partition", part), zap.String("changelog", p.clTopic),
+					zap.Int64("records", rs.records), zap.Int64("offsets", hi-rs.from),
+					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", float64(int64(rate))))
+			}
 			if p.db.PendingBytes() >= 64<<20 {
 				// Only restore writes are pending (the cycle before the
 				// restore committed the rest): safe to commit alone.

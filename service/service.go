@@ -1,7 +1,7 @@
 // Package service is `windowd run`: it wires the configured pipelines to
 // Kafka (consumer groups, output, dead-letter and late topics), the
-// windowing engine and Pebble state, and serves /metrics, /healthz and
-// /readyz. The embedded broker and the demo generator of the quickstart
+// windowing engine and Pebble state, and serves /metrics, /healthz,
+// /readyz and the status page (/ and /api/status). The embedded broker and the demo generator of the quickstart
 // are the windowd command's (cmd/windowd), which passes their address in
 // Options.Brokers.
 //
@@ -91,13 +91,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		brokers = cfg.Kafka.Brokers
 	}
 
-	st := &status{}
+	st := &status{now: opts.Now}
 	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	log.Info("http listening", zap.String("addr", addr), zap.String("paths", "/metrics /healthz /readyz"))
+	log.Info("http listening", zap.String("addr", addr), zap.String("paths", "/ /api/status /metrics /healthz /readyz"),
+		zap.String("status_page", "http://"+addr+"/"))
 	if opts.Ready != nil {
 		opts.Ready(addr)
 	}
@@ -189,10 +190,18 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	return errors.Join(all...)
 }
 
-// status answers /readyz from the running pipelines.
+// status answers /readyz and the status page from the running pipelines.
 type status struct {
+	now       func() time.Time
 	mu        sync.Mutex
 	pipelines []*pipeline
+}
+
+// list returns the running pipelines.
+func (s *status) list() []*pipeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*pipeline(nil), s.pipelines...)
 }
 
 func (s *status) add(p *pipeline) {
@@ -241,6 +250,7 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status) (*http.Serve
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
+	mountStatusPage(mux, st)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.listen %s: %w", listen, err)

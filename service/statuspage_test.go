@@ -1,0 +1,230 @@
+package service
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/source"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/windowing"
+)
+
+// statusPipeline is a pipeline without Kafka over two partitions whose
+// panes go to the status ring only; now is its clock.
+func statusPipeline(t *testing.T, now *time.Time) *pipeline {
+	t.Helper()
+	cfg, err := config.Parse("s.yaml", []byte(`kafka: {brokers: embedded}
+pipelines:
+  - name: s
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {max_delay: 0s}
+    window: {type: tumbling, size: 1s}
+    aggregates: [{name: n, op: count}]
+    output: {topic: out}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	pc := &cfg.Pipelines[0]
+	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }, dec: source.NewDecoder(pc)}
+	p.restoring.Store(-1)
+	p.mu.parts = map[int32]*partition{}
+	p.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
+	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 2; part++ {
+		p.partitionState(part)
+		p.eng.Assign(part, 0, true)
+	}
+	return p
+}
+
+func getStatus(t *testing.T, srv *httptest.Server) StatusResponse {
+	t.Helper()
+	res, err := http.Get(srv.URL + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	var s StatusResponse
+	if err := json.NewDecoder(res.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestStatusPage(t *testing.T) {
+	now := time.UnixMilli(1_700_000_100_000)
+	p := statusPipeline(t, &now)
+	st := &status{now: func() time.Time { return now }}
+	st.add(p)
+	mux := http.NewServeMux()
+	mountStatusPage(mux, st)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	// Before the loop's first snapshot: the pipeline, no numbers yet.
+	s := getStatus(t, srv)
+	if len(s.Pipelines) != 1 || s.Pipelines[0].Name != "s" || s.Pipelines[0].FrontierMS != nil || s.Pipelines[0].Ready {
+		t.Fatalf("before the first snapshot: %+v", s)
+	}
+
+	var off [2]int64
+	feed := func(part int32, ts int64) {
+		r := &kgo.Record{Partition: part, Offset: off[part], Value: []byte(`{"user":"u` + strconv.Itoa(int(part)) + `","ts":` + strconv.FormatInt(ts, 10) + `}`)}
+		off[part]++
+		if err := p.handle(r, now.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := int64(1_700_000_000_000)
+	feed(0, base+500)
+	feed(1, base+200)
+	feed(0, base+2500) // partition 0 ahead: partition 1 holds the frontier
+	feed(1, base+1500) // closes [base, base+1s) for both
+	p.mu.parts[1].end = off[1] + 1500
+	p.updateMetrics()
+	p.panes.sync()
+
+	s = getStatus(t, srv)
+	ps := s.Pipelines[0]
+	if ps.FrontierMS == nil || *ps.FrontierMS != p.eng.Frontier() || *ps.FrontierMS != base+1500 {
+		t.Fatalf("frontier %v, want %d", ps.FrontierMS, base+1500)
+	}
+	if ps.FrontierLagSeconds == nil || *ps.FrontierLagSeconds != 98.5 {
+		t.Errorf("frontier lag %v, want 98.5", ps.FrontierLagSeconds)
+	}
+	if len(ps.Partitions) != 2 || ps.Partitions[0].HoldsFrontier || !ps.Partitions[1].HoldsFrontier {
+		t.Errorf("partitions %+v: want two, the second holding the frontier", ps.Partitions)
+	}
+	if q := ps.Partitions[1]; q.LagRecords == nil || *q.LagRecords != 1500 || !q.Lagging || q.Paused {
+		t.Errorf("partition 1 %+v: want lagging by 1500 records, not paused", q)
+	}
+	if ps.RecordsIn != 4 || ps.OpenWindows != 2 || ps.Group.ID == "" {
+		t.Errorf("records %d, open windows %d, group %+v", ps.RecordsIn, ps.OpenWindows, ps.Group)
+	}
+	if got := ps.Group.Assigned; len(got) != 2 || got[0] != 0 || got[1] != 1 {
+		t.Errorf("assigned %v", got)
+	}
+	if ps.Panes["ON_TIME"] != 2 || len(ps.RecentPanes) != 2 || ps.RecentPanes[0].Timing != "ON_TIME" || ps.RecentPanes[0].StartMS != base {
+		t.Errorf("panes %v, recent %+v: want the two ON_TIME panes of [base, base+1s)", ps.Panes, ps.RecentPanes)
+	}
+
+	// Rates span at least a second; snapshots come at most every
+	// snapshotInterval however often the loop updates its metrics.
+	now = now.Add(2 * time.Second)
+	for i := 0; i < 10; i++ {
+		feed(0, base+3000)
+	}
+	p.updateMetrics()
+	p.updateMetrics() // within snapshotInterval: no new snapshot
+	feed(0, base+3000)
+	p.updateMetrics()
+	if ps = getStatus(t, srv).Pipelines[0]; ps.RecordsPerSecond != 5 || ps.RecordsIn != 14 {
+		t.Errorf("records/s %v, records %d: want 5 and 14", ps.RecordsPerSecond, ps.RecordsIn)
+	}
+
+	// A restore in progress shows without waiting for a snapshot.
+	p.restoring.Store(1)
+	p.restoreTotal.Store(400)
+	p.restoredRecords.Store(100)
+	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || r.Partition != 1 || r.Share != 0.25 {
+		t.Errorf("restore %+v, want partition 1 at 25%%", r)
+	}
+	p.restoring.Store(-1)
+
+	// The server-rendered page shows the same numbers without script.
+	res, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	page := string(body)
+	for _, want := range []string{
+		`data-frontier-ms="` + strconv.FormatInt(base+1500, 10) + `"`,
+		`<dd class="frontier-value">2023-11-14 22:13:21.500</dd>`,
+		`data-partition="0"`, `class="lane holds lagging" data-partition="1"`,
+		"holds the frontier, lagging 1500 records",
+		`<td class="t-ON_TIME">ON_TIME</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page[:strings.Index(page, "<script>")], `class="lane`); n != 2 {
+		t.Errorf("%d lanes, want 2", n)
+	}
+	if strings.Contains(page, "http://") || strings.Contains(page, "https://") || strings.Contains(page, "src=") {
+		t.Errorf("the page loads something from elsewhere")
+	}
+	if res.StatusCode != 200 || res.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("status %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
+	}
+	// Only GET / is the page.
+	if res, err := http.Get(srv.URL + "/nothing"); err != nil || res.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nothing: %v %v", res.StatusCode, err)
+	}
+}
+
+func TestPaneRing(t *testing.T) {
+	var r paneRing
+	if got := r.recent(); len(got) != 0 {
+		t.Fatalf("empty ring: %v", got)
+	}
+	for i := 0; i < recentPanes+7; i++ {
+		pn := windowing.Pane{Start: int64(i), End: int64(i + 1), Index: uint32(i), Final: i%2 == 0, Timing: windowing.Late}
+		r.add(&pn, []byte("k"+strconv.Itoa(i)), int64(i))
+	}
+	got := r.recent()
+	if len(got) != recentPanes {
+		t.Fatalf("%d panes, want %d", len(got), recentPanes)
+	}
+	last := recentPanes + 6
+	if got[0].Key != "k"+strconv.Itoa(last) || got[0].Index != uint32(last) || got[0].Final != (last%2 == 0) || got[0].Timing != "LATE" ||
+		got[recentPanes-1].StartMS != 7 {
+		t.Errorf("newest %+v, oldest %+v", got[0], got[recentPanes-1])
+	}
+}
+
+func TestRestoreProgress(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := newRestoreProgress(t0, 1000)
+	if _, _, ok := r.due(t0.Add(restoreLogInterval-time.Millisecond), 10); ok {
+		t.Errorf("due before the interval")
+	}
+	share, rate, ok := r.due(t0.Add(4*time.Second), 400)
+	if !ok || share != 0.4 || rate != 100 {
+		t.Errorf("due at 4s: %v %v %v, want 40%% at 100/s", share, rate, ok)
+	}
+	if _, _, ok := r.due(t0.Add(5*time.Second), 500); ok {
+		t.Errorf("due again a second later")
+	}
+	if share, _, ok := r.due(t0.Add(8*time.Second), 1200); !ok || share != 1 {
+		t.Errorf("share past the total %v, want 1", share)
+	}
+}
