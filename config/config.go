@@ -52,6 +52,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/windowd/windowd/expr"
@@ -88,7 +89,7 @@ type Generator struct {
 
 // Kafka is the cluster connection.
 type Kafka struct {
-	Brokers        []string // empty when Embedded
+	Brokers        []string // empty when Embedded, or when not configured (see HasBrokers)
 	Embedded       bool     // `brokers: embedded`: an in-process broker
 	EmbeddedListen string   // default 127.0.0.1:19092
 	ClientID       string   // default windowd
@@ -290,3 +291,11 @@ func (c *Config) Pipeline(name string) *Pipeline {
 	}
 	return nil
 }
+
+// ErrNoBrokers is what `windowd run` says of a configuration without
+// kafka.brokers, which replay and validate accept (docs/SEMANTICS.md,
+// Configuration).
+var ErrNoBrokers = errors.New("kafka.brokers is required to run (a list of host:port addresses, or embedded); replay and validate do without it")
+
+// HasBrokers reports whether the configuration says which Kafka to use.
+func (c *Config) HasBrokers() bool { return c.Kafka.Embedded || len(c.Kafka.Brokers) > 0 }

@@ -680,9 +680,9 @@ c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, 
 	{"bad indentation",
 		"kafka:\n  brokers: embedded\n   client_id: x\n",
 		`c.yaml:2:12: syntax error: mapping value is not allowed in this context`},
-	{"missing brokers",
-		"kafka: {client_id: x}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
-		`c.yaml:1:1: kafka.brokers: required`},
+	{"broker written host: port in a flow list",
+		"kafka: {brokers: [localhost: 9092]}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
+		`c.yaml:1:19: kafka.brokers[0]: expected a host:port address, got a mapping (YAML reads ` + "`host: port`" + ` as one): quote it, "host:port"`},
 	{"bad brokers",
 		"kafka: {brokers: [localhost, \"h:99999\", 9092]}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
 		`c.yaml:1:19: kafka.brokers[0]: invalid address "localhost" (want host:port)
@@ -699,8 +699,7 @@ c.yaml:2:16: http.listen: expected a string, got 9100`},
 		"state: {cache_bytes: 64 megabytes}\n" + with(nil),
 		`c.yaml:1:22: state.cache_bytes: invalid size "64 megabytes" (use a byte count or a size like "64MiB")`},
 	{"empty file", "",
-		`c.yaml:1:1: kafka.brokers: required
-c.yaml:1:1: pipelines: required`},
+		`c.yaml:1:1: pipelines: required`},
 	{"empty pipelines", "kafka: {brokers: embedded}\npipelines: []\n",
 		`c.yaml:2:12: pipelines: must not be empty`},
 	{"undefined alias",
@@ -1222,5 +1221,47 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 	}
 	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
 		t.Fatalf("Load(/dev/zero): %v", err)
+	}
+}
+
+// TestBrokersInFlowMapping: `kafka: {brokers: [localhost:9092]}` is a list
+// of one address (goccy/go-yaml reads the unquoted host:port in a flow
+// list inside a flow mapping as a mapping).
+func TestBrokersInFlowMapping(t *testing.T) {
+	for src, want := range map[string]string{
+		"kafka: {brokers: [localhost:9092]}":                            "localhost:9092",
+		"kafka: {brokers: [localhost:9092, \"b:1\", 10.0.0.2:9093]}":    "localhost:9092 b:1 10.0.0.2:9093",
+		"kafka: {client_id: x, brokers: [ kafka-0.svc:9092 ,k1:9093 ]}": "kafka-0.svc:9092 k1:9093",
+		"kafka:\n  brokers: [localhost:9092]":                           "localhost:9092",
+	} {
+		c, err := Parse("c.yaml", []byte(src+"\n"+with(nil)[len("kafka: {brokers: embedded}\n"):]))
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if got := strings.Join(c.Kafka.Brokers, " "); got != want || !c.HasBrokers() {
+			t.Errorf("%s: brokers %q, want %q", src, got, want)
+		}
+	}
+}
+
+// TestNoBrokers: a configuration of pipelines only loads (replay and
+// validate); HasBrokers tells run to refuse it.
+func TestNoBrokers(t *testing.T) {
+	for _, src := range []string{
+		with(nil)[len("kafka: {brokers: embedded}\n"):],
+		"kafka: {client_id: x}\n" + with(nil)[len("kafka: {brokers: embedded}\n"):],
+	} {
+		c, err := Parse("c.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		if c.HasBrokers() || len(c.Pipelines) != 1 {
+			t.Errorf("HasBrokers %v, %d pipelines", c.HasBrokers(), len(c.Pipelines))
+		}
+	}
+	c, err := Parse("c.yaml", []byte(with(nil)))
+	if err != nil || !c.HasBrokers() {
+		t.Errorf("embedded: HasBrokers false (%v)", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/watermark"
@@ -220,7 +221,9 @@ func (d *decoder) generator(m *mapping) *Generator {
 
 func (d *decoder) kafka(m *mapping) Kafka {
 	k := Kafka{EmbeddedListen: DefaultEmbeddedListen, ClientID: DefaultClientID, SessionTimeout: DefaultSessionTimeout, Compression: DefaultCompression}
-	if b, ok := req(m, "brokers", d.brokers); ok {
+	// Optional: replay and validate never connect; run refuses a
+	// configuration without brokers (Config.HasBrokers).
+	if b, ok := opt(m, "brokers", brokerList{}, d.brokers); ok {
 		k.Brokers, k.Embedded = b.addrs, b.embedded
 	}
 	k.EmbeddedListen, _ = opt(m, "embedded_listen", k.EmbeddedListen, d.address(false))
@@ -336,11 +339,53 @@ func (d *decoder) brokers(n ast.Node, path string) (brokerList, bool) {
 			ok = false
 			continue
 		}
-		addr, addrOK := d.address(true)(it.node, index(path, i))
+		node := it.node
+		if m, isMap := node.(*ast.MappingNode); isMap {
+			if node = d.flowHostPort(m); node == nil {
+				d.errorf(it.at, index(path, i), "expected a host:port address, got a mapping (YAML reads `host: port` as one): quote it, \"host:port\"")
+				ok = false
+				continue
+			}
+		}
+		addr, addrOK := d.address(true)(node, index(path, i))
 		b.addrs = append(b.addrs, addr)
 		ok = ok && addrOK
 	}
 	return b, ok
+}
+
+// flowHostPort recovers `host:port` written unquoted in a flow list inside
+// a flow mapping (`kafka: {brokers: [localhost:9092]}`), which goccy/go-yaml
+// reads as the mapping {localhost: 9092} although YAML makes it one plain
+// scalar (a ':' not followed by a space). It returns the address as a
+// string node when the source holds exactly key:value with no space, else
+// nil.
+func (d *decoder) flowHostPort(m *ast.MappingNode) ast.Node {
+	if len(m.Values) != 1 || m.Values[0] == nil {
+		return nil
+	}
+	kv := m.Values[0]
+	key, keyOK := kv.Key.(*ast.StringNode)
+	val, valOK := kv.Value.(*ast.IntegerNode)
+	if !keyOK || !valOK || key.Token == nil || key.Token.Position == nil {
+		return nil
+	}
+	at := tokenPos(key.Token)
+	if at.line < 1 || at.line > len(d.lines) {
+		return nil
+	}
+	line := []rune(d.lines[at.line-1])
+	if at.col < 1 || at.col > len(line) {
+		return nil
+	}
+	written := string(line[at.col-1:])
+	if end := strings.IndexAny(written, ",]} \t#"); end >= 0 {
+		written = written[:end]
+	}
+	if written != key.Value+":"+tokenText(val) {
+		return nil
+	}
+	return ast.String(token.New(written, written, key.Token.Position))
 }
 
 // unique reports name when seen already holds it, else records it.
