@@ -90,6 +90,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		brokers = cfg.Kafka.Brokers
 	}
+	if len(brokers) == 0 {
+		return config.ErrNoBrokers
+	}
 
 	st := &status{now: opts.Now}
 	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st)

@@ -91,11 +91,15 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "windowd validate: --config is required")
 		return 2
 	}
-	if _, err := config.Load(*path); err != nil {
+	cfg, err := config.Load(*path)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	fmt.Fprintln(stdout, "OK")
+	if !cfg.HasBrokers() {
+		fmt.Fprintln(stdout, "note: no kafka.brokers: replay works; run needs kafka.brokers (host:port addresses, or embedded)")
+	}
 	return 0
 }
 

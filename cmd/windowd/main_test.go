@@ -145,3 +145,33 @@ func TestMemoryLimitCountsEveryPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinesOnly: a configuration of pipelines only (no kafka section)
+// validates, with a note that run needs brokers, and replays; run refuses it
+// with a message naming kafka.brokers.
+func TestPipelinesOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(`pipelines:
+  - name: p
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 1s}
+    aggregates: [{name: n, op: count}]
+    output: {topic: out}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "", "validate", "--config", path)
+	if code != 0 || !strings.HasPrefix(out, "OK\n") || !strings.Contains(out, "run needs kafka.brokers") {
+		t.Errorf("validate: exit %d, %q %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, `{"key":"u","value":{"user":"u","ts":1500}}`+"\n", "replay", "--config", path, "--input", "-")
+	if code != 0 || !strings.Contains(out, `"window":{"start":1000,"end":2000}`) {
+		t.Errorf("replay: exit %d, %q %q", code, out, errs)
+	}
+	code, _, errs = runCLI(t, "", "run", "--config", path)
+	if code != 1 || !strings.Contains(errs, "kafka.brokers is required to run") {
+		t.Errorf("run: exit %d, %q", code, errs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/service"
 	"github.com/windowd/windowd/state"
 )
@@ -35,6 +36,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = log.Sync() }()
 	cfg, ok := loadConfig("run", *path, stderr)
 	if !ok {
+		return 1
+	}
+	if !cfg.HasBrokers() {
+		fmt.Fprintf(stderr, "windowd run: %s: %v\n", *path, config.ErrNoBrokers)
 		return 1
 	}
 	if limit := setMemoryLimit(len(cfg.Pipelines), cfg.State.CacheBytes); limit > 0 {
