@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/windowd/windowd/config"
@@ -51,11 +52,47 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// version is the module version (a build of a tagged module, `go install
+// ...@v1.2.3`), else the VCS revision and commit time stamped by `go build`
+// in a clone, and the Go version.
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		info = nil
 	}
-	return "(devel)"
+	return versionOf(info, runtime.Version())
+}
+
+func versionOf(info *debug.BuildInfo, goVersion string) string {
+	v := "(devel)"
+	if info != nil {
+		if info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		} else {
+			var rev, at string
+			modified := false
+			for _, s := range info.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.time":
+					at = s.Value
+				case "vcs.modified":
+					modified = s.Value == "true"
+				}
+			}
+			if rev != "" {
+				v = "devel " + rev[:min(len(rev), 12)]
+				if at != "" {
+					v += " " + at
+				}
+				if modified {
+					v += " (modified)"
+				}
+			}
+		}
+	}
+	return v + " " + goVersion
 }
 
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -143,6 +146,58 @@ func TestMemoryLimitCountsEveryPipeline(t *testing.T) {
 		if got := memoryLimit(c.pipelines, c.cache); got != c.want {
 			t.Errorf("memoryLimit(%d, %d MiB) = %d MiB, want %d MiB", c.pipelines, c.cache/mib, got/mib, c.want/mib)
 		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	vcs := &debug.BuildInfo{Main: debug.Module{Path: "github.com/windowd/windowd", Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "9acad53d1f0e2b7c4a5d6e7f8091a2b3c4d5e6f7"},
+		{Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0 go1.26.0"},
+		{vcs, "devel 9acad53d1f0e 2026-12-01T10:00:00Z (modified) go1.26.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel) go1.26.0"},
+		{nil, "(devel) go1.26.0"},
+	} {
+		if got := versionOf(c.info, "go1.26.0"); got != c.want {
+			t.Errorf("versionOf = %q, want %q", got, c.want)
+		}
+	}
+	code, out, _ := runCLI(t, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "windowd ") || !strings.HasSuffix(out, " "+runtime.Version()+"\n") {
+		t.Errorf("windowd version: exit %d, %q: want the Go version", code, out)
+	}
+}
+
+// TestVersionOfBuiltBinary builds windowd as a user would, in this clone:
+// `windowd version` names the commit, not just (devel).
+func TestVersionOfBuiltBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the binary")
+	}
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git clone (%v): no VCS stamp to check", err)
+	}
+	bin := filepath.Join(t.TempDir(), "windowd")
+	if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if meta, err := exec.Command("go", "version", "-m", bin).Output(); err != nil || !strings.Contains(string(meta), "vcs.revision=") {
+		// GOFLAGS=-buildvcs=false (go env), or a git worktree, which the
+		// go command does not stamp: versionOf's cases run in TestVersion.
+		t.Skip("go build stamped no VCS revision here (-buildvcs=false in go env, or a git worktree)")
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "windowd devel " + string(rev[:12]); !strings.HasPrefix(string(out), want) {
+		t.Errorf("windowd version = %q, want it to start %q", out, want)
 	}
 }
 
