@@ -2,6 +2,7 @@ package windowing
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/axiomhq/hyperloglog"
 )
@@ -126,7 +127,7 @@ func (a *accum) result(spec *AggSpec) Value {
 	case Count:
 		return Value{Kind: IntValue, Int: a.n}
 	case Sum:
-		return Value{Kind: NumValue, Num: a.f}
+		return Value{Kind: NumValue, Num: ShortestWithin(a.f, a.n)}
 	case Min, Max:
 		if a.n == 0 {
 			return Value{}
@@ -136,7 +137,7 @@ func (a *accum) result(spec *AggSpec) Value {
 		if a.n == 0 {
 			return Value{}
 		}
-		return Value{Kind: NumValue, Num: a.f / float64(a.n)}
+		return Value{Kind: NumValue, Num: ShortestWithin(a.f/float64(a.n), a.n+1)}
 	case DistinctApprox:
 		if a.hll == nil {
 			return Value{Kind: IntValue}
@@ -158,6 +159,37 @@ func (a *accum) result(spec *AggSpec) Value {
 		return Value{Kind: RawValue, Raw: string(appendTopK(buf[:0], spec, t))}
 	}
 	return Value{}
+}
+
+// pow10 are the powers of ten ShortestWithin tries: decimals of at most
+// six fraction digits (amounts, prices, measurements), not the rounded
+// repeating decimals of averages.
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6}
+
+// ShortestWithin returns the double nearest to the decimal of fewest
+// fraction digits (at most six) within terms·2⁻⁵³·|f| of f: the error bound of a sum of
+// terms decimal inputs read as doubles and added (docs/SEMANTICS.md,
+// Aggregates). A sum of decimal inputs (2306.04 summed as
+// 2306.040000000001) then prints as the decimal; a value with no such
+// decimal is returned as it is. The decimal m/10^k is
+// computed from m < 2^53 and 10^k exact, so the division is its correctly
+// rounded double.
+func ShortestWithin(f float64, terms int64) float64 {
+	if terms <= 1 || f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return f
+	}
+	abs := math.Abs(f)
+	tol := float64(terms) * 0x1p-53 * abs
+	for _, scale := range pow10 {
+		m := math.Round(abs * scale)
+		if m >= 1<<53 {
+			break
+		}
+		if d := m / scale; math.Abs(d-abs) <= tol {
+			return math.Copysign(d, f)
+		}
+	}
+	return f
 }
 
 func newSketch(spec *AggSpec) *hyperloglog.Sketch {

@@ -57,11 +57,11 @@ func (b *batchAgg) add(x float64) {
 }
 
 func (b batchAgg) values() []windowing.Value {
-	v := []windowing.Value{{Kind: windowing.IntValue, Int: b.n}, {Kind: windowing.NumValue, Num: b.sum}, {}, {}, {}}
+	v := []windowing.Value{{Kind: windowing.IntValue, Int: b.n}, {Kind: windowing.NumValue, Num: windowing.ShortestWithin(b.sum, b.n)}, {}, {}, {}}
 	if b.n > 0 {
 		v[2] = windowing.Value{Kind: windowing.NumValue, Num: b.lo}
 		v[3] = windowing.Value{Kind: windowing.NumValue, Num: b.hi}
-		v[4] = windowing.Value{Kind: windowing.NumValue, Num: b.sum / float64(b.n)}
+		v[4] = windowing.Value{Kind: windowing.NumValue, Num: windowing.ShortestWithin(b.sum/float64(b.n), b.n+1)}
 	}
 	return v
 }
