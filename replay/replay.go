@@ -44,6 +44,7 @@ type Options struct {
 	Errs       io.Writer // dead letters and dropped records, one JSON line each
 	// Progress: print progress lines among the panes (progress.go).
 	Progress bool
+	Live       *Live     // nil: none; else updated as the replay runs (live.go)
 }
 
 // Summary counts what a replay did.
@@ -341,6 +342,9 @@ func (r *runner) run(eng *windowing.Engine) error {
 					return err
 				}
 			}
+			if r.opts.Live != nil && r.sum.Lines%liveEvery == 0 {
+				r.publish(eng)
+			}
 			// A replay commits its Pebble state only to bound memory:
 			// when the uncommitted writes pass the engine's budget
 			// (cache evictions, timers), and at the end. Nothing reads
@@ -364,6 +368,9 @@ func (r *runner) run(eng *windowing.Engine) error {
 		if err := r.progress(eng); err != nil {
 			return err
 		}
+	}
+	if r.opts.Live != nil {
+		r.publish(eng)
 	}
 	return eng.Checkpoint(false)
 }

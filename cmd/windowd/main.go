@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/replay"
@@ -188,7 +189,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail("read %s: %v", *input, err)
 		}
 	}
-	sum, err := replay.Run(replay.Options{
+	opts := replay.Options{
 		Pipeline:   p,
 		Input:      in,
 		Partitions: n,
@@ -197,7 +198,26 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Out:        stdout,
 		Errs:       stderr,
 		Progress:   *progress,
-	})
+	}
+	stopLive := func() {}
+	if term, ok := stderr.(*os.File); ok && isTerminal(term) {
+		var size int64
+		if f, ok := in.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+				size = fi.Size()
+			}
+		}
+		live := newLiveStatus(stderr, size, time.Now)
+		opts.Input, opts.Live, opts.Errs = live.counted(in), live.live, live.passThrough(stderr)
+		if out, ok := stdout.(*os.File); ok && isTerminal(out) {
+			opts.Out = live.passThrough(stdout) // panes on the same screen
+		}
+		stop, done := make(chan struct{}), make(chan struct{})
+		go live.run(stop, done)
+		stopLive = func() { close(stop); <-done }
+	}
+	sum, err := replay.Run(opts)
+	stopLive()
 	if err != nil {
 		return fail("%v", err)
 	}

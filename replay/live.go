@@ -1,0 +1,37 @@
+package replay
+
+import (
+	"sync/atomic"
+
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Live is what a replay publishes while it runs, for a status line
+// (`windowd replay` on a terminal, docs/OPERATIONS.md, Replay): read from
+// another goroutine. Frontier is watermark.MinTime before the first.
+type Live struct {
+	Lines, Records, Panes, DeadLetters, Frontier atomic.Int64
+}
+
+// liveEvery is how many input lines pass between two publications: the
+// loads and stores are off the per-record path.
+const liveEvery = 1024
+
+// publish stores the replay's counts in r.opts.Live.
+func (r *runner) publish(eng *windowing.Engine) {
+	l := r.opts.Live
+	st := eng.Stats()
+	l.Lines.Store(r.sum.Lines)
+	l.Records.Store(r.sum.Records)
+	l.Panes.Store(st.Panes[windowing.Early] + st.Panes[windowing.OnTime] + st.Panes[windowing.Late])
+	l.DeadLetters.Store(r.sum.DeadLetters)
+	l.Frontier.Store(eng.Frontier())
+}
+
+// NewLive returns a Live with no frontier yet.
+func NewLive() *Live {
+	l := &Live{}
+	l.Frontier.Store(watermark.MinTime)
+	return l
+}
