@@ -23,7 +23,7 @@ import (
 
 // statusPipeline is a pipeline without Kafka over two partitions whose
 // panes go to the status ring only; now is its clock.
-func statusPipeline(t *testing.T, now *time.Time) *pipeline {
+func statusPipeline(t testing.TB, now *time.Time) *pipeline {
 	t.Helper()
 	cfg, err := config.Parse("s.yaml", []byte(`kafka: {brokers: embedded}
 pipelines:
@@ -226,5 +226,43 @@ func TestRestoreProgress(t *testing.T) {
 	}
 	if share, _, ok := r.due(t0.Add(8*time.Second), 1200); !ok || share != 1 {
 		t.Errorf("share past the total %v, want 1", share)
+	}
+}
+
+// The status page's costs (docs/PERFORMANCE.md, Status page): a pane into
+// the ring (the pane writer, per pane), a snapshot (the poll loop, at most
+// every 250 ms), a request (the HTTP goroutine).
+func BenchmarkPaneRingAdd(b *testing.B) {
+	var r paneRing
+	pn := windowing.Pane{Key: "u1", Start: 1, End: 2, Timing: windowing.OnTime}
+	key := []byte("u1")
+	for b.Loop() {
+		r.add(&pn, key, 1)
+	}
+}
+
+func BenchmarkPublishStatus(b *testing.B) {
+	now := time.UnixMilli(1_700_000_100_000)
+	p := statusPipeline(b, &now)
+	for b.Loop() {
+		now = now.Add(snapshotInterval)
+		p.updateMetrics()
+	}
+}
+
+func BenchmarkAPIStatus(b *testing.B) {
+	now := time.UnixMilli(1_700_000_100_000)
+	p := statusPipeline(b, &now)
+	for i := 0; i < recentPanes; i++ {
+		p.st.ring.add(&windowing.Pane{Key: "u1"}, []byte("u1"), 1)
+	}
+	p.updateMetrics()
+	st := &status{now: func() time.Time { return now }}
+	st.add(p)
+	mux := http.NewServeMux()
+	mountStatusPage(mux, st)
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", "/api/status", nil))
 	}
 }
