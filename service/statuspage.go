@@ -32,9 +32,11 @@ var statusPageHTML string
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 	"clock":   func(ms any) string { return fmtClock(toMS(ms)) },
+	"hms":     func(ms int64) string { return fmtClock(ms)[len("2006-01-02 "):] },
 	"bytes":   fmtBytes,
 	"rate":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"percent": func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"seconds": func(v *float64) string { return fmt.Sprintf("%.1f", *v) },
 	"lane":    laneView,
 	"axis":    axisOf,
 	"pos":     func(a axis, ms any) string { return fmt.Sprintf("%.2f%%", a.pos(toMS(ms))) },

@@ -170,11 +170,17 @@ func TestStatusPage(t *testing.T) {
 		`<dd class="frontier-value">2023-11-14 22:13:21.500</dd>`,
 		`data-partition="0"`, `class="lane holds lagging" data-partition="1"`,
 		"holds the frontier, lagging 1500 records",
+		"<dt>frontier lag</dt><dd>100.5 s</dd>", // 2 s later
+		"<dt>records in</dt><dd>14</dd>",
+		"<dt>last commit</dt><dd>none yet</dd>",
 		`<td class="t-ON_TIME">ON_TIME</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "%!") || strings.Contains(page, "<no value>") {
+		t.Errorf("a value the template could not format:\n%s", page)
 	}
 	if n := strings.Count(page[:strings.Index(page, "<script>")], `class="lane`); n != 2 {
 		t.Errorf("%d lanes, want 2", n)
