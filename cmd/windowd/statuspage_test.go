@@ -83,6 +83,13 @@ func startQuickstartRun(t *testing.T) (base string) {
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"run", "--config", path}, strings.NewReader(""), io.Discard, logs) }()
 	t.Cleanup(func() {
+		select {
+		case code := <-done:
+			// Already stopped: no handler would take a SIGINT now.
+			t.Errorf("windowd run exited %d before the test ended; log:\n%s", code, logs.String())
+			return
+		default:
+		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGINT) // run's signal.NotifyContext takes it
 		select {
 		case code := <-done:
