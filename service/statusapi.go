@@ -218,7 +218,7 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 	f := p.eng.Frontier()
 	ps := PipelineStatus{
 		Name:        p.cfg.Name,
-		InputTopic:  p.cfg.Input.Topic,
+		InputTopic:  p.inputTopic(),
 		SnapshotMS:  now.UnixMilli(),
 		FrontierMS:  optInt(f),
 		OpenWindows: p.eng.OpenWindows(),
@@ -290,13 +290,22 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 	s.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
 }
 
+// inputTopic is the configured input topic (stage 2 of a repartitioned
+// pipeline reads the internal topic; the page names the one configured).
+func (p *pipeline) inputTopic() string {
+	if p.orig != nil {
+		return p.orig.Input.Topic
+	}
+	return p.cfg.Input.Topic
+}
+
 // statusNow is the pipeline's last snapshot completed with what changes
 // between snapshots: frontier lag at now, restore progress, recent panes.
 func (p *pipeline) statusNow(now time.Time) PipelineStatus {
 	sn := p.st.cur.Load()
 	var ps PipelineStatus
 	if sn == nil {
-		ps = PipelineStatus{Name: p.cfg.Name, InputTopic: p.cfg.Input.Topic, Panes: map[string]int64{}, PanesPerSecond: map[string]float64{},
+		ps = PipelineStatus{Name: p.cfg.Name, InputTopic: p.inputTopic(), Panes: map[string]int64{}, PanesPerSecond: map[string]float64{},
 			Group: GroupStatus{ID: p.cfg.Input.Group, Assigned: []int32{}}, Partitions: []PartitionStatus{}}
 		ps.Ready, ps.NotReady = p.ready()
 	} else {
