@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -50,6 +51,7 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	p.restoring.Store(int64(part))
 	defer p.restoring.Store(-1)
 	p.restoredRecords.Store(0)
+	p.restoreTotal.Store(0)
 	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, part, p.log)
 	if err != nil {
 		return rs, err
@@ -87,7 +89,7 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 			if share, rate, ok := progress.due(p.now(), rs.records); ok {
 				p.log.Info("restoring partition from the changelog", zap.Int32("partition", part), zap.String("changelog", p.clTopic),
 					zap.Int64("records", rs.records), zap.Int64("offsets", hi-rs.from),
-					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", float64(int64(rate))))
+					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", math.Round(rate)))
 			}
 			if p.db.PendingBytes() >= 64<<20 {
 				// Only restore writes are pending (the cycle before the

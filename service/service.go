@@ -1,9 +1,9 @@
 // Package service is `windowd run`: it wires the configured pipelines to
 // Kafka (consumer groups, output, dead-letter and late topics), the
 // windowing engine and Pebble state, and serves /metrics, /healthz,
-// /readyz and the status page (/ and /api/status). The embedded broker and the demo generator of the quickstart
-// are the windowd command's (cmd/windowd), which passes their address in
-// Options.Brokers.
+// /readyz and the status page (/ and /api/status). The embedded broker and
+// the demo generator of the quickstart are the windowd command's
+// (cmd/windowd), which passes their address in Options.Brokers.
 //
 // Invariants: a pipeline commits input offsets only after its output is
 // acknowledged and its state is synced (at_least_once); a failure to write
