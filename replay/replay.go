@@ -42,9 +42,9 @@ type Options struct {
 	CacheBytes int    // window cache budget; 0: the pipeline's default
 	Out        io.Writer
 	Errs       io.Writer // dead letters and dropped records, one JSON line each
+	Live       *Live     // nil: none; else updated as the replay runs (live.go)
 	// Progress: print progress lines among the panes (progress.go).
 	Progress bool
-	Live       *Live     // nil: none; else updated as the replay runs (live.go)
 }
 
 // Summary counts what a replay did.
