@@ -93,8 +93,8 @@ type PartitionStatus struct {
 	// LagRecords is null until the position and high watermark are known.
 	LagRecords *int64 `json:"lag_records"`
 	Lagging    bool   `json:"lagging"`
-	// Paused is for watermark alignment (a partition paused because it is
-	// too far ahead of the frontier); always false until it exists.
+	// Paused: watermark alignment paused it, too far ahead of the
+	// frontier (docs/SEMANTICS.md, Watermark alignment).
 	Paused      bool  `json:"paused"`
 	RecordsIn   int64 `json:"records_in"`
 	DeadLetters int64 `json:"dead_letters"`
@@ -251,6 +251,7 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 			Partition:     st.Partition,
 			WatermarkMS:   optInt(st.Watermark),
 			Idle:          st.Idle,
+			Paused:        st.Paused,
 			HoldsFrontier: !st.Idle && st.Watermark == minActive && f < watermark.MaxTime,
 			RecordsIn:     counterValue(part.in),
 			DeadLetters:   counterValue(part.dead),
