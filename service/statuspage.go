@@ -33,7 +33,7 @@ var statusPageHTML string
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 	"clock":   func(ms any) string { return fmtClock(toMS(ms)) },
 	"hms":     func(ms int64) string { return fmtClock(ms)[len("2006-01-02 "):] },
-	"bytes":   fmtBytes,
+	"bytes":   FormatBytes,
 	"rate":    func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"percent": func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 	"seconds": func(v *float64) string { return fmt.Sprintf("%.1f", *v) },
@@ -95,7 +95,9 @@ func fmtClock(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000")
 }
 
-func fmtBytes(n int64) string {
+// FormatBytes writes a byte count for people: 512 B, 1.5 KiB, 64.0 MiB
+// (the status page; replay's status line).
+func FormatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

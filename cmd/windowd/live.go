@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/windowd/windowd/replay"
+	"github.com/windowd/windowd/service"
 	"github.com/windowd/windowd/watermark"
 )
 
@@ -67,9 +68,9 @@ func (s *liveStatus) text(now time.Time) string {
 	} else if s.rateAt == s.start && now.After(s.start) {
 		s.rate = float64(records) / now.Sub(s.start).Seconds() // the first second
 	}
-	read := "read " + fmtSize(s.read.Load())
+	read := "read " + service.FormatBytes(s.read.Load())
 	if s.size > 0 {
-		read = fmt.Sprintf("%3.0f%% of %s", 100*min(1, float64(s.read.Load())/float64(s.size)), fmtSize(s.size))
+		read = fmt.Sprintf("%3.0f%% of %s", 100*min(1, float64(s.read.Load())/float64(s.size)), service.FormatBytes(s.size))
 	}
 	frontier := "none yet"
 	switch f := s.live.Frontier.Load(); f {
@@ -153,17 +154,4 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-func fmtSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
