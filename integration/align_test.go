@@ -27,23 +27,35 @@ import (
 // several times lower. The peak RSS of both processes is logged
 // (docs/PERFORMANCE.md quotes it).
 func TestWatermarkAlignmentBackfill(t *testing.T) {
+	parallel(t, 25*time.Second)
+	alignmentBackfill(t, false, 40000)
+}
+
+// TestWatermarkAlignmentRepartitioned is the same backfill on a
+// repartitioned pipeline: stage 1 pauses the input partition that runs
+// ahead, so stage 2 does not window its records long before the others'.
+func TestWatermarkAlignmentRepartitioned(t *testing.T) {
+	parallel(t, 25*time.Second)
+	alignmentBackfill(t, true, 40000)
+}
+
+func alignmentBackfill(t *testing.T, repartition bool, perPartition int64) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes draining a preloaded topic")
 	}
-	parallel(t, 25*time.Second)
 	windowdBinary(t)
 	// Partition 0 must be many fetches long: franz-go fetches up to 1 MiB
 	// of a partition at a time, and what was fetched before a pause is
 	// processed. Records of about 500 bytes make a fetch about 2,000
-	// records, 6 minutes of partition 0's event time.
-	const perPartition = 40000
+	// records, 6 minutes of partition 0's event time (40k records per
+	// partition: an hour).
 	pad := strings.Repeat("p", 400)
 	rng := rand.New(rand.NewSource(5))
 	var recs []input
 	for p := int32(0); p < 4; p++ {
-		step := int64(90) // partitions 1..3: an hour of event time
+		step := 3600_000 / perPartition // partitions 1..3: an hour of event time
 		if p == 0 {
-			step = 180 // partition 0: two hours
+			step *= 2 // partition 0: two hours
 		}
 		for i := int64(0); i < perPartition; i++ {
 			u := fmt.Sprintf("u%d-%d", p, rng.Intn(10))
@@ -64,6 +76,13 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 	}
 	drain := func(drift string) result {
 		e := newEnv(t, 4, drift)
+		if repartition {
+			cfg := readFile(t, e.cfgPath)
+			if !strings.Contains(cfg, "    commit_interval: 200ms\n") {
+				t.Fatal("the pipeline config has no commit_interval line to add repartition after")
+			}
+			writeFile(t, e.cfgPath, strings.Replace(cfg, "    commit_interval: 200ms\n", "    commit_interval: 200ms\n    repartition: true\n", 1))
+		}
 		c, err := config.Load(e.cfgPath)
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +93,9 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 		// Uncompressed, so that a fetch of a partition (1 MiB) is some
 		// thousands of records, as it is for JSON in a real backfill of
 		// compressed batches many times larger than this test's.
+		began := time.Now()
 		produce(t, e.in, recs, kgo.ProducerBatchCompression(kgo.NoCompression()))
+		t.Logf("max_drift %q: produced in %.1fs", drift, time.Since(began).Seconds())
 		inst := e.startProcess()
 		var peak float64
 		var firstIn time.Time // the first sample that saw a record consumed
@@ -100,6 +121,7 @@ func TestWatermarkAlignmentBackfill(t *testing.T) {
 			}
 		}()
 		e.waitCommitted(t, 90*time.Second)
+		t.Logf("max_drift %q: committed %.1fs after the start", drift, time.Since(began).Seconds())
 		close(stop)
 		<-sampled
 		secs := time.Since(firstIn).Seconds() // the group join before it varies by seconds
