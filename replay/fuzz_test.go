@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -284,29 +283,10 @@ func FuzzReplayLines(f *testing.F) {
 		if len(data) > fuzzMaxInput {
 			t.Skip("input over the size cap")
 		}
-		for _, line := range bytes.Split(data, []byte("\n")) {
-			checkLinePartition(t, line)
-		}
 		for i := range ps {
 			checkReplay(t, &ps[i], data)
 		}
 	})
-}
-
-// checkLinePartition checks that linePartition gives what gjson's lookup of
-// the line's "partition" gives: a whole number in [0, MaxInt32) or none.
-func checkLinePartition(t *testing.T, line []byte) {
-	t.Helper()
-	var want int64
-	wantOK := false
-	if p := gjson.GetBytes(line, "partition"); p.Type == gjson.Number {
-		v := p.Int()
-		want, wantOK = v, v >= 0 && float64(v) == p.Num && v < math.MaxInt32
-	}
-	got, ok := linePartition(line)
-	if ok != wantOK || (ok && got != want) {
-		t.Fatalf("line %q: linePartition gives %d %v, gjson %d %v", line, got, ok, want, wantOK)
-	}
 }
 
 // replayResult is one replay of a fuzz input.
@@ -594,23 +574,6 @@ func checkPanes(t *testing.T, p *config.Pipeline, panes []fuzzPane) {
 	}
 	for _, fp := range outstanding {
 		t.Fatalf("%s: a non-final pane is never retracted (its window got no final pane): %s", p.Name, fp.line)
-	}
-}
-
-// TestLinePartition checks the lines linePartition reads directly and those
-// at the edges of that form, which gjson reads, against gjson.
-func TestLinePartition(t *testing.T) {
-	for _, line := range []string{
-		`{"partition":3,"key":"k"}`, `{"partition":0}`, `{"partition":123456789,"x":1}`,
-		`{"partition":2147483646}`, `{"partition":2147483647}`, `{"partition":1234567890}`,
-		`{"partition":07,"x":1}`, `{"partition":00}`, `{"partition":-1}`, `{"partition":3 ,"x":1}`,
-		`{"partition":3.5}`, `{"partition":3e0}`, `{"partition":3`, `{"partition":`, `{"partition":"3"}`,
-		`{"key":"k","partition":5}`, `{ "partition":6}`, `{"partition":3,"partition":9}`, `[{"partition":1}]`, ``,
-	} {
-		checkLinePartition(t, []byte(line))
-	}
-	if v, ok := linePartition([]byte(`{"partition":42,"key":"k"}`)); !ok || v != 42 {
-		t.Fatalf("linePartition gives %d %v, want 42 true", v, ok)
 	}
 }
 

@@ -130,7 +130,7 @@ func TestGolden(t *testing.T) {
 			}
 			p := &cfg.Pipelines[0]
 			input := gc.sections["input"]
-			n, err := ScanPartitions(strings.NewReader(input))
+			n, err := ScanPartitions(p, strings.NewReader(input))
 			if err != nil {
 				t.Fatal(err)
 			}

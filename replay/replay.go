@@ -32,6 +32,10 @@ import (
 // MaxLineBytes is the longest input line read; a longer one is dead-lettered.
 const MaxLineBytes = 16 << 20
 
+// MaxPartitions bounds the partitions of one replay (docs/OPERATIONS.md,
+// Limits): --partitions, and the partition a line may name.
+const MaxPartitions = 10000
+
 // Options configure one replay.
 type Options struct {
 	Pipeline   *config.Pipeline
@@ -60,50 +64,18 @@ type Summary struct {
 	Retractions int64
 }
 
-// ScanPartitions returns one more than the largest partition in r (at least 1).
-func ScanPartitions(r io.Reader) (int, error) {
-	br := newLineReader(r)
-	largest := int64(0)
-	for {
-		line, err := readLine(br)
-		if v, ok := linePartition(line); ok && v > largest {
-			largest = v
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil && !errors.Is(err, errLineTooLong) {
-			return 0, err
-		}
+// ScanPartitions returns one more than the largest partition of a valid
+// record of p in r (at least 1): the partition count a replay without
+// --partitions uses. Each line is read as Run reads it (clock lines
+// included, and the decoder's checks); a line Run would dead-letter adds no
+// partition, so an invalid line never changes the result (docs/SEMANTICS.md,
+// Replay). A partition must be below MaxPartitions.
+func ScanPartitions(p *config.Pipeline, r io.Reader) (int, error) {
+	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions}, scan: true}
+	if err := s.lines(nil, r); err != nil {
+		return 0, err
 	}
-	return int(largest) + 1, nil
-}
-
-// linePartition returns the partition a line names, as ScanPartitions
-// counts it: the "partition" member's value when it is a whole number in
-// [0, MaxInt32). A line that begins with that member and a plain number
-// (the form bench/gen and most writers use) is read directly; any other
-// goes through gjson, which gives the same for those.
-func linePartition(line []byte) (int64, bool) {
-	const lead = `{"partition":`
-	if len(line) > len(lead) && string(line[:len(lead)]) == lead {
-		v, i := int64(0), len(lead)
-		for ; i < len(line) && i < len(lead)+9 && line[i] >= '0' && line[i] <= '9'; i++ {
-			v = v*10 + int64(line[i]-'0')
-		}
-		if i > len(lead) && i < len(line) && (line[i] == ',' || line[i] == '}') {
-			return v, true
-		}
-	}
-	if len(line) == 0 {
-		return 0, false
-	}
-	p := gjson.GetBytes(line, "partition")
-	if p.Type != gjson.Number {
-		return 0, false
-	}
-	v := p.Int()
-	return v, v >= 0 && float64(v) == p.Num && v < math.MaxInt32
+	return int(s.largest) + 1, nil
 }
 
 var errLineTooLong = errors.New("line longer than 16 MiB")
@@ -164,6 +136,12 @@ type runner struct {
 	cur     []byte         // the input line being processed
 	rp      *repartitioner // nil unless the pipeline repartitions
 	headers []expr.Header  // the line's headers, for expressions
+	offsets []int64        // the next offset of each partition
+
+	// scan: ScanPartitions reads the lines without an engine, noting the
+	// largest partition of a valid record.
+	scan    bool
+	largest int32
 
 	progressAt, progressPanes int64 // the frontier and pane count at the last progress line
 }
@@ -211,6 +189,9 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 // deadLetter reports a bad line or record on the error stream.
 func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []byte) error {
 	r.sum.DeadLetters++
+	if r.scan {
+		return nil
+	}
 	b := append(r.buf[:0], `{"dead_letter":{"error":`...)
 	b = windowing.AppendJSONString(b, reason)
 	b = append(b, `,"line":`...)
@@ -298,23 +279,40 @@ func Run(opts Options) (Summary, error) {
 }
 
 func (r *runner) run(eng *windowing.Engine) error {
-	p := r.opts.Pipeline
 	n := r.opts.Partitions
-	var now int64
 	if r.rp != nil {
-		if err := r.rp.start(eng, now); err != nil {
+		if err := r.rp.start(eng, 0); err != nil {
 			return err
 		}
 	} else {
 		for i := 0; i < n; i++ {
-			eng.Assign(int32(i), now, true)
+			eng.Assign(int32(i), 0, true)
 		}
 	}
-	offsets := make([]int64, n)
-	dec := source.NewDecoder(p)
+	if err := r.lines(eng, r.opts.Input); err != nil {
+		return err
+	}
+	if err := eng.Finish(); err != nil {
+		return err
+	}
+	if r.opts.Progress {
+		if err := r.progress(eng); err != nil {
+			return err
+		}
+	}
+	if r.opts.Live != nil {
+		r.publish(eng)
+	}
+	return eng.Checkpoint(false)
+}
+
+// lines reads every line of in and handles it; eng is nil when scanning.
+func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
+	var now int64
+	dec := source.NewDecoder(r.opts.Pipeline)
 	var ev windowing.Event
 	var rec source.Record
-	br := newLineReader(r.opts.Input)
+	br := newLineReader(in)
 	for {
 		line, rerr := readLine(br)
 		eof := rerr != nil && errors.Is(rerr, io.EOF)
@@ -334,15 +332,15 @@ func (r *runner) run(eng *windowing.Engine) error {
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			r.sum.Lines++
-			if err := r.handle(eng, dec, line, &now, offsets, &rec, &ev); err != nil {
+			if err := r.handle(eng, dec, line, &now, &rec, &ev); err != nil {
 				return err
 			}
-			if r.opts.Progress {
+			if r.opts.Progress && eng != nil {
 				if err := r.progress(eng); err != nil {
 					return err
 				}
 			}
-			if r.opts.Live != nil && r.sum.Lines%liveEvery == 0 {
+			if r.opts.Live != nil && eng != nil && r.sum.Lines%liveEvery == 0 {
 				r.publish(eng)
 			}
 			// A replay commits its Pebble state only to bound memory:
@@ -351,7 +349,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 			// a replay's checkpoints, so committing every N records
 			// would only write windows that open and close between two
 			// commits to Pebble and delete them again.
-			if eng.NeedsCheckpoint() {
+			if eng != nil && eng.NeedsCheckpoint() {
 				if err := eng.Checkpoint(false); err != nil {
 					return err
 				}
@@ -361,18 +359,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 			break
 		}
 	}
-	if err := eng.Finish(); err != nil {
-		return err
-	}
-	if r.opts.Progress {
-		if err := r.progress(eng); err != nil {
-			return err
-		}
-	}
-	if r.opts.Live != nil {
-		r.publish(eng)
-	}
-	return eng.Checkpoint(false)
+	return nil
 }
 
 // bytesView is a no-copy []byte of s, which must not be written to.
@@ -384,7 +371,7 @@ func bytesView(s string) []byte {
 }
 
 // handle processes one non-blank input line.
-func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, offsets []int64, rec *source.Record, ev *windowing.Event) error {
+func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, rec *source.Record, ev *windowing.Event) error {
 	// One pass validates the line and hands out its members; the first
 	// of duplicate names wins (as gjson.Get would); when the value is an
 	// object, the same pass looks up the decoder's fields in it (found).
@@ -431,6 +418,9 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		}
 		*now = v
 		r.sum.Clocks++
+		if r.scan {
+			return nil
+		}
 		if r.rp != nil {
 			r.rp.tick(eng, v)
 		}
@@ -444,8 +434,11 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		}
 		partition = v
 	}
-	*rec = source.Record{Partition: int32(partition), Offset: offsets[partition]}
-	offsets[partition]++
+	for int(partition) >= len(r.offsets) {
+		r.offsets = append(r.offsets, 0)
+	}
+	*rec = source.Record{Partition: int32(partition), Offset: r.offsets[partition]}
+	r.offsets[partition]++
 	if kv.Exists() && kv.Type != gjson.Null {
 		if kv.Type == gjson.String {
 			rec.Key = bytesView(kv.Str)
@@ -500,6 +493,10 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return err
 	}
 	r.sum.Records++
+	if r.scan {
+		r.largest = max(r.largest, rec.Partition)
+		return nil
+	}
 	r.cur = line
 	if r.rp != nil {
 		return r.rp.record(eng, ev, *now)

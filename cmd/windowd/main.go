@@ -182,7 +182,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitions(in); err != nil {
+		if n, err = replay.ScanPartitions(p, in); err != nil {
 			return fail("read %s: %v", *input, err)
 		}
 		if _, err := in.Seek(0, io.SeekStart); err != nil {

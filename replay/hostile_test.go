@@ -1,0 +1,78 @@
+package replay
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/config"
+)
+
+// hostilePipeline is a tumbling count over the value's ts, keyed by user,
+// with no allowed delay or lateness: a record behind the frontier is late.
+func hostilePipeline(t *testing.T, extra string) *config.Pipeline {
+	t.Helper()
+	cfg, err := config.Parse("c.yaml", []byte(goldenConfig("timestamp: {field: ts"+extra+"}\nkey: {field: user}\nwindow: {type: tumbling, size: 10s}\nwatermark: {strategy: bounded_out_of_orderness, max_delay: 0s}\naggregates: [{name: n, op: count}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cfg.Pipelines[0]
+}
+
+func scanPartitions(t *testing.T, p *config.Pipeline, input string) int {
+	t.Helper()
+	n, err := ScanPartitions(p, strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func replayString(t *testing.T, p *config.Pipeline, input string, partitions int) (Summary, string, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	sum, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: partitions, FS: vfs.NewMem(), Out: &out, Errs: &errs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, out.String(), errs.String()
+}
+
+// A line that is not a valid record does not add a partition
+// (docs/SEMANTICS.md, Replay): an empty partition would hold the frontier
+// and turn the late record below into an on-time one.
+func TestScanPartitionsValidRecordsOnly(t *testing.T) {
+	p := hostilePipeline(t, "")
+	good := `{"partition":0,"value":{"user":"u","ts":20000}}` + "\n" + `{"partition":0,"value":{"user":"u","ts":5000}}` + "\n"
+	if n := scanPartitions(t, p, good); n != 1 {
+		t.Fatalf("partitions of the good input: %d, want 1", n)
+	}
+	_, wantOut, _ := replayString(t, p, good, 1)
+	for _, bad := range []string{
+		`{"partition":1,"junk`,
+		`{"partition":7,"value":"not an object"}`,
+		`{"note":"the partition is \"partition\": 7","partition":3,"value":{"user":"u"}}`,
+		`{"partition":5}`,
+		`{"partition":4,"clock":"x"}`,
+		`{"partition":2147483646,"value":{"user":"u","ts":"nope"}}`,
+	} {
+		for _, at := range []int{0, 1, 2} {
+			lines := strings.SplitAfter(good, "\n")
+			input := strings.Join(lines[:at], "") + bad + "\n" + strings.Join(lines[at:], "")
+			n := scanPartitions(t, p, input)
+			if n != 1 {
+				t.Errorf("%s at line %d: %d partitions, want 1", bad, at+1, n)
+			}
+			sum, out, _ := replayString(t, p, input, n)
+			if out != wantOut || sum.DeadLetters != 1 {
+				t.Errorf("%s at line %d: dead letters %d, panes\n%s\nwant\n%s", bad, at+1, sum.DeadLetters, out, wantOut)
+			}
+		}
+	}
+	// A valid record of a filtered or otherwise accepted kind does count.
+	if n := scanPartitions(t, p, good+`{"partition":3,"value":{"user":"v","ts":1}}`+"\n"); n != 4 {
+		t.Fatalf("a valid record in partition 3: %d partitions, want 4", n)
+	}
+}
