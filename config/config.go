@@ -279,6 +279,12 @@ type Repartition struct {
 // Limits).
 const MaxWindowsPerRecord = 10_000
 
+// MaxPartitions bounds the partitions of one pipeline: input.partitions,
+// repartition_partitions and a replay's partitions (docs/OPERATIONS.md,
+// Limits). Kafka's own guidance keeps a broker to a few thousand
+// partitions, and one topic far below that.
+const MaxPartitions = 10_000
+
 // DefaultWatermarkInterval is how often stage 1 broadcasts markers at the latest (ms).
 const DefaultWatermarkInterval = 200
 

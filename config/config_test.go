@@ -429,6 +429,10 @@ c.yaml:10:25: pipelines[0].watermark_interval: must be greater than 0`},
 		with(nil, "    key: {field: user}", "    repartition_partitions: 3", "    watermark_interval: 1s"),
 		`c.yaml:10:5: pipelines[0].repartition_partitions: only valid with repartition: true
 c.yaml:11:5: pipelines[0].watermark_interval: only valid with repartition: true`},
+	{"partitions over the limit",
+		with(map[string]string{"input": "    input: {topic: in, partitions: 10001}"}, "    key: {field: user}", "    repartition: true", "    repartition_partitions: 2147483647"),
+		`c.yaml:4:36: pipelines[0].input.partitions: must be between 1 and 10000
+c.yaml:11:29: pipelines[0].repartition_partitions: must be between 1 and 10000`},
 	{"unknown field",
 		with(nil, "    windw: {type: tumbling}"),
 		`c.yaml:9:5: pipelines[0].windw: unknown field "windw" (did you mean "window"?)`},

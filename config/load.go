@@ -408,7 +408,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	in := m.sub("input", inputKeys...)
 	p.Input.Topic, _ = req(in, "topic", d.topic)
 	p.Input.Group, _ = opt(in, "group", "windowd-"+p.Name, d.str)
-	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, math.MaxInt32))
+	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, MaxPartitions))
 	p.Input.Partitions = int32(parts)
 
 	p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
@@ -471,7 +471,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 // apply with it.
 func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 	on, _ := opt(m, "repartition", false, d.boolean)
-	parts, _ := opt(m, "repartition_partitions", 0, d.intIn(1, math.MaxInt32))
+	parts, _ := opt(m, "repartition_partitions", 0, d.intIn(1, MaxPartitions))
 	interval, _ := opt(m, "watermark_interval", DefaultWatermarkInterval, d.duration(positive))
 	if !on {
 		for _, k := range []string{"repartition_partitions", "watermark_interval"} {

@@ -76,3 +76,28 @@ func TestScanPartitionsValidRecordsOnly(t *testing.T) {
 		t.Fatalf("a valid record in partition 3: %d partitions, want 4", n)
 	}
 }
+
+// The partition count is bounded (docs/OPERATIONS.md, Limits): a line
+// naming a partition near 2^31 is a dead letter and adds no partition, and
+// a replay of more than MaxPartitions is refused before any state is made.
+func TestPartitionLimit(t *testing.T) {
+	p := hostilePipeline(t, "")
+	input := `{"partition":0,"value":{"user":"u","ts":1000}}` + "\n" +
+		`{"partition":2147483646,"value":{"user":"u","ts":2000}}` + "\n" +
+		`{"partition":10000,"value":{"user":"u","ts":2000}}` + "\n" +
+		`{"partition":9999,"value":{"user":"u","ts":3000}}` + "\n"
+	n := scanPartitions(t, p, input)
+	if n != MaxPartitions {
+		t.Fatalf("partitions %d, want %d (the largest valid partition is 9999)", n, MaxPartitions)
+	}
+	sum, _, errs := replayString(t, p, input, n)
+	if sum.Records != 2 || sum.DeadLetters != 2 || !strings.Contains(errs, `"error":"partition must be an integer in [0, 10000)"`) {
+		t.Fatalf("summary %+v, errors\n%s", sum, errs)
+	}
+	for _, bad := range []int{0, -1, MaxPartitions + 1, 1 << 31} {
+		_, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: bad, FS: vfs.NewMem(), Out: &bytes.Buffer{}, Errs: &bytes.Buffer{}})
+		if err == nil || !strings.Contains(err.Error(), "between 1 and 10000") {
+			t.Fatalf("partitions %d: error %v", bad, err)
+		}
+	}
+}

@@ -18,10 +18,20 @@ import (
 // Stage 2 receives a record before the marker its own event time produced,
 // as it does in run; so the frontier, and hence the final panes, equal a
 // replay without repartitioning.
+//
+// Every repartition partition applies the same markers in the same order,
+// so one table stands for all of them: a table per repartition partition
+// would cost inputs × partitions (10,000 × 10,000 at the partition limit of
+// docs/OPERATIONS.md, Limits: gigabytes, and as many marker applications
+// per clock line). A repartition partition's watermark is marked only when
+// the table's changed (Mark only ever raises it).
 type repartitioner struct {
 	spec    watermark.Spec
 	stage1  *repartition.Stage1  // stage 1: the input partitions
-	down    []*repartition.Table // stage 2: the markers each repartition partition holds
+	down    *repartition.Table   // stage 2: the markers every repartition partition holds
+	parts   int32                // repartition partitions
+	marked  int64                // the table's watermark when last marked
+	started bool                 // marked at least once
 	markers []repartition.Marker // broadcast's buffer
 	inputs  int32
 	input   int32 // input partition of the record being processed
@@ -32,11 +42,7 @@ func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
 	if n == 0 {
 		n = int32(inputs)
 	}
-	rp := &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), inputs: int32(inputs)}
-	for q := int32(0); q < n; q++ {
-		rp.down = append(rp.down, repartition.NewTable(inputs))
-	}
-	return rp
+	return &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), down: repartition.NewTable(inputs), parts: n, inputs: int32(inputs)}
 }
 
 // downstreamSpec is the engine's watermark spec (repartition.DownstreamSpec).
@@ -48,8 +54,8 @@ func (rp *repartitioner) start(eng *windowing.Engine, now int64) error {
 	for p := int32(0); p < rp.inputs; p++ {
 		rp.stage1.Watermarks().Assign(p, now, true)
 	}
-	for q := range rp.down {
-		eng.Assign(int32(q), now, true)
+	for q := int32(0); q < rp.parts; q++ {
+		eng.Assign(q, now, true)
 	}
 	rp.broadcast(eng, true)
 	return eng.Advance()
@@ -62,12 +68,15 @@ func (rp *repartitioner) start(eng *windowing.Engine, now int64) error {
 func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
 	rp.markers = rp.stage1.Markers(rp.markers[:0], 0, all)
 	for _, m := range rp.markers {
-		for _, u := range rp.down {
-			u.Apply(m)
-		}
+		rp.down.Apply(m)
 	}
-	for q, u := range rp.down {
-		eng.Watermarks().Mark(int32(q), u.Watermark())
+	wm := rp.down.Watermark()
+	if rp.started && wm == rp.marked {
+		return
+	}
+	rp.started, rp.marked = true, wm
+	for q := int32(0); q < rp.parts; q++ {
+		eng.Watermarks().Mark(q, wm)
 	}
 }
 
@@ -75,7 +84,7 @@ func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
 func (rp *repartitioner) record(eng *windowing.Engine, ev *windowing.Event, now int64) error {
 	p := ev.Partition
 	rp.input = p
-	ev.Partition = repartition.KeyPartition(ev.Key, int32(len(rp.down)))
+	ev.Partition = repartition.KeyPartition(ev.Key, rp.parts)
 	if err := eng.Record(ev, now); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ const MaxLineBytes = 16 << 20
 
 // MaxPartitions bounds the partitions of one replay (docs/OPERATIONS.md,
 // Limits): --partitions, and the partition a line may name.
-const MaxPartitions = 10000
+const MaxPartitions = config.MaxPartitions
 
 // Options configure one replay.
 type Options struct {
@@ -215,8 +215,8 @@ func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []
 // itself failed (state, output).
 func Run(opts Options) (Summary, error) {
 	p := opts.Pipeline
-	if opts.Partitions < 1 {
-		return Summary{}, fmt.Errorf("replay: partitions must be >= 1, got %d", opts.Partitions)
+	if opts.Partitions < 1 || opts.Partitions > MaxPartitions {
+		return Summary{}, fmt.Errorf("replay: partitions must be between 1 and %d, got %d", MaxPartitions, opts.Partitions)
 	}
 	dir := opts.StateDir
 	if opts.FS != nil {

@@ -171,8 +171,8 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "partitions" })
-	if *partitions < 0 || explicit && *partitions == 0 {
-		return fail("--partitions must be >= 1")
+	if *partitions < 0 || explicit && *partitions == 0 || *partitions > replay.MaxPartitions {
+		return fail("--partitions must be between 1 and %d (docs/OPERATIONS.md, Limits)", replay.MaxPartitions)
 	}
 
 	in, cleanup, err := openInput(*input, stdin, *partitions == 0)
