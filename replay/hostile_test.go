@@ -101,3 +101,31 @@ func TestPartitionLimit(t *testing.T) {
 		}
 	}
 }
+
+// Every record dropped as late is reported on the error stream, without a
+// late_topic too, with its position, the window it missed and the frontier
+// (docs/SEMANTICS.md, Replay): one absurd timestamp turns the records after
+// it late, and each of them shows.
+func TestLateDropsReported(t *testing.T) {
+	p := hostilePipeline(t, "")
+	if p.LateTopic != "" {
+		t.Fatal("the pipeline has a late_topic")
+	}
+	input := `{"partition":0,"value":{"user":"u","ts":1000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":9223372036854000000}}` + "\n"
+	for i := 0; i < 95; i++ {
+		input += `{"partition":0,"value":{"user":"u","ts":2000}}` + "\n"
+	}
+	sum, _, errs := replayString(t, p, input, 1)
+	if sum.LateDropped != 95 {
+		t.Fatalf("late dropped %d, want 95", sum.LateDropped)
+	}
+	lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+	if len(lines) != 95 {
+		t.Fatalf("%d error lines, want one per late record:\n%s", len(lines), errs)
+	}
+	want := `{"late_dropped":{"reason":"every window of the record has expired","line":3,"partition":0,"offset":2,"key":"u","timestamp":2000,"window":{"start":0,"end":10000},"frontier":9223372036854000000}}`
+	if lines[0] != want {
+		t.Fatalf("first report\n%s\nwant\n%s", lines[0], want)
+	}
+}

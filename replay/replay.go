@@ -132,8 +132,10 @@ type runner struct {
 	buf     []byte
 	sum     Summary
 	line    int64
-	lateTop bool
-	cur     []byte         // the input line being processed
+	cur     []byte // the input line being processed
+	eng     *windowing.Engine
+	windows windowing.Assigner // the fixed windows a late record missed
+	spans   []windowing.Span
 	rp      *repartitioner // nil unless the pipeline repartitions
 	headers []expr.Header  // the line's headers, for expressions
 	offsets []int64        // the next offset of each partition
@@ -155,8 +157,9 @@ func (r *runner) Pane(p *windowing.Pane) error {
 }
 
 // Dropped implements windowing.Emitter: a record with no representable
-// window is a dead letter; a late one is reported on the error stream when
-// the pipeline has a late_topic (in run it is written to the topic).
+// window is a dead letter; a late one is reported on the error stream,
+// with or without a late_topic, with the window it missed and the frontier
+// that expired it (docs/SEMANTICS.md, Replay: nothing is dropped unseen).
 func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
 	part := ev.Partition
 	if r.rp != nil {
@@ -165,8 +168,13 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 	if reason == windowing.DropOutOfRange {
 		return r.deadLetter(reason.String(), part, ev.Offset, r.cur)
 	}
-	if !r.lateTop {
-		return nil
+	// The window it missed: its session [t, t+gap), or the latest of its
+	// fixed windows (the last to expire).
+	var missed windowing.Span
+	if w := r.opts.Pipeline.Spec.Window; w.Kind == windowing.Session {
+		missed = windowing.Span{Start: ev.Time, End: ev.Time + w.Gap} // Dropped only sees representable windows
+	} else if r.spans = r.windows.Windows(r.spans[:0], ev.Time); len(r.spans) > 0 {
+		missed = r.spans[len(r.spans)-1]
 	}
 	b := append(r.buf[:0], `{"late_dropped":{"reason":`...)
 	b = windowing.AppendJSONString(b, reason.String())
@@ -180,6 +188,12 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 	b = windowing.AppendJSONString(b, ev.Key)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ev.Time, 10)
+	b = append(b, `,"window":{"start":`...)
+	b = strconv.AppendInt(b, missed.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, missed.End, 10)
+	b = append(b, `},"frontier":`...)
+	b = strconv.AppendInt(b, r.eng.Frontier(), 10)
 	b = append(b, "}}\n"...)
 	r.buf = b
 	_, err := r.errs.Write(b)
@@ -247,11 +261,13 @@ func Run(opts Options) (Summary, error) {
 	defer db.Close()
 
 	r := &runner{
-		opts:    opts,
-		out:     bufio.NewWriterSize(opts.Out, 1<<16),
-		errs:    bufio.NewWriterSize(opts.Errs, 1<<12),
-		panes:   windowing.NewPaneJSON(p.Spec.Aggregates),
-		lateTop: p.LateTopic != "",
+		opts:  opts,
+		out:   bufio.NewWriterSize(opts.Out, 1<<16),
+		errs:  bufio.NewWriterSize(opts.Errs, 1<<12),
+		panes: windowing.NewPaneJSON(p.Spec.Aggregates),
+	}
+	if p.Spec.Window.Kind != windowing.Session {
+		r.windows = windowing.NewAssigner(p.Spec.Window)
 	}
 	cacheBytes := opts.CacheBytes
 	wmSpec := p.Watermark
@@ -263,6 +279,7 @@ func Run(opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	r.eng = eng
 	err = r.run(eng)
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr
