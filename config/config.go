@@ -219,6 +219,11 @@ type Timestamp struct {
 	Field      string        // dotted path, when not FromRecord
 	Expr       *expr.Program // a CEL timestamp or an int of Unix ms, when neither
 	Format     TimeFormat
+	// MaxFuture (ms; 0: off) dead-letters a record whose event time is
+	// more than this ahead of processing time: the wall clock in run, the
+	// clock lines in replay (docs/SEMANTICS.md, Bad input: far-future
+	// event times).
+	MaxFuture int64
 }
 
 // Delivery is the delivery guarantee.

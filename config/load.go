@@ -102,7 +102,7 @@ var (
 	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
 	inputKeys     = []string{"topic", "group", "partitions"}
 	keyKeys       = []string{"field", "fields", "expr"}
-	timestampKeys = []string{"field", "expr", "format", "source"}
+	timestampKeys = []string{"field", "expr", "format", "source", "max_future"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift"}
 	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "unit", "time_zone", "week_start"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
@@ -500,6 +500,7 @@ func (d *decoder) timestamp(pm *mapping) Timestamp {
 	ts.Field, _ = opt(m, "field", "", d.fieldPath)
 	ts.Expr, _ = opt(m, "expr", nil, d.expression(expr.Timestamp))
 	ts.Format, _ = opt(m, "format", UnixMS, oneOf(d, timeFormats))
+	ts.MaxFuture, _ = opt(m, "max_future", 0, d.duration(positive))
 	switch {
 	case m.has("source") && m.has("field"):
 		d.errorf(m.keyAt("source"), m.child("source"), "cannot be combined with field")

@@ -129,3 +129,32 @@ func TestLateDropsReported(t *testing.T) {
 		t.Fatalf("first report\n%s\nwant\n%s", lines[0], want)
 	}
 }
+
+// timestamp.max_future dead-letters a record whose event time is further
+// ahead of the clock lines than the bound (docs/SEMANTICS.md, Bad input):
+// the absurd record neither moves the frontier nor makes the rest late.
+func TestMaxFuture(t *testing.T) {
+	p := hostilePipeline(t, ", max_future: 1h")
+	input := `{"clock":100000000}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":100000000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":9223372036854000000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":100001000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":103600000}}` + "\n" + // exactly max_future ahead: accepted
+		`{"partition":0,"value":{"user":"u","ts":103600001}}` + "\n"
+	sum, out, errs := replayString(t, p, input, 1)
+	if sum.Records != 3 || sum.DeadLetters != 2 || sum.LateDropped != 0 {
+		t.Fatalf("summary %+v\n%s", sum, errs)
+	}
+	want := `{"dead_letter":{"error":"event time 9223372036854000000 is 9223372036754000000ms ahead of processing time 100000000, more than timestamp.max_future 1h0m0s","line":3,"partition":0,"offset":1,`
+	if !strings.HasPrefix(errs, want) {
+		t.Fatalf("errors\n%s\nwant prefix\n%s", errs, want)
+	}
+	if !strings.Contains(out, `"window":{"start":100000000,"end":100010000}`) || !strings.Contains(out, `"aggregates":{"n":2}`) {
+		t.Fatalf("panes\n%s", out)
+	}
+	// Off by default: the same input loses the records after the absurd one.
+	sum, _, _ = replayString(t, hostilePipeline(t, ""), input, 1)
+	if sum.LateDropped != 3 || sum.DeadLetters != 0 {
+		t.Fatalf("without max_future: %+v", sum)
+	}
+}

@@ -454,7 +454,7 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	for int(partition) >= len(r.offsets) {
 		r.offsets = append(r.offsets, 0)
 	}
-	*rec = source.Record{Partition: int32(partition), Offset: r.offsets[partition]}
+	*rec = source.Record{Partition: int32(partition), Offset: r.offsets[partition], Now: *now}
 	r.offsets[partition]++
 	if kv.Exists() && kv.Type != gjson.Null {
 		if kv.Type == gjson.String {

@@ -34,9 +34,10 @@ type decoded struct {
 	headers []expr.Header // the record's, for expressions; reused
 }
 
-// decodeRecord decodes r into d with dec.
-func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded) {
-	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+// decodeRecord decodes r into d with dec at processing time now (Unix ms:
+// timestamp.max_future judges event time against it).
+func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded, now int64) {
+	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Now: now}
 	if dec.UsesExpressions() && len(r.Headers) > 0 {
 		rec.Headers = headers(r.Headers, d.headers[:0])
 		d.headers = rec.Headers
@@ -64,6 +65,7 @@ type decodeAhead struct {
 	parallel bool            // more than one processor: decode ahead when worth it
 	recs     []*kgo.Record
 	slots    []decoded
+	now      int64 // the poll's processing time (Unix ms)
 
 	running bool
 	avail   int      // slots the goroutine has handed over (running)
@@ -75,10 +77,11 @@ func newDecodeAhead(dec *source.Decoder) *decodeAhead {
 	return &decodeAhead{dec: dec, parallel: runtime.GOMAXPROCS(0) > 1}
 }
 
-// start takes the records of topic in fetches and, when worth it, starts
-// decoding them.
-func (a *decodeAhead) start(fetches kgo.Fetches, topic string) {
+// start takes the records of topic in fetches, polled at processing time
+// now (Unix ms), and, when worth it, starts decoding them.
+func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) {
 	a.recs = a.recs[:0]
+	a.now = now
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if fp.Topic == topic {
 			a.recs = append(a.recs, fp.Records...)
@@ -93,13 +96,13 @@ func (a *decodeAhead) start(fetches kgo.Fetches, topic string) {
 	a.running, a.avail = true, 0
 	a.ready = make(chan int, (len(a.recs)+aheadChunk-1)/aheadChunk)
 	a.stop = make(chan struct{})
-	go a.run(a.recs, a.slots, a.ready, a.stop)
+	go a.run(a.recs, a.slots, a.now, a.ready, a.stop)
 }
 
 // run decodes recs into slots, aheadChunk at a time, telling ready how far
 // it got after each chunk; it stops early when stop is closed, and closes
 // ready when it returns.
-func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, ready chan<- int, stop <-chan struct{}) {
+func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, now int64, ready chan<- int, stop <-chan struct{}) {
 	defer close(ready)
 	for from := 0; from < len(recs); from += aheadChunk {
 		select {
@@ -109,7 +112,7 @@ func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, ready chan<- int,
 		}
 		to := min(from+aheadChunk, len(recs))
 		for i := from; i < to; i++ {
-			decodeRecord(a.dec, recs[i], &slots[i])
+			decodeRecord(a.dec, recs[i], &slots[i], now)
 		}
 		ready <- to // never blocks: ready has room for every chunk
 	}
@@ -120,14 +123,14 @@ func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, ready chan<- int,
 func (a *decodeAhead) get(i int) *decoded {
 	d := &a.slots[i]
 	if !a.running {
-		decodeRecord(a.dec, a.recs[i], d)
+		decodeRecord(a.dec, a.recs[i], d, a.now)
 		return d
 	}
 	for i >= a.avail {
 		n, ok := <-a.ready
 		if !ok { // not reached: the goroutine hands over every slot before it closes ready
 			a.running = false
-			decodeRecord(a.dec, a.recs[i], d)
+			decodeRecord(a.dec, a.recs[i], d, a.now)
 			return d
 		}
 		a.avail = n

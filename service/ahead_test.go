@@ -79,7 +79,7 @@ pipelines:
 				{1000, 1, -1}, {aheadMin - 1, 1, -1}, {3000, 3, -1}, {2000, 1, 700}, {aheadMin, 2, -1}, {0, 1, -1}, {1500, 1, -1},
 			} {
 				fetches := aheadFetches(poll.n)
-				a.start(fetches, "in")
+				a.start(fetches, "in", 0)
 				if a.running != (parallel && poll.n >= aheadMin) {
 					t.Fatalf("keyed %v parallel %v, poll of %d: running %v", keyed, parallel, poll.n, a.running)
 				}
@@ -96,7 +96,7 @@ pipelines:
 						seen++
 						got := a.get(j)
 						var want decoded
-						decodeRecord(ref, r, &want)
+						decodeRecord(ref, r, &want, 0)
 						// A dead-lettered record's event is partly filled (Decode): only its error counts.
 						if fmt.Sprint(got.err) != fmt.Sprint(want.err) || (want.err == nil && !reflect.DeepEqual(got.ev, want.ev)) {
 							t.Fatalf("keyed %v parallel %v, poll of %d, record %d (partition %d offset %d):\n got %+v, %v\nwant %+v, %v",

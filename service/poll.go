@@ -76,7 +76,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	now := p.now()
 	var err error
 	rolledBack, dropped := false, 0
-	p.mu.ahead.start(fetches, p.cfg.Input.Topic)
+	p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
 	next := 0 // the poll's number of fp.Records[0] in p.mu.ahead
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if err != nil || fp.Topic != p.cfg.Input.Topic {

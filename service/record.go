@@ -48,7 +48,7 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	p.mu.cur = r
 	if d == nil {
 		d = &p.mu.inline
-		decodeRecord(p.dec, r, d)
+		decodeRecord(p.dec, r, d, now)
 	}
 	ev := &d.ev
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition

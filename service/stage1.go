@@ -215,7 +215,7 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 // handle writes one input record to the repartition topic, or to the
 // dead-letter topic when it cannot be decoded (mu held).
 func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
-	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli()}
+	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli(), Now: now}
 	if r.dec.UsesExpressions() && len(in.Headers) > 0 {
 		r.mu.headers = headers(in.Headers, r.mu.headers[:0])
 		r.mu.rec.Headers = r.mu.headers

@@ -27,6 +27,10 @@ type Record struct {
 	// ValidJSON says Value is already known to be valid JSON (replay checked
 	// the whole line), so Decode skips its own check.
 	ValidJSON bool
+	// Now is processing time (Unix ms: the wall clock in run, the last
+	// clock line in replay), read only for timestamp.max_future
+	// (Decoder.UsesNow): fill it only then.
+	Now int64
 }
 
 // DecodeError is why a record could not be decoded. Reason is short,
@@ -243,6 +247,7 @@ type Decoder struct {
 	results []gjson.Result  // per record: the value of each of fields
 	keyIdx  int             // index into fields; -1: the record key
 	tsIdx   int             // index into fields; -1: the record timestamp
+	future  int64           // timestamp.max_future (ms); 0: off
 	tsScale int             // power of ten from the time unit to ms: s 3, ms 0, us -3, ns -6
 	rfc3339 bool            // timestamp is an RFC 3339 string
 	aggs    []aggInput      // aligned with the pipeline's aggregates
@@ -274,7 +279,7 @@ type decodeErrorText struct {
 // NewDecoder returns a decoder for p. It expects a validated pipeline: the
 // key, timestamp and aggregate fields are dotted paths of non-empty segments.
 func NewDecoder(p *config.Pipeline) *Decoder {
-	d := &Decoder{keyIdx: -1, tsIdx: -1, x: newExprs(p)}
+	d := &Decoder{keyIdx: -1, tsIdx: -1, x: newExprs(p), future: p.Timestamp.MaxFuture}
 	index := func(name string) int {
 		for i := range d.fields {
 			if d.fields[i].name == name {
@@ -458,6 +463,12 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 		}
 		ev.Time = t
 	}
+	if d.future > 0 && ev.Time > rec.Now && ev.Time-rec.Now > d.future {
+		// One far-future record would move the watermark past every
+		// later one (docs/SEMANTICS.md, Bad input).
+		return fail("event time " + strconv.FormatInt(ev.Time, 10) + " is " + msText(uint64(ev.Time)-uint64(rec.Now)) +
+			" ahead of processing time " + strconv.FormatInt(rec.Now, 10) + ", more than timestamp.max_future " + msText(uint64(d.future)))
+	}
 
 	// Aggregate inputs.
 	n := len(d.aggs)
@@ -504,6 +515,17 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 		ev.Inputs[i] = in
 	}
 	return nil
+}
+
+// UsesNow says Decode reads Record.Now (timestamp.max_future is set).
+func (d *Decoder) UsesNow() bool { return d.future > 0 }
+
+// msText is ms milliseconds as a Go duration string when it fits one.
+func msText(ms uint64) string {
+	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return strconv.FormatUint(ms, 10) + "ms"
+	}
+	return time.Duration(int64(ms) * int64(time.Millisecond)).String()
 }
 
 // eventTime reads the timestamp field; it returns the time in Unix ms, or a
