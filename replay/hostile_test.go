@@ -158,3 +158,31 @@ func TestMaxFuture(t *testing.T) {
 		t.Fatalf("without max_future: %+v", sum)
 	}
 }
+
+// A record whose windows cannot be represented is a dead letter and moves
+// no watermark (docs/SEMANTICS.md, Bad input): the records after it are
+// not late.
+func TestOutOfRangeMovesNoWatermark(t *testing.T) {
+	p := hostilePipeline(t, "")
+	input := `{"partition":0,"value":{"user":"u","ts":1000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":9223372036854775000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":2000}}` + "\n"
+	sum, out, errs := replayString(t, p, input, 1)
+	if sum.LateDropped != 0 || sum.OutOfRange != 1 || !strings.Contains(out, `"aggregates":{"n":2}`) {
+		t.Fatalf("summary %+v\n%s%s", sum, out, errs)
+	}
+}
+
+func TestOutOfRangeMovesNoWatermarkRepartitioned(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(goldenConfig("timestamp: {field: ts}\nkey: {field: user}\nrepartition: true\nwindow: {type: tumbling, size: 10s}\naggregates: [{name: n, op: count}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := `{"partition":0,"value":{"user":"u","ts":1000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":9223372036854775000}}` + "\n" +
+		`{"partition":0,"value":{"user":"u","ts":2000}}` + "\n"
+	sum, out, errs := replayString(t, &cfg.Pipelines[0], input, 1)
+	if sum.LateDropped != 0 || sum.OutOfRange != 1 || !strings.Contains(out, `"aggregates":{"n":2}`) {
+		t.Fatalf("summary %+v\n%s%s", sum, out, errs)
+	}
+}

@@ -85,8 +85,14 @@ func (rp *repartitioner) record(eng *windowing.Engine, ev *windowing.Event, now 
 	p := ev.Partition
 	rp.input = p
 	ev.Partition = repartition.KeyPartition(ev.Key, rp.parts)
+	outOfRange := eng.Stats().OutOfRange
 	if err := eng.Record(ev, now); err != nil {
 		return err
+	}
+	if eng.Stats().OutOfRange != outOfRange {
+		// Dead-lettered for having no representable window: it moves
+		// no watermark (docs/SEMANTICS.md, Bad input), in stage 1 either.
+		return nil
 	}
 	rp.stage1.Watermarks().Observe(p, ev.Time, now)
 	rp.broadcast(eng, false)

@@ -327,8 +327,12 @@ func (e *Engine) Record(ev *Event, now int64) error {
 	if err != nil {
 		return err
 	}
-	// (3) generator, (4) frontier, (5) firing
-	e.wm.Observe(ev.Partition, ev.Time, now)
+	// (3) generator, (4) frontier, (5) firing. A record with no
+	// representable window is a dead letter, not an event: it moves no
+	// watermark (docs/SEMANTICS.md, Bad input).
+	if !e.outOfRange {
+		e.wm.Observe(ev.Partition, ev.Time, now)
+	}
 	if err := e.advance(); err != nil {
 		return err
 	}
