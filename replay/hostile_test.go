@@ -186,3 +186,37 @@ func TestOutOfRangeMovesNoWatermarkRepartitioned(t *testing.T) {
 		t.Fatalf("summary %+v\n%s%s", sum, out, errs)
 	}
 }
+
+// Keys are byte-exact in output (docs/SEMANTICS.md, Records and keys): keys
+// that differ only in an invalid UTF-8 byte print differently, and a key
+// with a lone surrogate escape (which JSON readers turn into U+FFFD, merging
+// it with others) is a dead letter.
+func TestKeysByteExact(t *testing.T) {
+	for _, keyed := range []string{"record key", "key field"} {
+		p := hostilePipeline(t, "")
+		line := func(key string) string {
+			return `{"value":{"user":"` + key + `","ts":1000}}` + "\n"
+		}
+		if keyed == "record key" {
+			cfg, err := config.Parse("c.yaml", []byte(goldenConfig("timestamp: {field: ts}\nwindow: {type: tumbling, size: 10s}\naggregates: [{name: n, op: count}]\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p = &cfg.Pipelines[0]
+			line = func(key string) string {
+				return `{"key":"` + key + `","value":{"ts":1000}}` + "\n"
+			}
+		}
+		input := line("a\xfe") + line("a\xff") + line("a\ufffd") + line(`\ud800`) + line(`\udfff`) + line(`x\ud83d`) +
+			line(`\ud83d\ude00`) + line(`\\ud800`)
+		sum, out, errs := replayString(t, p, input, 1)
+		for _, want := range []string{`"key":"a\udcfe"`, `"key":"a\udcff"`, "\"key\":\"a\ufffd\"", "\"key\":\"\U0001F600\"", `"key":"\\ud800"`} {
+			if strings.Count(out, want) != 1 {
+				t.Errorf("%s: output lacks one pane with %s:\n%s", keyed, want, out)
+			}
+		}
+		if sum.DeadLetters != 3 || strings.Count(errs, `has a lone surrogate escape \\u`) != 3 {
+			t.Errorf("%s: dead letters %d:\n%s", keyed, sum.DeadLetters, errs)
+		}
+	}
+}

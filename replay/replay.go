@@ -458,6 +458,10 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	r.offsets[partition]++
 	if kv.Exists() && kv.Type != gjson.Null {
 		if kv.Type == gjson.String {
+			if esc := source.LoneSurrogate(&kv); esc != "" {
+				// Keys are byte-exact (docs/SEMANTICS.md, Records and keys).
+				return r.deadLetter("key has a lone surrogate escape "+esc+", which is no character", rec.Partition, rec.Offset, line)
+			}
 			rec.Key = bytesView(kv.Str)
 		} else {
 			rec.Key = bytesView(kv.Raw)

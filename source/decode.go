@@ -271,7 +271,7 @@ type Decoder struct {
 }
 
 type decodeErrorText struct {
-	keyMissing, keyNull                               string
+	keyMissing, keyNull, keyField                     string
 	tsMissing, tsNotNumber, tsOutOfRange, tsNotString string
 	tsNotRFC3339                                      string // prefix; the value follows
 }
@@ -294,6 +294,7 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 		q := strconv.Quote(p.Key.Field)
 		d.errs.keyMissing = "key field " + q + " is missing"
 		d.errs.keyNull = "key field " + q + " is null"
+		d.errs.keyField = "key field " + q
 	}
 	if len(p.Key.Fields) > 0 {
 		d.interned = map[string]string{}
@@ -440,6 +441,9 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 			}
 			return fail(d.errs.keyNull)
 		case gjson.String:
+			if esc := LoneSurrogate(r); esc != "" {
+				return fail(d.errs.keyField + " has a lone surrogate escape " + esc + ", which is no character (docs/SEMANTICS.md, Records and keys)")
+			}
 			ev.Key = r.Str
 		default:
 			ev.Key = r.Raw
@@ -515,6 +519,47 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 		ev.Inputs[i] = in
 	}
 	return nil
+}
+
+// LoneSurrogate returns the first \uXXXX escape of the JSON string r that
+// is a lone surrogate (U+D800 … U+DFFF not in a high-low pair), or "".
+// JSON readers turn every such escape into U+FFFD, so keys that differ in
+// one would merge: a key with one is a dead letter (docs/SEMANTICS.md,
+// Records and keys). A string without escapes (its text as long as its raw
+// form less the quotes) is not scanned.
+func LoneSurrogate(r *gjson.Result) string {
+	raw := r.Raw
+	if r.Type != gjson.String || len(raw) == len(r.Str)+2 {
+		return ""
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(raw) || raw[i] != 'u' || i+4 >= len(raw) {
+			continue
+		}
+		v, err := strconv.ParseUint(raw[i+1:i+5], 16, 16)
+		if err != nil {
+			continue
+		}
+		esc := raw[i-1 : i+5]
+		i += 4
+		switch {
+		case v >= 0xdc00 && v <= 0xdfff:
+			return esc
+		case v >= 0xd800 && v <= 0xdbff:
+			if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo, err := strconv.ParseUint(raw[i+3:i+7], 16, 16); err == nil && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 6
+					continue
+				}
+			}
+			return esc
+		}
+	}
+	return ""
 }
 
 // UsesNow says Decode reads Record.Now (timestamp.max_future is set).

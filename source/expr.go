@@ -113,6 +113,9 @@ func (d *Decoder) compositeKey() (string, error) {
 			}
 			return "", fail(d.keyFieldErrs[i].null)
 		case gjson.String:
+			if esc := LoneSurrogate(r); esc != "" {
+				return "", fail(d.keyFieldErrs[i].name + " has a lone surrogate escape " + esc + ", which is no character (docs/SEMANTICS.md, Records and keys)")
+			}
 			b = windowing.AppendJSONString(b, r.Str)
 		case gjson.JSON:
 			b = expr.AppendCompact(b, r.Raw)
@@ -184,9 +187,9 @@ func (d *Decoder) exprInput(i int, a *aggInput, in *windowing.Input) error {
 	return nil
 }
 
-type keyFieldErr struct{ missing, null string }
+type keyFieldErr struct{ missing, null, name string }
 
 func newKeyFieldErr(field string) keyFieldErr {
 	q := "key field " + strconv.Quote(field)
-	return keyFieldErr{missing: q + " is missing", null: q + " is null"}
+	return keyFieldErr{missing: q + " is missing", null: q + " is null", name: q}
 }

@@ -87,7 +87,9 @@ func TestJSONStringAndNumbers(t *testing.T) {
 		`plain`:        `"plain"`,
 		"q\"b\\s":      `"q\"b\\s"`,
 		"nl\n\t\r\x01": `"nl\n\t\r\u0001"`,
-		"bad\xffutf8":  `"bad\ufffdutf8"`,
+		"bad\xffutf8":  `"bad\udcffutf8"`,
+		"\xed\xa0\x80": `"\udced\udca0\udc80"`, // UTF-8 of a surrogate is not valid UTF-8
+		"\ufffd":       "\"\ufffd\"",
 		"é\u2028":      `"é\u2028"`,
 	} {
 		if got := string(AppendJSONString(nil, in)); got != want {

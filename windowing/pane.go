@@ -287,7 +287,12 @@ func plainPrefix(s string) int {
 	return len(s)
 }
 
-// AppendJSONString appends s as a JSON string literal; invalid UTF-8 becomes U+FFFD.
+// AppendJSONString appends s as a JSON string literal. It is lossless
+// (docs/SEMANTICS.md, Output): a byte that is not part of valid UTF-8 is
+// written as the lone surrogate escape \udc80 … \udcff of its value (0x80 …
+// 0xff, Python's "surrogateescape"), which no valid UTF-8 text is written
+// as, so strings that differ in an invalid byte print differently. Valid
+// UTF-8 takes the plain paths below, unchanged.
 func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	i := plainPrefix(s)
@@ -323,7 +328,7 @@ func AppendJSONString(b []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+			b = append(b, '\\', 'u', 'd', 'c', hexDigits[c>>4], hexDigits[c&0xf])
 			i += size
 			start = i
 			continue

@@ -1,0 +1,79 @@
+package windowing
+
+import (
+	"math/rand"
+	"strconv"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// unescapeLossless reads a JSON string literal as AppendJSONString writes
+// it (docs/SEMANTICS.md, Output): \udc80 … \udcff are the bytes 0x80 … 0xff.
+func unescapeLossless(t *testing.T, lit string) string {
+	t.Helper()
+	if !gjson.Valid(lit) {
+		t.Fatalf("%s is not valid JSON", lit)
+	}
+	var b []byte
+	for i := 1; i < len(lit)-1; i++ {
+		c := lit[i]
+		if c != '\\' {
+			b = append(b, c)
+			continue
+		}
+		i++
+		switch lit[i] {
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			v, err := strconv.ParseUint(lit[i+1:i+5], 16, 32)
+			if err != nil {
+				t.Fatalf("%s: bad escape", lit)
+			}
+			i += 4
+			if v >= 0xdc80 && v <= 0xdcff {
+				b = append(b, byte(v-0xdc00))
+			} else {
+				b = utf8.AppendRune(b, rune(v))
+			}
+		default:
+			b = append(b, lit[i])
+		}
+	}
+	return string(b)
+}
+
+// Keys are byte-exact in output: every byte string is rendered as valid
+// JSON, in ASCII or valid UTF-8, and reads back to the same bytes, so no
+// two keys print alike.
+func TestAppendJSONStringLossless(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	alphabet := []string{"a", "é", "\u2028", "\ufffd", "\xff", "\x80", "\xed\xa0\x80", "\xc3", "\"", "\\", "\n", "\x00", "😀", "\xf0\x9f"}
+	seen := map[string]string{}
+	for n := 0; n < 20000; n++ {
+		var s string
+		for k := rng.Intn(6); k > 0; k-- {
+			s += alphabet[rng.Intn(len(alphabet))]
+		}
+		lit := string(AppendJSONString(nil, s))
+		if !utf8.ValidString(lit) {
+			t.Fatalf("%q renders as invalid UTF-8 %q", s, lit)
+		}
+		if back := unescapeLossless(t, lit); back != s {
+			t.Fatalf("%q renders as %s, which reads back as %q", s, lit, back)
+		}
+		if other, ok := seen[lit]; ok && other != s {
+			t.Fatalf("%q and %q both render as %s", s, other, lit)
+		}
+		seen[lit] = s
+		if utf8.ValidString(s) && gjson.Parse(lit).Str != s {
+			t.Fatalf("valid UTF-8 %q renders as %s, which JSON reads as %q", s, lit, gjson.Parse(lit).Str)
+		}
+	}
+}
