@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -218,5 +219,77 @@ func TestKeysByteExact(t *testing.T) {
 		if sum.DeadLetters != 3 || strings.Count(errs, `has a lone surrogate escape \\u`) != 3 {
 			t.Errorf("%s: dead letters %d:\n%s", keyed, sum.DeadLetters, errs)
 		}
+	}
+}
+
+// The line limit is exact: a line of MaxLineBytes (without its line end)
+// is read, one byte more is a dead letter that is counted as a line and
+// says where the line starts and how long it is, echoing only its start
+// (docs/OPERATIONS.md, Limits).
+func TestLineLimitExact(t *testing.T) {
+	p := hostilePipeline(t, "")
+	first := `{"partition":0,"value":{"user":"u","ts":1000}}` + "\n"
+	pad := func(n int) string { // a record line of exactly n bytes
+		head, tail := `{"partition":0,"value":{"user":"u","ts":2000,"pad":"`, `"}}`
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	for _, end := range []string{"\n", "\r\n", ""} {
+		input := first + pad(MaxLineBytes) + end
+		sum, _, errs := replayString(t, p, input, 1)
+		if sum.Lines != 2 || sum.Records != 2 || sum.DeadLetters != 0 {
+			t.Fatalf("a line of exactly %d bytes (end %q): %+v\n%.300s", MaxLineBytes, end, sum, errs)
+		}
+		input, clocks := first+pad(MaxLineBytes+1)+end, int64(0)
+		if end != "" {
+			input, clocks = input+`{"clock":5}`+"\n", 1
+		}
+		sum, _, errs = replayString(t, p, input, 1)
+		if sum.Lines != 2+clocks || sum.Records != 1 || sum.Clocks != clocks || sum.DeadLetters != 1 {
+			t.Fatalf("a line of %d bytes (end %q): %+v\n%.300s", MaxLineBytes+1, end, sum, errs)
+		}
+		want := `{"dead_letter":{"error":"line longer than 16 MiB","line":2,"byte":47,"input":"{\"partition\":0,`
+		if !strings.HasPrefix(errs, want) || !strings.HasSuffix(errs, `xxx","input_bytes":16777217}}`+"\n") || len(errs) > 2*MaxEchoBytes {
+			t.Fatalf("dead letter (end %q): %.200s … %s", end, errs, errs[max(0, len(errs)-80):])
+		}
+	}
+	// Bad lines echo at most MaxEchoBytes, with their length.
+	sum, _, errs := replayString(t, p, strings.Repeat("\xff", 4<<20)+"\n", 1)
+	if sum.DeadLetters != 1 || len(errs) > 8*MaxEchoBytes || !strings.Contains(errs, `"input_bytes":4194304}}`) {
+		t.Fatalf("a 4 MiB binary line: %+v, a %d-byte dead letter", sum, len(errs))
+	}
+}
+
+// zeros is an input that never ends and has no newline (/dev/zero).
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// A line that never ends stops the replay with an error shortly after the
+// line limit (docs/OPERATIONS.md, Limits) instead of reading forever.
+func TestLineWithoutEnd(t *testing.T) {
+	p := hostilePipeline(t, "")
+	done := make(chan error, 1)
+	z := &zeros{}
+	go func() {
+		_, err := Run(Options{Pipeline: p, Input: z, Partitions: 1, FS: vfs.NewMem(), Out: &bytes.Buffer{}, Errs: &bytes.Buffer{}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "line 1 (from byte 0) has no end within 64 MiB past the 16 MiB line limit") {
+			t.Fatalf("error %v", err)
+		}
+		if z.n > MaxLineBytes+MaxSkipBytes+1<<20 {
+			t.Fatalf("read %d bytes", z.n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("replay of an endless line did not stop")
+	}
+	if _, err := ScanPartitions(p, &zeros{}); err == nil {
+		t.Fatal("ScanPartitions of an endless line: no error")
 	}
 }

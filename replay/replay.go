@@ -78,49 +78,111 @@ func ScanPartitions(p *config.Pipeline, r io.Reader) (int, error) {
 	return int(s.largest) + 1, nil
 }
 
+// MaxSpoolBytes bounds the standard input `windowd replay` spools to a
+// temporary file to count partitions when --partitions is not given
+// (docs/OPERATIONS.md, Limits); with --partitions it streams.
+const MaxSpoolBytes = 256 << 20
+
+// MaxSkipBytes bounds how much of a line past MaxLineBytes replay skips
+// looking for its end: an input with no newline in that much more (a
+// binary file, /dev/zero) stops the replay (docs/OPERATIONS.md, Limits).
+const MaxSkipBytes = 4 * MaxLineBytes
+
+// MaxEchoBytes bounds the input a dead letter echoes; a longer line is
+// echoed up to it, with its length (docs/OPERATIONS.md, Limits).
+const MaxEchoBytes = 1 << 10
+
+// errLineTooLong is a line whose text (without its "\n" or "\r\n")
+// passes MaxLineBytes; lineReader.long holds its start.
 var errLineTooLong = errors.New("line longer than 16 MiB")
 
-// readLine returns the next line without its newline. A line over
-// MaxLineBytes is skipped and reported as errLineTooLong.
-// newLineReader reads the input's lines; a UTF-8 byte order mark at its
-// start (some editors write one) is skipped, not read as part of the first
-// line.
-func newLineReader(r io.Reader) *bufio.Reader {
+// errNoLineEnd is a line with no end within MaxSkipBytes past MaxLineBytes.
+var errNoLineEnd = errors.New("no line end")
+
+// lineReader reads the input's lines; a UTF-8 byte order mark at its start
+// (some editors write one) is skipped, not read as part of the first line.
+type lineReader struct {
+	br   *bufio.Reader
+	pos  int64  // input bytes read up to the end of the last line
+	at   int64  // where the last line starts
+	size int64  // the last line's length without its line end
+	head []byte // the start of the last line when it was too long (at most MaxEchoBytes)
+	long []byte // a line longer than the buffer, assembled
+}
+
+func newLineReader(r io.Reader) *lineReader {
 	br := bufio.NewReaderSize(r, 1<<16)
+	lr := &lineReader{br: br}
 	if b, err := br.Peek(len(utf8BOM)); err == nil && string(b) == utf8BOM {
 		_, _ = br.Discard(len(utf8BOM))
+		lr.pos = int64(len(utf8BOM))
 	}
-	return br
+	return lr
 }
 
 const utf8BOM = "\xef\xbb\xbf"
 
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var long []byte
+// next returns the next line without its line end ("\n", "\r\n" or any
+// run of those bytes at its end). A line whose text passes MaxLineBytes
+// is skipped and reported as errLineTooLong (exactly: a line of
+// MaxLineBytes is read); one with no end within MaxSkipBytes after that is
+// an error that stops the replay.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.at = lr.pos
+	lr.long = lr.long[:0]
 	for {
-		frag, err := br.ReadSlice('\n')
-		if err != nil && errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(frag) > MaxLineBytes {
-				// drain the rest of the line
-				for errors.Is(err, bufio.ErrBufferFull) {
-					_, err = br.ReadSlice('\n')
-				}
-				if err != nil && !errors.Is(err, io.EOF) {
-					return nil, err
-				}
-				return nil, errLineTooLong
+		frag, err := lr.br.ReadSlice('\n')
+		lr.pos += int64(len(frag))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// +1: a "\r" that may end the line is not part of its text.
+			if len(lr.long)+len(frag) > MaxLineBytes+1 {
+				return nil, lr.skip(append(lr.long, frag...))
 			}
-			long = append(long, frag...)
+			lr.long = append(lr.long, frag...)
 			continue
 		}
-		if long != nil {
-			frag = append(long, frag...)
+		if len(lr.long) > 0 {
+			frag = append(lr.long, frag...)
+			lr.long = frag
 		}
 		n := len(frag) // bytes.TrimRight(frag, "\r\n"), without its set
 		for n > 0 && (frag[n-1] == '\n' || frag[n-1] == '\r') {
 			n--
 		}
+		lr.size = int64(n)
+		if n > MaxLineBytes {
+			lr.head = append(lr.head[:0], frag[:MaxEchoBytes]...)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
 		return frag[:n], err
+	}
+}
+
+// skip reads the rest of a line too long to keep, whose start is read; it
+// returns errLineTooLong, or why the replay must stop.
+func (lr *lineReader) skip(start []byte) error {
+	lr.head = append(lr.head[:0], start[:MaxEchoBytes]...)
+	skipped := int64(0)
+	for {
+		frag, err := lr.br.ReadSlice('\n')
+		lr.pos += int64(len(frag))
+		skipped += int64(len(frag))
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
+			n := len(frag)
+			for n > 0 && (frag[n-1] == '\n' || frag[n-1] == '\r') {
+				n--
+			}
+			lr.size = lr.pos - lr.at - int64(len(frag)-n)
+			return errLineTooLong
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return err
+		case skipped > MaxSkipBytes:
+			return errNoLineEnd
+		}
 	}
 }
 
@@ -139,6 +201,9 @@ type runner struct {
 	rp      *repartitioner // nil unless the pipeline repartitions
 	headers []expr.Header  // the line's headers, for expressions
 	offsets []int64        // the next offset of each partition
+	// lineAt and lineSize: where a line too long to keep starts and its
+	// length, for its dead letter (lineSize 0: the line is raw).
+	lineAt, lineSize int64
 
 	// scan: ScanPartitions reads the lines without an engine, noting the
 	// largest partition of a valid record.
@@ -216,8 +281,18 @@ func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, offset, 10)
 	}
+	size := int64(len(raw))
+	if r.lineSize > 0 {
+		size = r.lineSize // raw is the start of a line too long to keep
+		b = append(b, `,"byte":`...)
+		b = strconv.AppendInt(b, r.lineAt, 10)
+	}
 	b = append(b, `,"input":`...)
-	b = windowing.AppendJSONString(b, string(raw))
+	b = windowing.AppendJSONString(b, string(raw[:min(len(raw), MaxEchoBytes)]))
+	if size > MaxEchoBytes {
+		b = append(b, `,"input_bytes":`...)
+		b = strconv.AppendInt(b, size, 10)
+	}
 	b = append(b, "}}\n"...)
 	r.buf = b
 	_, err := r.errs.Write(b)
@@ -329,9 +404,9 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 	dec := source.NewDecoder(r.opts.Pipeline)
 	var ev windowing.Event
 	var rec source.Record
-	br := newLineReader(in)
+	lr := newLineReader(in)
 	for {
-		line, rerr := readLine(br)
+		line, rerr := lr.next()
 		eof := rerr != nil && errors.Is(rerr, io.EOF)
 		if eof && len(line) == 0 {
 			break
@@ -340,10 +415,25 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 		switch {
 		case rerr == nil:
 		case errors.Is(rerr, errLineTooLong):
-			if err := r.deadLetter("line longer than 16 MiB", -1, 0, nil); err != nil {
+			// Counted and echoed like any bad line, with where it starts
+			// and how long it is (docs/SEMANTICS.md, Replay).
+			r.sum.Lines++
+			r.lineAt, r.lineSize = lr.at, lr.size
+			err := r.deadLetter(fmt.Sprintf("line longer than %d MiB", MaxLineBytes>>20), -1, 0, lr.head)
+			r.lineSize = 0
+			if err != nil {
 				return err
 			}
+			if !r.scan {
+				// Shown at once: the rest of the input may be slow to come.
+				if err := r.errs.Flush(); err != nil {
+					return err
+				}
+			}
 			continue
+		case errors.Is(rerr, errNoLineEnd):
+			return fmt.Errorf("line %d (from byte %d) has no end within %d MiB past the %d MiB line limit: is the input JSON lines?",
+				r.line, lr.at, MaxSkipBytes>>20, MaxLineBytes>>20)
 		case !eof:
 			return fmt.Errorf("replay: read input: %w", rerr)
 		}

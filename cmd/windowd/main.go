@@ -3,13 +3,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/windowd/windowd/config"
@@ -175,14 +178,31 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail("--partitions must be between 1 and %d (docs/OPERATIONS.md, Limits)", replay.MaxPartitions)
 	}
 
-	in, cleanup, err := openInput(*input, stdin, *partitions == 0)
+	// SIGINT or SIGTERM stops the replay: reads return, Run removes its
+	// state directory, the spool is removed, exit 130. A second signal
+	// kills at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }()
+	interrupted := func() int {
+		fmt.Fprintln(stderr, "windowd replay: interrupted; its temporary state is removed")
+		return 130
+	}
+
+	in, cleanup, err := openInput(ctx, *input, stdin, *partitions == 0)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		return fail("%v", err)
 	}
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitions(p, in); err != nil {
+		if n, err = replay.ScanPartitions(p, replay.Interruptible(ctx, in)); err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return fail("read %s: %v", *input, err)
 		}
 		if _, err := in.Seek(0, io.SeekStart); err != nil {
@@ -191,7 +211,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	opts := replay.Options{
 		Pipeline:   p,
-		Input:      in,
+		Input:      replay.Interruptible(ctx, in),
 		Partitions: n,
 		StateDir:   *stateDir,
 		CacheBytes: int(cfg.State.CacheBytes),
@@ -208,7 +228,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 		live := newLiveStatus(stderr, size, time.Now)
-		opts.Input, opts.Live, opts.Errs = live.counted(in), live.live, live.passThrough(stderr)
+		opts.Input, opts.Live, opts.Errs = live.counted(opts.Input), live.live, live.passThrough(stderr)
 		if out, ok := stdout.(*os.File); ok && isTerminal(out) {
 			opts.Out = live.passThrough(stdout) // panes on the same screen
 		}
@@ -219,6 +239,9 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sum, err := replay.Run(opts)
 	stopLive()
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		return fail("%v", err)
 	}
 	fmt.Fprintf(stderr, `{"summary":{"lines":%d,"records":%d,"clocks":%d,"dead_letters":%d,"filtered":%d,"late_dropped":%d,"panes":%d,"retractions":%d}}`+"\n",
@@ -239,13 +262,22 @@ func pickPipeline(cfg *config.Config, name string) (*config.Pipeline, error) {
 	return &cfg.Pipelines[0], nil
 }
 
+// spoolLimit bounds the spool of standard input (replay.MaxSpoolBytes;
+// tests lower it).
+var spoolLimit int64 = replay.MaxSpoolBytes
+
 // openInput opens the replay input as a seekable file. Standard input is
-// spooled to a temporary file when the partition count must be scanned first.
-func openInput(path string, stdin io.Reader, needSeek bool) (io.ReadSeeker, func(), error) {
+// spooled to a temporary file, at most spoolLimit bytes, when the partition
+// count must be scanned first.
+func openInput(ctx context.Context, path string, stdin io.Reader, needSeek bool) (io.ReadSeeker, func(), error) {
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, nil, err
+		}
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			f.Close()
+			return nil, nil, fmt.Errorf("--input %s is a directory, not a JSON-lines file", path)
 		}
 		return f, func() { f.Close() }, nil
 	}
@@ -257,9 +289,14 @@ func openInput(path string, stdin io.Reader, needSeek bool) (io.ReadSeeker, func
 		return nil, nil, err
 	}
 	cleanup := func() { tmp.Close(); os.Remove(tmp.Name()) }
-	if _, err := io.Copy(tmp, stdin); err != nil {
+	n, err := io.Copy(tmp, io.LimitReader(replay.Interruptible(ctx, stdin), spoolLimit+1))
+	if err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("read standard input: %w", err)
+	}
+	if n > spoolLimit {
+		cleanup()
+		return nil, nil, fmt.Errorf("standard input passes %d MiB, the most spooled to find the partition count: give --partitions N to stream it, or --input FILE (docs/OPERATIONS.md, Limits)", spoolLimit>>20)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		cleanup()

@@ -99,7 +99,12 @@ func TestReplayFailures(t *testing.T) {
 		{"unknown pipeline", []string{"replay", "--config", "testdata/example_a.yaml", "--pipeline", "x", "--input", "testdata/example_a.jsonl"},
 			"windowd replay: testdata/example_a.yaml has no pipeline \"x\"\n"},
 		{"zero partitions", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--partitions", "0"},
-			"windowd replay: --partitions must be >= 1\n"},
+			"windowd replay: --partitions must be between 1 and 10000 (docs/OPERATIONS.md, Limits)\n"},
+		{"too many partitions", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--partitions", "2147483647"},
+			"windowd replay: --partitions must be between 1 and 10000 (docs/OPERATIONS.md, Limits)\n"},
+		// One message that names the path once (it was printed twice).
+		{"directory as input", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata"},
+			"windowd replay: --input testdata is a directory, not a JSON-lines file\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(t, "", tc.args...)
