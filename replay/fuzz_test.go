@@ -244,26 +244,35 @@ var fuzzSeeds = []string{
 // goldenInputs returns the input sections of testdata/*.txt, each as it is
 // and with an x added to every value (for the session pipeline).
 func goldenInputs(f *testing.F) []string {
+	var inputs []string
+	for _, rest := range goldenSections(f, "input") {
+		inputs = append(inputs, rest, strings.ReplaceAll(rest, `{"ts":`, `{"x":1.25,"ts":`))
+	}
+	return inputs
+}
+
+// goldenSections returns the section name of every golden file that has one.
+func goldenSections(f *testing.F, name string) []string {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no golden files: %v", err)
 	}
-	var inputs []string
+	var sections []string
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
 		}
-		_, rest, ok := strings.Cut(string(data), "\n-- input --\n")
+		_, rest, ok := strings.Cut(string(data), "\n-- "+name+" --\n")
 		if !ok {
 			continue
 		}
 		if i := strings.Index(rest, "\n-- "); i >= 0 {
 			rest = rest[:i+1]
 		}
-		inputs = append(inputs, rest, strings.ReplaceAll(rest, `{"ts":`, `{"x":1.25,"ts":`))
+		sections = append(sections, rest)
 	}
-	return inputs
+	return sections
 }
 
 // FuzzReplayLines replays arbitrary input through fuzzPipelines and checks

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Run every fuzz target of windowd in turn for a fixed time each.
 #
-#   scripts/fuzz.sh [seconds-per-target]     default 10 (FuzzReplayLines: 4x)
+#   scripts/fuzz.sh [seconds-per-target]     default 10 (FuzzReplayLines: 4x,
+#                                            FuzzReplayInvalidLine: 2x)
 #
 # Targets (see docs/FUZZING.md): FuzzParse ./config/, FuzzDecode ./source/,
-# FuzzReplayLines ./replay/. Prints one summary line per target and exits
+# FuzzReplayLines, FuzzReplayInvalidLine and FuzzReplayConfig ./replay/. Prints one summary line per target and exits
 # non-zero if any target fails (a failing input, a build error, a crash of the
 # fuzzing process). A failing input is written by go test to
 # <pkg>/testdata/fuzz/<Target>/<hash>; it then runs with `go test ./<pkg>/`
@@ -36,6 +37,10 @@ all_targets=(
 	# execs/s), and gathering baseline coverage over its corpus alone can take
 	# 10s: it gets four times the budget.
 	"FuzzReplayLines ./replay/ 4"
+	# Properties over whole inputs and configurations (two replays per
+	# pipeline per input: twice the budget).
+	"FuzzReplayInvalidLine ./replay/ 2"
+	"FuzzReplayConfig ./replay/"
 )
 
 log_dir=${FUZZ_LOG_DIR:-}
