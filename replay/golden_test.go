@@ -112,6 +112,27 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 	return b.String()
 }
 
+// loadGolden reads a golden file: its sections, its pipeline, its input
+// and the input's partition count.
+func loadGolden(t *testing.T, file string) (gc goldenCase, p *config.Pipeline, input string, partitions int) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc = parseGolden(t, string(data))
+	cfg, err := config.Parse(file+"#pipeline", []byte(goldenConfig(gc.sections["pipeline"])))
+	if err != nil {
+		t.Fatalf("%s: config: %v", file, err)
+	}
+	p = &cfg.Pipelines[0]
+	input = gc.sections["input"]
+	if partitions, err = ScanPartitions(p, strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	return gc, p, input, partitions
+}
+
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -119,21 +140,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gc := parseGolden(t, string(data))
-			cfg, err := config.Parse(file+"#pipeline", []byte(goldenConfig(gc.sections["pipeline"])))
-			if err != nil {
-				t.Fatalf("config: %v", err)
-			}
-			p := &cfg.Pipelines[0]
-			input := gc.sections["input"]
-			n, err := ScanPartitions(p, strings.NewReader(input))
-			if err != nil {
-				t.Fatal(err)
-			}
+			gc, p, input, n := loadGolden(t, file)
 			var out, errs bytes.Buffer
 			sum, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs})
 			if err != nil {

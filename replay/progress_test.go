@@ -2,15 +2,12 @@ package replay
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
-
-	"github.com/windowd/windowd/config"
 )
 
 // TestProgressPromise replays every golden case with --progress and checks
@@ -26,21 +23,7 @@ func TestProgressPromise(t *testing.T) {
 	}
 	lines := 0
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gc := parseGolden(t, string(data))
-		cfg, err := config.Parse(file+"#pipeline", []byte(goldenConfig(gc.sections["pipeline"])))
-		if err != nil {
-			t.Fatalf("%s: config: %v", file, err)
-		}
-		p := &cfg.Pipelines[0]
-		input := gc.sections["input"]
-		n, err := ScanPartitions(p, strings.NewReader(input))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, p, input, n := loadGolden(t, file)
 		run := func(progress bool) string {
 			var out, errs bytes.Buffer
 			if _, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs, Progress: progress}); err != nil {
