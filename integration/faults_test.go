@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/internal/brokerlock"
 )
 
 // committedOffsets returns the group's committed offset per input partition.
@@ -209,6 +210,10 @@ func brokerOutage(t *testing.T, delivery string) {
 			t.Fatalf("kafka-local.sh %v: %v\n%s", args, err, out)
 		}
 	}
+	// Tests of other packages that use the broker wait while it is down;
+	// the lock goes after the broker is started again (cleanups run last
+	// first).
+	brokerlock.Hold(t, os.Getenv("WINDOWD_KAFKA_BROKERS"), true)
 	t.Cleanup(func() { kafka("start") }) // never leave CI without its broker
 
 	e := newEnv(t, 2, "")

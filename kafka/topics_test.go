@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/internal/brokerlock"
 )
 
 func TestChangelogTopicName(t *testing.T) {
@@ -70,6 +71,10 @@ func TestPipelinePartitioner(t *testing.T) {
 // Against WINDOWD_KAFKA_BROKERS when set, else an in-process kfake broker.
 func TestRefreshTopicMetadataEndsCachedUnknown(t *testing.T) {
 	seeds := os.Getenv("WINDOWD_KAFKA_BROKERS")
+	if seeds != "" {
+		// The integration package's outage test stops that broker.
+		brokerlock.Hold(t, seeds, false)
+	}
 	if seeds == "" {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
