@@ -53,8 +53,12 @@ func (p *pipeline) writeProgress(ctx context.Context, force bool) {
 	outputs, oerr := kafka.PartitionCount(lctx, p.adm, p.cfg.OutputTopic)
 	inputs, ierr := kafka.PartitionCount(lctx, p.adm, p.cfg.Input.Topic)
 	cancel()
+	interval := time.Duration(p.cfg.ProgressInterval) * time.Millisecond
 	if oerr != nil || ierr != nil {
-		p.log.Warn("progress records skipped this round: could not list the topics' partitions", zap.NamedError("output", oerr), zap.NamedError("input", ierr))
+		// Tried again (and logged) at most every errLogInterval while
+		// the listing fails: a broker outage fails it every cycle.
+		p.log.Warn("progress records skipped: could not list the topics' partitions", zap.NamedError("output", oerr), zap.NamedError("input", ierr))
+		p.mu.progressDue = now.Add(max(interval, errLogInterval))
 		return
 	}
 	pr := sink.Progress{Pipeline: p.orig.Name, Frontier: complete, FinalThrough: sink.FinalThrough(complete, p.cfg.Spec.AllowedLateness),
@@ -64,5 +68,5 @@ func (p *pipeline) writeProgress(ctx context.Context, force bool) {
 	}
 	p.m.progress.WithLabelValues(p.cfg.Name).Add(float64(outputs))
 	p.m.finalThrough.WithLabelValues(p.cfg.Name).Set(float64(pr.FinalThrough))
-	p.mu.progressDue = now.Add(time.Duration(p.cfg.ProgressInterval) * time.Millisecond)
+	p.mu.progressDue = now.Add(interval)
 }
