@@ -109,7 +109,7 @@ func checkProgress(got []outRecord, exactlyOnce bool) *progressCheck {
 // covers it, and the output is replay's (crashLoop's checks).
 func TestProgressExactlyOnceCrashLoop(t *testing.T) {
 	parallel(t, 45*time.Second)
-	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 4, cycles: 6, lateness: "0s", session: "2s", progress: true})
+	crashLoop(t, crashPlan{delivery: "exactly_once", partitions: 4, cycles: 8, lateness: "0s", session: "2s", progress: true})
 }
 
 // TestProgressFollowsPartitions is TestStateFollowsPartitions (instances
