@@ -24,8 +24,8 @@ import (
 // be ON_TIME in one run and LATE, after a non-final ON_TIME, in the
 // other); with alignment partition 0 is paused while it runs ahead, so its
 // windows do not wait in state for the others: the peak of open windows is
-// several times lower (the test asks for at least half). The peak RSS of both processes is logged
-// (docs/PERFORMANCE.md quotes it).
+// several times lower (the test asks for at least half). The peak RSS of
+// both processes is logged (docs/PERFORMANCE.md quotes it).
 func TestWatermarkAlignmentBackfill(t *testing.T) {
 	parallel(t, 25*time.Second)
 	alignmentBackfill(t, false, 40000)
