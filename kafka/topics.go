@@ -277,18 +277,23 @@ func allLed(td kadm.TopicDetail) bool {
 	return true
 }
 
-// PartitionCount returns the number of partitions of topic.
-func PartitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	details, err := adm.ListTopics(ctx, topic)
+// PartitionCounts returns the number of partitions of each topic, listed
+// in one request.
+func PartitionCounts(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]int32, error) {
+	details, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	d, ok := details[topic]
-	switch {
-	case !ok:
-		return 0, fmt.Errorf("topic %s not listed", topic)
-	case d.Err != nil:
-		return 0, d.Err
+	counts := make(map[string]int32, len(topics))
+	for _, topic := range topics {
+		d, ok := details[topic]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("topic %s not listed", topic)
+		case d.Err != nil:
+			return nil, fmt.Errorf("topic %s: %w", topic, d.Err)
+		}
+		counts[topic] = int32(len(d.Partitions))
 	}
-	return int32(len(d.Partitions)), nil
+	return counts, nil
 }

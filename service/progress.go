@@ -50,17 +50,17 @@ func (p *pipeline) writeProgress(ctx context.Context, force bool) {
 	// progress over every input partition (docs/SEMANTICS.md), so the
 	// count must not lag behind a grown topic.
 	lctx, cancel := context.WithTimeout(ctx, progressTimeout)
-	outputs, oerr := kafka.PartitionCount(lctx, p.adm, p.cfg.OutputTopic)
-	inputs, ierr := kafka.PartitionCount(lctx, p.adm, p.cfg.Input.Topic)
+	counts, err := kafka.PartitionCounts(lctx, p.adm, p.cfg.OutputTopic, p.cfg.Input.Topic)
 	cancel()
 	interval := time.Duration(p.cfg.ProgressInterval) * time.Millisecond
-	if oerr != nil || ierr != nil {
+	if err != nil {
 		// Tried again (and logged) at most every errLogInterval while
 		// the listing fails: a broker outage fails it every cycle.
-		p.log.Warn("progress records skipped: could not list the topics' partitions", zap.NamedError("output", oerr), zap.NamedError("input", ierr))
+		p.log.Warn("progress records skipped: could not list the topics' partitions", zap.Error(err))
 		p.mu.progressDue = now.Add(max(interval, errLogInterval))
 		return
 	}
+	outputs, inputs := counts[p.cfg.OutputTopic], counts[p.cfg.Input.Topic]
 	pr := sink.Progress{Pipeline: p.orig.Name, Frontier: complete, FinalThrough: sink.FinalThrough(complete, p.cfg.Spec.AllowedLateness),
 		Partitions: parts, InputPartitions: max(inputs, parts[len(parts)-1]+1)}
 	for k := int32(0); k < outputs; k++ {
