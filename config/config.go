@@ -70,7 +70,20 @@ type Config struct {
 	ShutdownGrace int64
 	// Generator, when set, produces a demo event stream to the embedded broker.
 	Generator *Generator
-	Pipelines []Pipeline
+	// SchemaRegistry is where avro and protobuf pipelines find their
+	// schemas; nil when no schema_registry is configured.
+	SchemaRegistry *SchemaRegistry
+	Pipelines      []Pipeline
+}
+
+// SchemaRegistry is `schema_registry`: a Confluent-compatible Schema
+// Registry (docs/SEMANTICS.md, Input formats). The loader checked the TLS
+// files as it checks kafka.tls's.
+type SchemaRegistry struct {
+	URL      string // http:// or https:// base URL
+	Username string // basic auth; empty: none
+	Password Secret
+	TLS      *TLS // nil: the system roots (https) or plaintext (http)
 }
 
 // Generator produces a realistic demo stream: JSON values
@@ -179,11 +192,33 @@ const (
 	RFC3339
 )
 
+// Format is how an input record's value is encoded.
+type Format uint8
+
+// Input formats (docs/SEMANTICS.md, Input formats).
+const (
+	JSON     Format = iota // a JSON object
+	Avro                   // Confluent wire format, Avro with a registry schema
+	Protobuf               // Confluent wire format, Protobuf with a registry schema
+)
+
+// String is the format's name in the configuration.
+func (f Format) String() string {
+	switch f {
+	case Avro:
+		return "avro"
+	case Protobuf:
+		return "protobuf"
+	}
+	return "json"
+}
+
 // Input is the pipeline's input topic.
 type Input struct {
 	Topic      string
 	Group      string // default windowd-<name>
 	Partitions int32  // only used to create the topic on the embedded broker; default 4
+	Format     Format // default JSON
 }
 
 // Key says where the group key comes from: at most one of Field, Fields

@@ -119,6 +119,8 @@ type decoder struct {
 	// aggExprs are the expressions of the aggregates read last
 	// (aggregates), for the pipeline being read.
 	aggExprs []*expr.Program
+	// binary are the pipelines' input formats that need schema_registry.
+	binary []binaryInput
 }
 
 type anchorDef struct {

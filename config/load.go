@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -92,7 +93,7 @@ func Parse(file string, data []byte) (*Config, error) {
 
 // The schema: known keys of each mapping, and the names of enumerations.
 var (
-	topKeys       = []string{"kafka", "state", "http", "shutdown_grace", "generator", "pipelines"}
+	topKeys       = []string{"kafka", "schema_registry", "state", "http", "shutdown_grace", "generator", "pipelines"}
 	generatorKeys = []string{"topic", "rate", "keys", "disorder", "late_every", "late_by", "malformed_every"}
 	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout", "compression", "tls", "sasl"}
 	tlsKeys       = []string{"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
@@ -100,7 +101,9 @@ var (
 	stateKeys     = []string{"dir", "cache_bytes"}
 	httpKeys      = []string{"listen"}
 	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
-	inputKeys     = []string{"topic", "group", "partitions"}
+	inputKeys     = []string{"topic", "group", "partitions", "format"}
+	registryKeys  = []string{"url", "basic_auth", "tls"}
+	basicKeys     = []string{"username", "password", "password_file"}
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source", "max_future"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift"}
@@ -111,6 +114,7 @@ var (
 	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
 	outputKeys    = []string{"topic", "stdout", "progress_interval"}
 
+	formats      = []choice[Format]{{"json", JSON}, {"avro", Avro}, {"protobuf", Protobuf}}
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
@@ -194,6 +198,10 @@ func (d *decoder) config(data []byte) *Config {
 		c.Generator = d.generator(root.sub("generator", generatorKeys...))
 	}
 
+	if root.has("schema_registry") {
+		c.SchemaRegistry = d.schemaRegistry(root.sub("schema_registry", registryKeys...))
+	}
+
 	items, _ := req(root, "pipelines", d.nonEmptyList)
 	seen := map[string]int{}
 	for i, it := range items {
@@ -201,10 +209,55 @@ func (d *decoder) config(data []byte) *Config {
 			c.Pipelines = append(c.Pipelines, d.pipeline(it, index("pipelines", i), seen))
 		}
 	}
+	if c.SchemaRegistry == nil && !root.broken {
+		for _, p := range d.binary {
+			d.errorf(p.at, p.path, "%s needs schema_registry (the registry its schemas come from; docs/SEMANTICS.md, Input formats)", p.format)
+		}
+	}
 	if c.Generator != nil && c.Generator.Topic != "" && !c.Kafka.Embedded && !root.broken {
 		d.errorf(root.keyAt("generator"), "generator", "only valid with kafka.brokers: embedded")
 	}
 	return c
+}
+
+// binaryInput is a pipeline's input.format that needs schema_registry.
+type binaryInput struct {
+	at     pos
+	path   string
+	format Format
+}
+
+// schemaRegistry reads schema_registry: a URL, and basic_auth and tls as
+// kafka.sasl and kafka.tls read theirs.
+func (d *decoder) schemaRegistry(m *mapping) *SchemaRegistry {
+	r := &SchemaRegistry{}
+	r.URL, _ = req(m, "url", d.httpURL)
+	if m.has("basic_auth") {
+		b := m.sub("basic_auth", basicKeys...)
+		r.Username, _ = req(b, "username", d.expanded(false))
+		r.Password = d.password(b)
+	}
+	if m.has("tls") {
+		r.TLS = d.kafkaTLS(m.sub("tls", tlsKeys...))
+		if strings.HasPrefix(r.URL, "http://") {
+			d.errorf(m.keyAt("tls"), m.child("tls"), "needs an https:// url")
+		}
+	}
+	return r
+}
+
+// httpURL accepts an absolute http:// or https:// URL with a host.
+func (d *decoder) httpURL(n ast.Node, path string) (string, bool) {
+	s, ok := d.str(n, path)
+	if !ok {
+		return "", false
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		d.errorf(posOf(n), path, "%s is not an http:// or https:// URL (like http://127.0.0.1:8081)", quote(s))
+		return "", false
+	}
+	return strings.TrimRight(s, "/"), true
 }
 
 func (d *decoder) generator(m *mapping) *Generator {
@@ -287,20 +340,26 @@ func (d *decoder) kafkaSASL(m *mapping) *SASL {
 	s := &SASL{}
 	s.Mechanism, _ = req(m, "mechanism", oneOf(d, mechanisms))
 	s.Username, _ = req(m, "username", d.expanded(false))
+	s.Password = d.password(m)
+	return s
+}
+
+// password reads exactly one of password and password_file of m.
+func (d *decoder) password(m *mapping) Secret {
 	switch {
 	case m.has("password") && m.has("password_file"):
 		d.errorf(m.keyAt("password_file"), m.child("password_file"), "cannot be combined with password")
 	case m.has("password"):
 		pw, _ := opt(m, "password", "", d.expanded(true))
-		s.Password = NewSecret(pw)
+		return NewSecret(pw)
 	case m.has("password_file"):
 		if file, ok := opt(m, "password_file", "", d.str); ok {
-			s.Password = NewSecret(d.passwordFile(m, file))
+			return NewSecret(d.passwordFile(m, file))
 		}
 	case !m.broken:
 		d.errorf(m.at, m.path, "needs password or password_file")
 	}
-	return s
+	return Secret{}
 }
 
 // passwordFile reads the password in the file of key password_file, less
@@ -410,6 +469,10 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.Input.Group, _ = opt(in, "group", "windowd-"+p.Name, d.str)
 	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, MaxPartitions))
 	p.Input.Partitions = int32(parts)
+	p.Input.Format, _ = opt(in, "format", JSON, oneOf(d, formats))
+	if p.Input.Format != JSON {
+		d.binary = append(d.binary, binaryInput{in.valueAt("format"), in.child("format"), p.Input.Format})
+	}
 
 	p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
 	p.Key = d.key(m.sub("key", keyKeys...))
