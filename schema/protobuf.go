@@ -2,14 +2,23 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/protoutil"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/windowd/windowd/windowing"
 )
 
 // protoMainFile is the name the registry's schema text gets when compiled.
@@ -81,4 +90,529 @@ func registerProtoFile(reg *protoregistry.Files, fd protoreflect.FileDescriptor)
 		return err
 	}
 	return reg.RegisterFile(nf)
+}
+
+// protoKind says how a value of one field is written.
+type protoKind uint8
+
+const (
+	pkInt     protoKind = iota // signed integer types
+	pkUint                     // unsigned integer types
+	pkFloat                    // float
+	pkDouble                   // double
+	pkBool                     //
+	pkString                   //
+	pkBytes                    // standard base64
+	pkEnum                     // value name, or number without one
+	pkNull                     // google.protobuf.NullValue
+	pkMessage                  // object, or a well-known type's JSON
+)
+
+// protoWKT is a well-known type with a JSON form of its own.
+type protoWKT uint8
+
+const (
+	wktNone      protoWKT = iota
+	wktTimestamp          // Unix milliseconds
+	wktDuration           // milliseconds
+	wktWrapper            // the wrapped value
+	wktStruct             // object
+	wktValue              // the JSON value it holds
+	wktListValue          // array
+)
+
+// protoValue says how to write one value (a singular field's, a list's
+// element, a map's key or value).
+type protoValue struct {
+	kind protoKind
+	enum protoreflect.EnumValueDescriptors // pkEnum
+	msg  *protoMessage                     // protoMessage
+}
+
+// protoField is a field of a message in the order it is written.
+type protoField struct {
+	fd       protoreflect.FieldDescriptor
+	prefix   string // `,"name":`; without the comma for the first field written
+	presence bool   // written only when set
+	list     bool
+	isMap    bool
+	key, val protoValue // key: maps only; val: the value, element or map value
+}
+
+// protoMessage is the precomputed plan of one message type.
+type protoMessage struct {
+	desc   protoreflect.MessageDescriptor
+	wkt    protoWKT
+	fields []protoField // by field number
+	// wktTimestamp, wktDuration: seconds and nanos; wktValue: kind.
+	f1, f2 protoreflect.FieldDescriptor
+	kind   protoreflect.OneofDescriptor
+}
+
+// protoProgram writes the payload of one message type as JSON. It holds no
+// mutable state: every call decodes into a message of its own.
+type protoProgram struct {
+	typ  protoreflect.MessageType
+	root *protoMessage
+	ts   []protoreflect.FieldDescriptor // tsPath's fields, ending at a Timestamp; nil: none
+}
+
+// protoUnmarshal decodes payloads; an empty registry resolves no
+// extensions, so their fields stay unknown, like any other.
+var protoUnmarshal = proto.UnmarshalOptions{Resolver: new(protoregistry.Types)}
+
+// newProtoProgram returns the program for the message type that the
+// Confluent message indexes name in fd: index [i] is fd.Messages().Get(i), [i, j]
+// is its nested message j, and so on (the caller already turned the wire
+// format's [0] shortcut into []int{0}). An index out of range is an error.
+// tsPath is the pipeline's timestamp field as path segments (nil: none); when
+// the value at that path is a google.protobuf.Timestamp, appendJSON sets *ts.
+func newProtoProgram(fd protoreflect.FileDescriptor, index []int, tsPath []string) (program, error) {
+	if len(index) == 0 {
+		return nil, errors.New("protobuf message indexes are empty")
+	}
+	msgs := fd.Messages()
+	var md protoreflect.MessageDescriptor
+	for _, i := range index {
+		if i < 0 || i >= msgs.Len() {
+			return nil, errors.New("protobuf message index " + strconv.Itoa(i) +
+				" out of range: " + strconv.Itoa(msgs.Len()) + " message types")
+		}
+		md = msgs.Get(i)
+		msgs = md.Messages()
+	}
+	plans := make(map[protoreflect.FullName]*protoMessage)
+	return &protoProgram{
+		typ:  dynamicpb.NewMessageType(md),
+		root: protoPlan(md, plans),
+		ts:   protoTSFields(md, tsPath),
+	}, nil
+}
+
+// protoTSFields returns the fields tsPath walks from md when it ends at a
+// singular google.protobuf.Timestamp field, or nil.
+func protoTSFields(md protoreflect.MessageDescriptor, tsPath []string) []protoreflect.FieldDescriptor {
+	if len(tsPath) == 0 {
+		return nil
+	}
+	var fields []protoreflect.FieldDescriptor
+	for _, seg := range tsPath {
+		if md == nil {
+			return nil
+		}
+		f := md.Fields().ByName(protoreflect.Name(seg))
+		if f == nil || f.IsList() || f.IsMap() || f.Message() == nil {
+			return nil
+		}
+		fields = append(fields, f)
+		md = f.Message()
+	}
+	if protoWKTOf(md) != wktTimestamp {
+		return nil
+	}
+	return fields
+}
+
+// protoPlan returns the plan of md, making it (and those of the messages
+// its fields hold) when plans has none yet.
+func protoPlan(md protoreflect.MessageDescriptor, plans map[protoreflect.FullName]*protoMessage) *protoMessage {
+	if p := plans[md.FullName()]; p != nil {
+		return p
+	}
+	p := &protoMessage{desc: md, wkt: protoWKTOf(md)}
+	plans[md.FullName()] = p // before the fields: types can be recursive
+	fds := md.Fields()
+	p.fields = make([]protoField, fds.Len())
+	for i := range fds.Len() {
+		f := fds.Get(i)
+		pf := protoField{
+			fd:       f,
+			prefix:   `,"` + string(f.Name()) + `":`,
+			presence: f.HasPresence(),
+			list:     f.IsList(),
+			isMap:    f.IsMap(),
+		}
+		if pf.isMap {
+			pf.key = protoValueOf(f.MapKey(), plans)
+			pf.val = protoValueOf(f.MapValue(), plans)
+		} else {
+			pf.val = protoValueOf(f, plans)
+		}
+		p.fields[i] = pf
+	}
+	slices.SortFunc(p.fields, func(a, b protoField) int { return int(a.fd.Number()) - int(b.fd.Number()) })
+	switch p.wkt {
+	case wktTimestamp, wktDuration:
+		p.f1, p.f2 = fds.ByNumber(1), fds.ByNumber(2)
+	case wktValue:
+		p.kind = md.Oneofs().ByName("kind")
+	}
+	return p
+}
+
+// protoValueOf returns how values of f (a field, or a map's key or value)
+// are written.
+func protoValueOf(f protoreflect.FieldDescriptor, plans map[protoreflect.FullName]*protoMessage) protoValue {
+	switch f.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoValue{kind: pkInt}
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoValue{kind: pkUint}
+	case protoreflect.FloatKind:
+		return protoValue{kind: pkFloat}
+	case protoreflect.DoubleKind:
+		return protoValue{kind: pkDouble}
+	case protoreflect.BoolKind:
+		return protoValue{kind: pkBool}
+	case protoreflect.StringKind:
+		return protoValue{kind: pkString}
+	case protoreflect.BytesKind:
+		return protoValue{kind: pkBytes}
+	case protoreflect.EnumKind:
+		if f.Enum().FullName() == "google.protobuf.NullValue" {
+			return protoValue{kind: pkNull}
+		}
+		return protoValue{kind: pkEnum, enum: f.Enum().Values()}
+	default: // MessageKind, GroupKind
+		return protoValue{kind: pkMessage, msg: protoPlan(f.Message(), plans)}
+	}
+}
+
+// protoWKTOf says which well-known type with a JSON form of its own md is,
+// checking its fields are the ones the type has.
+func protoWKTOf(md protoreflect.MessageDescriptor) protoWKT {
+	name := md.FullName()
+	if name.Parent() != "google.protobuf" {
+		return wktNone
+	}
+	fds := md.Fields()
+	f1 := fds.ByNumber(1)
+	switch name.Name() {
+	case "Timestamp", "Duration":
+		f2 := fds.ByNumber(2)
+		if f1 == nil || f2 == nil || f1.Kind() != protoreflect.Int64Kind || f2.Kind() != protoreflect.Int32Kind ||
+			f1.IsList() || f2.IsList() {
+			return wktNone
+		}
+		if name.Name() == "Timestamp" {
+			return wktTimestamp
+		}
+		return wktDuration
+	case "DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value",
+		"BoolValue", "StringValue", "BytesValue":
+		if fds.Len() != 1 || f1 == nil || f1.IsList() || f1.Message() != nil {
+			return wktNone
+		}
+		return wktWrapper
+	case "Struct":
+		if fds.Len() != 1 || f1 == nil || !f1.IsMap() {
+			return wktNone
+		}
+		return wktStruct
+	case "ListValue":
+		if fds.Len() != 1 || f1 == nil || !f1.IsList() {
+			return wktNone
+		}
+		return wktListValue
+	case "Value":
+		if md.Oneofs().ByName("kind") == nil {
+			return wktNone
+		}
+		return wktValue
+	}
+	return wktNone
+}
+
+func (p *protoProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, error) {
+	m := p.typ.New()
+	if err := protoUnmarshal.Unmarshal(payload, m.Interface()); err != nil {
+		return dst, protoDecodeError(err)
+	}
+	dst, err := appendProtoMessage(dst, m, p.root)
+	if err != nil {
+		return dst, err
+	}
+	if ts != nil && p.ts != nil {
+		last := len(p.ts) - 1
+		for _, f := range p.ts[:last] {
+			if !m.Has(f) {
+				return dst, nil
+			}
+			m = m.Get(f).Message()
+		}
+		if !m.Has(p.ts[last]) {
+			return dst, nil
+		}
+		t := m.Get(p.ts[last]).Message()
+		fds := t.Descriptor().Fields()
+		// appendProtoMessage checked the nanos are in [0, 1e9).
+		ts.MS = t.Get(fds.ByNumber(1)).Int()*1000 + t.Get(fds.ByNumber(2)).Int()/1e6
+		ts.OK = true
+	}
+	return dst, nil
+}
+
+// protoDecodeError is err from proto.Unmarshal without its "proto:"
+// prefix (whose space the protobuf module varies on purpose).
+func protoDecodeError(err error) error {
+	s := strings.TrimPrefix(err.Error(), "proto:")
+	return errors.New(strings.TrimLeftFunc(s, unicode.IsSpace))
+}
+
+// appendProtoMessage appends the JSON of m, of type p.
+func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage) ([]byte, error) {
+	switch p.wkt {
+	case wktTimestamp:
+		sec, nanos := m.Get(p.f1).Int(), m.Get(p.f2).Int()
+		if sec < -62135596800 || sec > 253402300799 || nanos < 0 || nanos >= 1e9 {
+			return b, errors.New("google.protobuf.Timestamp out of range")
+		}
+		return appendSecondsNanos(b, sec, nanos), nil
+	case wktDuration:
+		sec, nanos := m.Get(p.f1).Int(), m.Get(p.f2).Int()
+		if sec < -315576000000 || sec > 315576000000 || nanos <= -1e9 || nanos >= 1e9 {
+			return b, errors.New("google.protobuf.Duration out of range")
+		}
+		if sec > 0 && nanos < 0 || sec < 0 && nanos > 0 {
+			return b, errors.New("google.protobuf.Duration has seconds and nanos of different signs")
+		}
+		return appendSecondsNanos(b, sec, nanos), nil
+	case wktWrapper:
+		f := &p.fields[0]
+		return appendProtoValue(b, m.Get(f.fd), &f.val)
+	case wktStruct:
+		f := &p.fields[0]
+		return appendProtoMap(b, m.Get(f.fd).Map(), f)
+	case wktListValue:
+		f := &p.fields[0]
+		return appendProtoList(b, m.Get(f.fd).List(), &f.val)
+	case wktValue:
+		set := m.WhichOneof(p.kind)
+		if set == nil {
+			return append(b, "null"...), nil
+		}
+		for i := range p.fields {
+			if f := &p.fields[i]; f.fd == set {
+				return appendProtoValue(b, m.Get(f.fd), &f.val)
+			}
+		}
+		return append(b, "null"...), nil
+	}
+	b = append(b, '{')
+	first := true
+	for i := range p.fields {
+		f := &p.fields[i]
+		if f.presence && !m.Has(f.fd) {
+			continue
+		}
+		if first {
+			b = append(b, f.prefix[1:]...)
+			first = false
+		} else {
+			b = append(b, f.prefix...)
+		}
+		var err error
+		switch {
+		case f.isMap:
+			if !m.Has(f.fd) { // no need to have dynamicpb make an empty map
+				b = append(b, "{}"...)
+				continue
+			}
+			b, err = appendProtoMap(b, m.Get(f.fd).Map(), f)
+		case f.list:
+			if !m.Has(f.fd) {
+				b = append(b, "[]"...)
+				continue
+			}
+			b, err = appendProtoList(b, m.Get(f.fd).List(), &f.val)
+		default:
+			b, err = appendProtoValue(b, m.Get(f.fd), &f.val)
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendProtoValue appends the JSON of v, a value written as pv says.
+func appendProtoValue(b []byte, v protoreflect.Value, pv *protoValue) ([]byte, error) {
+	switch pv.kind {
+	case pkInt:
+		return strconv.AppendInt(b, v.Int(), 10), nil
+	case pkUint:
+		return strconv.AppendUint(b, v.Uint(), 10), nil
+	case pkFloat:
+		return appendFloat(b, v.Float(), 32), nil
+	case pkDouble:
+		return appendFloat(b, v.Float(), 64), nil
+	case pkBool:
+		if v.Bool() {
+			return append(b, "true"...), nil
+		}
+		return append(b, "false"...), nil
+	case pkString:
+		return windowing.AppendJSONString(b, v.String()), nil
+	case pkBytes:
+		return appendBase64(b, v.Bytes()), nil
+	case pkEnum:
+		n := v.Enum()
+		if ev := pv.enum.ByNumber(n); ev != nil {
+			b = append(b, '"')
+			b = append(b, ev.Name()...) // an identifier: nothing to escape
+			return append(b, '"'), nil
+		}
+		return strconv.AppendInt(b, int64(n), 10), nil
+	case pkNull:
+		return append(b, "null"...), nil
+	default:
+		return appendProtoMessage(b, v.Message(), pv.msg)
+	}
+}
+
+// appendProtoList appends l as a JSON array.
+func appendProtoList(b []byte, l protoreflect.List, pv *protoValue) ([]byte, error) {
+	b = append(b, '[')
+	for i := range l.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendProtoValue(b, l.Get(i), pv); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendProtoMap appends m, the value of map field f, as a JSON object
+// with its keys in order: strings by their bytes, integers by value,
+// false before true.
+func appendProtoMap(b []byte, m protoreflect.Map, f *protoField) ([]byte, error) {
+	if m.Len() == 0 {
+		return append(b, "{}"...), nil
+	}
+	mk := protoMapKeysPool.Get().(*protoMapKeys)
+	defer mk.release()
+	m.Range(mk.add)
+	keys := mk.keys
+	switch f.key.kind {
+	case pkString:
+		slices.SortFunc(keys, func(x, y protoreflect.MapKey) int { return strings.Compare(x.String(), y.String()) })
+	case pkInt:
+		slices.SortFunc(keys, func(x, y protoreflect.MapKey) int { return cmpInt(x.Int(), y.Int()) })
+	case pkUint:
+		slices.SortFunc(keys, func(x, y protoreflect.MapKey) int { return cmpInt(x.Uint(), y.Uint()) })
+	case pkBool:
+		slices.SortFunc(keys, func(x, y protoreflect.MapKey) int { return cmpBool(x.Bool(), y.Bool()) })
+	}
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch f.key.kind {
+		case pkString:
+			b = windowing.AppendJSONString(b, k.String())
+		case pkInt:
+			b = append(b, '"')
+			b = strconv.AppendInt(b, k.Int(), 10)
+			b = append(b, '"')
+		case pkUint:
+			b = append(b, '"')
+			b = strconv.AppendUint(b, k.Uint(), 10)
+			b = append(b, '"')
+		case pkBool:
+			if k.Bool() {
+				b = append(b, `"true"`...)
+			} else {
+				b = append(b, `"false"`...)
+			}
+		}
+		b = append(b, ':')
+		var err error
+		if b, err = appendProtoValue(b, m.Get(k), &f.val); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// protoMapKeys collects a map's keys; add is made once, so that ranging
+// over a map allocates nothing.
+type protoMapKeys struct {
+	keys []protoreflect.MapKey
+	add  func(protoreflect.MapKey, protoreflect.Value) bool
+}
+
+var protoMapKeysPool = sync.Pool{New: func() any {
+	mk := new(protoMapKeys)
+	mk.add = func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+		mk.keys = append(mk.keys, k)
+		return true
+	}
+	return mk
+}}
+
+// release returns mk to the pool, keeping no keys alive.
+func (mk *protoMapKeys) release() {
+	clear(mk.keys)
+	mk.keys = mk.keys[:0]
+	protoMapKeysPool.Put(mk)
+}
+
+func cmpInt[T int64 | uint64](x, y T) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case y:
+		return -1
+	}
+	return 1
+}
+
+// appendSecondsNanos appends sec seconds plus nanos nanoseconds as an
+// exact JSON number of milliseconds: the integer part, and the fraction
+// without trailing zeros. |sec| ≤ 10^12 and |nanos| < 10^9; the value in
+// nanoseconds may not fit an int64, so the milliseconds and the
+// sub-millisecond nanoseconds are kept apart.
+func appendSecondsNanos(b []byte, sec, nanos int64) []byte {
+	ms, r := sec*1000+nanos/1e6, nanos%1e6
+	// Give ms and r the same sign: the value is ms + r/1e6 either way.
+	switch {
+	case ms > 0 && r < 0:
+		ms, r = ms-1, r+1e6
+	case ms < 0 && r > 0:
+		ms, r = ms+1, r-1e6
+	}
+	if ms < 0 || r < 0 {
+		b = append(b, '-')
+		ms, r = -ms, -r
+	}
+	b = strconv.AppendInt(b, ms, 10)
+	if r == 0 {
+		return b
+	}
+	var frac [6]byte
+	for i := 5; i >= 0; i-- {
+		frac[i] = byte('0' + r%10)
+		r /= 10
+	}
+	n := 6
+	for frac[n-1] == '0' {
+		n--
+	}
+	b = append(b, '.')
+	return append(b, frac[:n]...)
 }
