@@ -12,6 +12,7 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/protoutil"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -279,6 +280,22 @@ func protoValueOf(f protoreflect.FieldDescriptor, plans map[protoreflect.FullNam
 	}
 }
 
+// protoWireType is the wire type of a value of kind k (a packed list's
+// is BytesType too).
+func protoWireType(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return protowire.Fixed32Type
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return protowire.Fixed64Type
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		return protowire.BytesType
+	case protoreflect.GroupKind:
+		return protowire.StartGroupType
+	}
+	return protowire.VarintType
+}
+
 // protoWKTOf says which well-known type with a JSON form of its own md is,
 // checking its fields are the ones the type has.
 func protoWKTOf(md protoreflect.MessageDescriptor) protoWKT {
@@ -362,6 +379,11 @@ func protoDecodeError(err error) error {
 
 // appendProtoMessage appends the JSON of m, of type p.
 func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage) ([]byte, error) {
+	if u := m.GetUnknown(); len(u) > 0 {
+		if err := checkProtoUnknown(u, p); err != nil {
+			return b, err
+		}
+	}
 	switch p.wkt {
 	case wktTimestamp:
 		sec, nanos := m.Get(p.f1).Int(), m.Get(p.f2).Int()
@@ -434,6 +456,41 @@ func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage) ([]by
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// checkProtoUnknown returns an error when the unknown fields u of a
+// message of type p hold a field of p with a wire type it cannot have: the
+// protobuf module keeps such a field as an unknown one and leaves the field
+// its default value, which would hide a writer's schema that does not
+// match. Fields p does not have are ignored, as is a field of p with a
+// wire type it can have (a closed enum's unknown value, for generated
+// messages; dynamicpb keeps those as the field's value).
+func checkProtoUnknown(u []byte, p *protoMessage) error {
+	fds := p.desc.Fields()
+	for len(u) > 0 {
+		num, typ, n := protowire.ConsumeTag(u)
+		if n < 0 {
+			return errors.New("cannot parse invalid wire-format data")
+		}
+		u = u[n:]
+		n = protowire.ConsumeFieldValue(num, typ, u)
+		if n < 0 {
+			return errors.New("cannot parse invalid wire-format data")
+		}
+		u = u[n:]
+		f := fds.ByNumber(num)
+		if f == nil {
+			continue
+		}
+		want := protoWireType(f.Kind()) // a map's is its entry message's
+		packed := f.IsList() && typ == protowire.BytesType &&
+			(want == protowire.VarintType || want == protowire.Fixed32Type || want == protowire.Fixed64Type)
+		if typ != want && !packed {
+			return errors.New("field " + string(f.FullName()) + " has wire type " +
+				strconv.Itoa(int(typ)) + ", not " + strconv.Itoa(int(want)))
+		}
+	}
+	return nil
 }
 
 // appendProtoValue appends the JSON of v, a value written as pv says.
