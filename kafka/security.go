@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,35 +16,8 @@ import (
 	"github.com/windowd/windowd/config"
 )
 
-// tlsConfig builds the client TLS configuration of kafka.tls: at least
-// TLS 1.2, the CA bundle (else the system roots), the client certificate
-// for mTLS, and the name to verify (else the broker host: franz-go sets it
-// per dial).
-func tlsConfig(t *config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as for tests only
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file: no PEM certificate in %s", t.CAFile)
-		}
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.cert_file and key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
+// tlsConfig builds the client TLS configuration of kafka.tls.
+func tlsConfig(t *config.TLS) (*tls.Config, error) { return t.ClientConfig("kafka.tls") }
 
 // saslMechanism is franz-go's mechanism for kafka.sasl.
 func saslMechanism(s *config.SASL) (sasl.Mechanism, error) {
