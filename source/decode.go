@@ -5,12 +5,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	metro "github.com/dgryski/go-metro"
 	"github.com/tidwall/gjson"
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -259,6 +261,12 @@ type Decoder struct {
 	keyBuf       []byte
 	interned     map[string]string // recent composite keys (intern)
 	x            *exprs            // nil: no expression
+	// bin reads Avro and Protobuf values (input.format) as JSON objects,
+	// into binBuf; inst is the event time of the record's schema-typed
+	// timestamp field (docs/SEMANTICS.md, Input formats).
+	bin    *schema.Decoder
+	binBuf []byte
+	inst   schema.Instant
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
 	// bit each), all of them, and the nesting CheckLine hands validObject.
@@ -359,6 +367,33 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	return d
 }
 
+// WithSchemas makes d read its pipeline's Avro or Protobuf values with
+// schemas from reg, and returns d. A pipeline whose input.format is not
+// json needs it.
+func (d *Decoder) WithSchemas(p *config.Pipeline, reg *schema.Registry) *Decoder {
+	tsField := ""
+	if d.tsIdx >= 0 {
+		tsField = p.Timestamp.Field
+	}
+	d.bin = schema.NewDecoder(reg, p.Input.Format, tsField)
+	return d
+}
+
+// unalias returns s, copied when it points into binBuf.
+func (d *Decoder) unalias(s string) string {
+	if s == "" || len(d.binBuf) == 0 {
+		return s
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(d.binBuf)))
+	if p >= start && p < start+uintptr(cap(d.binBuf)) {
+		return strings.Clone(s)
+	}
+	return s
+}
+
+// Binary reports whether values are Avro or Protobuf (WithSchemas).
+func (d *Decoder) Binary() bool { return d.bin != nil }
+
 func fail(reason string) error { return &DecodeError{Reason: reason} }
 
 // CheckJSON reports why b is not JSON that is safe to read with gjson
@@ -375,12 +410,37 @@ func CheckJSON(b []byte) string {
 
 // Decode fills ev from rec. ev.Inputs is reused (resliced to the number of
 // aggregates). On a bad record it returns a *DecodeError and leaves ev
-// partly filled. ev.Key may point into rec's buffers (Event.Key): it is
-// valid while they are not changed.
+// partly filled; with schemas (WithSchemas), a registry that cannot be
+// asked is a *schema.Unavailable, and the record should be tried again
+// later. ev.Key may point into rec's buffers (Event.Key) or into d's: it is
+// valid while they are not changed and until the next Decode.
 func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 	ev.Partition = rec.Partition
 	ev.Offset = rec.Offset
 
+	if d.bin != nil {
+		b, inst, err := d.bin.AppendJSON(d.binBuf[:0], rec.Value)
+		if err != nil {
+			if br, ok := err.(*schema.BadRecord); ok {
+				return fail(br.Reason)
+			}
+			return err
+		}
+		d.binBuf, d.inst = b, inst
+		if len(d.fields) > 0 {
+			d.lookUp(bytesString(b))
+		}
+		if err := d.fill(rec, ev); err != nil {
+			return err
+		}
+		// binBuf is the next record's too: what the event keeps of it
+		// must not point into it.
+		ev.Key = d.unalias(ev.Key)
+		for i := range ev.Inputs {
+			ev.Inputs[i].Text = d.unalias(ev.Inputs[i].Text)
+		}
+		return nil
+	}
 	// The value is only read during this call, and nothing derived from it
 	// that points into it is kept but the key (see above), so a no-copy
 	// string view is safe and saves a copy of every value.
@@ -460,6 +520,8 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 		ev.Time = t
 	case d.tsIdx < 0:
 		ev.Time = rec.Timestamp
+	case d.inst.OK:
+		ev.Time = d.inst.MS
 	default:
 		t, reason := d.eventTime(&d.results[d.tsIdx])
 		if reason != "" {
