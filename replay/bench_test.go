@@ -26,7 +26,7 @@ func BenchmarkReplayFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	lines := bytes.Count(data, []byte("\n"))
-	parts, err := ScanPartitions(&cfg.Pipelines[0], bytes.NewReader(data))
+	parts, err := ScanPartitions(&cfg.Pipelines[0], nil, bytes.NewReader(data))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func loadGolden(t *testing.T, file string) (gc goldenCase, p *config.Pipeline, i
 	}
 	p = &cfg.Pipelines[0]
 	input = gc.sections["input"]
-	if partitions, err = ScanPartitions(p, strings.NewReader(input)); err != nil {
+	if partitions, err = ScanPartitions(p, nil, strings.NewReader(input)); err != nil {
 		t.Fatal(err)
 	}
 	return gc, p, input, partitions

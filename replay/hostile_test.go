@@ -24,7 +24,7 @@ func hostilePipeline(t *testing.T, extra string) *config.Pipeline {
 
 func scanPartitions(t *testing.T, p *config.Pipeline, input string) int {
 	t.Helper()
-	n, err := ScanPartitions(p, strings.NewReader(input))
+	n, err := ScanPartitions(p, nil, strings.NewReader(input))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestLineWithoutEnd(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("replay of an endless line did not stop")
 	}
-	if _, err := ScanPartitions(p, &zeros{}); err == nil {
+	if _, err := ScanPartitions(p, nil, &zeros{}); err == nil {
 		t.Fatal("ScanPartitions of an endless line: no error")
 	}
 }

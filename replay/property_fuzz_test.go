@@ -35,7 +35,7 @@ func propRun(t *testing.T, p *config.Pipeline, data []byte) replayResult {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	start := time.Now()
-	n, err := ScanPartitions(p, bytes.NewReader(data))
+	n, err := ScanPartitions(p, nil, bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("%s: ScanPartitions: %v", p.Name, err)
 	}

@@ -11,6 +11,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -49,6 +51,9 @@ type Options struct {
 	Live       *Live     // nil: none; else updated as the replay runs (live.go)
 	// Progress: print progress lines among the panes (progress.go).
 	Progress bool
+	// Registry holds the schemas of an avro or protobuf pipeline, whose
+	// lines' values are {"base64": "..."} (docs/SEMANTICS.md, Replay).
+	Registry *schema.Registry
 }
 
 // Summary counts what a replay did.
@@ -70,8 +75,8 @@ type Summary struct {
 // included, and the decoder's checks); a line Run would dead-letter adds no
 // partition, so an invalid line never changes the result (docs/SEMANTICS.md,
 // Replay). A partition must be below MaxPartitions.
-func ScanPartitions(p *config.Pipeline, r io.Reader) (int, error) {
-	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions}, scan: true}
+func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
+	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}, scan: true}
 	if err := s.lines(nil, r); err != nil {
 		return 0, err
 	}
@@ -201,6 +206,7 @@ type runner struct {
 	rp      *repartitioner // nil unless the pipeline repartitions
 	headers []expr.Header  // the line's headers, for expressions
 	offsets []int64        // the next offset of each partition
+	raw     []byte         // a binary value decoded from its base64
 	// lineAt and lineSize: where a line too long to keep starts and its
 	// length, for its dead letter (lineSize 0: the line is raw).
 	lineAt, lineSize int64
@@ -402,6 +408,12 @@ func (r *runner) run(eng *windowing.Engine) error {
 func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 	var now int64
 	dec := source.NewDecoder(r.opts.Pipeline)
+	if f := r.opts.Pipeline.Input.Format; f != config.JSON {
+		if r.opts.Registry == nil {
+			return fmt.Errorf("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in the configuration", r.opts.Pipeline.Name, f)
+		}
+		dec.WithSchemas(r.opts.Pipeline, r.opts.Registry)
+	}
 	var ev windowing.Event
 	var rec source.Record
 	lr := newLineReader(in)
@@ -579,7 +591,23 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	if !vv.Exists() {
 		return r.deadLetter("value is missing", rec.Partition, rec.Offset, line)
 	}
-	if vv.Type == gjson.String {
+	if dec.Binary() {
+		// Raw bytes, as {"base64": "..."} (docs/SEMANTICS.md, Replay).
+		b64 := vv.Get("base64")
+		if !vv.IsObject() || b64.Type != gjson.String {
+			return r.deadLetter(`value must be {"base64": "..."}, the record's bytes, for a pipeline of input.format `+r.opts.Pipeline.Input.Format.String(), rec.Partition, rec.Offset, line)
+		}
+		n := base64.StdEncoding.DecodedLen(len(b64.Str))
+		if cap(r.raw) < n {
+			r.raw = make([]byte, n)
+		}
+		m, err := base64.StdEncoding.Decode(r.raw[:n], bytesView(b64.Str))
+		if err != nil {
+			return r.deadLetter("value's base64 is not valid: "+err.Error(), rec.Partition, rec.Offset, line)
+		}
+		rec.Value = r.raw[:m]
+		found = false
+	} else if vv.Type == gjson.String {
 		rec.Value = bytesView(vv.Str)
 	} else {
 		// Part of the line, which is valid JSON: no second check.
@@ -601,7 +629,8 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		if errors.As(err, &de) {
 			return r.deadLetter(de.Error(), rec.Partition, rec.Offset, line)
 		}
-		return err
+		// The registry could not be asked (replay does not wait for it).
+		return fmt.Errorf("line %d: %w", r.line, err)
 	}
 	r.sum.Records++
 	if r.scan {

@@ -101,7 +101,7 @@ func TestInputByteOrderMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	input := "\xef\xbb\xbf" + `{"value":{"user":"u1","ts":1000}}` + "\n" + `{"value":{"user":"u1","ts":2000}}` + "\n"
-	n, err := ScanPartitions(&cfg.Pipelines[0], strings.NewReader(input))
+	n, err := ScanPartitions(&cfg.Pipelines[0], nil, strings.NewReader(input))
 	if err != nil || n != 1 {
 		t.Fatalf("partitions %d, %v", n, err)
 	}

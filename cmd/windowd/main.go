@@ -17,6 +17,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/replay"
+	"github.com/windowd/windowd/schema"
 )
 
 const usage = `windowd: event-time windowing for Kafka
@@ -152,6 +153,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	partitions := fs.Int("partitions", 0, "number of partitions (default: one more than the largest in the input)")
 	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
 	progress := fs.Bool("progress", false, "print progress lines among the panes (docs/SEMANTICS.md, Progress records)")
+	registryURL := fs.String("schema-registry", "", "schema registry URL for an avro or protobuf pipeline, whose lines' values are {\"base64\": \"...\"} (default: schema_registry.url of the configuration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -171,6 +173,15 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p, err := pickPipeline(cfg, *name)
 	if err != nil {
 		return fail("%v", err)
+	}
+	var reg *schema.Registry
+	if p.Input.Format != config.JSON || *registryURL != "" {
+		if *registryURL == "" && cfg.SchemaRegistry == nil {
+			return fail("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in %s", p.Name, p.Input.Format, cfg.File)
+		}
+		if reg, err = schema.FromConfig(cfg.SchemaRegistry, *registryURL); err != nil {
+			return fail("%v", err)
+		}
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "partitions" })
@@ -199,7 +210,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitions(p, replay.Interruptible(ctx, in)); err != nil {
+		if n, err = replay.ScanPartitions(p, reg, replay.Interruptible(ctx, in)); err != nil {
 			if ctx.Err() != nil {
 				return interrupted()
 			}
@@ -218,6 +229,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Out:        stdout,
 		Errs:       stderr,
 		Progress:   *progress,
+		Registry:   reg,
 	}
 	stopLive := func() {}
 	if term, ok := stderr.(*os.File); ok && isTerminal(term) {
