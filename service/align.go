@@ -34,6 +34,7 @@ type aligner struct {
 	pipeline string
 	m        *metrics
 	since    map[int32]time.Time // paused partitions: when last counted
+	wait     *registryWait       // its pauses are its own; nil: none
 }
 
 func newAligner(cl *kgo.Client, topic, pipeline string, m *metrics) *aligner {
@@ -46,7 +47,7 @@ func (a *aligner) step(wm *watermark.Frontier, now time.Time) {
 	// A partition the frontier forgot while paused resumes too: the
 	// client keeps a pause until it is lifted.
 	for _, part := range a.cl.PauseFetchPartitions(nil)[a.topic] {
-		if !wm.Paused(part) && !slices.Contains(resume, part) {
+		if !wm.Paused(part) && !slices.Contains(resume, part) && !a.wait.waiting(part) {
 			resume = append(resume, part)
 		}
 	}

@@ -52,6 +52,9 @@ type metrics struct {
 	progress      *prometheus.CounterVec
 	paused        *prometheus.GaugeVec
 	pausedSeconds *prometheus.CounterVec
+
+	// schema registry (docs/SEMANTICS.md, Input formats)
+	registryWaiting *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -106,8 +109,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while the partition is paused by watermark alignment (its watermark is more than max_drift ahead of the frontier)."}, pp),
 		pausedSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_partition_paused_seconds_total",
 			Help: "Time the partition spent paused by watermark alignment."}, pp),
+		registryWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_schema_registry_waiting_partitions",
+			Help: "Input partitions paused because the schema registry could not be asked for their next record's schema (stage: pipeline or repartition)."}, []string{"pipeline", "stage"}),
 	}
-	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds)
+	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,

@@ -17,6 +17,7 @@ import (
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -92,7 +93,12 @@ type pipeline struct {
 		revokesAtEnd int // revokes before the last transaction end began
 	}
 
-	align *aligner       // watermark.max_drift (align.go); nil: off
+	align *aligner // watermark.max_drift (align.go); nil: off
+	// reg and wait: the schema registry of an avro or protobuf input, and
+	// the partitions paused while it cannot be asked (registrywait.go);
+	// nil for JSON.
+	reg   *schema.Registry
+	wait  *registryWait
 	rp    *stage2        // repartition: true (repartition.go); nil otherwise
 	split *splitDetector // key.field without repartition: notices split keys
 
@@ -241,6 +247,13 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	}
 	p.dec = source.NewDecoder(cfg)
 	p.mu.ahead = newDecodeAhead(source.NewDecoder(cfg))
+	if cfg.Input.Format != config.JSON {
+		p.reg = deps.registry
+		p.dec.WithSchemas(cfg, p.reg)
+		p.mu.ahead.dec.WithSchemas(cfg, p.reg)
+		// Before the client joins the group: its callbacks read it.
+		p.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
+	}
 	p.panes = newPaneWriter(p.writePane)
 	base, err := kafka.ClientOpts(c, brokers, p.log)
 	if err != nil {
@@ -250,7 +263,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.baseOpts = base
 	if p.rp != nil {
 		orig := c.Pipeline(cfg.Name)
-		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, kafka.RepartitionPartitions(orig, inputs)); err != nil {
+		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, kafka.RepartitionPartitions(orig, inputs), deps.registry); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 		}
@@ -301,8 +314,12 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	}
 	p.adm = kadm.NewClient(p.cl)
 	p.prod = kafka.NewProducer(p.cl)
+	if p.wait != nil {
+		p.wait.cl = p.cl
+	}
 	if cfg.Watermark.MaxDrift > 0 {
 		p.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
+		p.align.wait = p.wait
 	}
 	p.m.ready.WithLabelValues(cfg.Name).Set(0)
 	return p, nil

@@ -97,6 +97,13 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		}
 		for i, r := range fp.Records {
 			if err = p.handleDecoded(r, p.mu.ahead.get(first+i), now.UnixMilli()); err != nil {
+				var wait *registryUnavailable
+				if errors.As(err, &wait) {
+					// The rest of the partition's poll comes again
+					// once the registry answers (registrywait.go).
+					p.wait.hold(r, wait.un, p.now())
+					err = nil
+				}
 				return
 			}
 			if p.eng.NeedsCheckpoint() {
@@ -148,6 +155,14 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	if err := p.releaseGated(); err != nil {
 		return fmt.Errorf("engine: %w", err)
+	}
+	if p.wait != nil {
+		var aligned func(int32) bool
+		if p.align != nil {
+			aligned = p.eng.Watermarks().Paused
+		}
+		p.wait.step(p.now(), aligned)
+		p.wait.recovered(p.reg)
 	}
 	if p.align != nil {
 		p.align.step(p.eng.Watermarks(), p.now())

@@ -237,6 +237,9 @@ func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
 }
 
 func (p *pipeline) release(parts []int32) {
+	if p.wait != nil {
+		p.wait.forget(parts)
+	}
 	for _, part := range parts {
 		delete(p.mu.gated, part)
 		p.eng.Revoke(part)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 )
@@ -33,6 +34,18 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 // ahead), or done here when d is nil (mu held).
 func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	part := p.mu.parts[r.Partition] // assigned: step skips the others
+	if marker, _ := repartitionHeaders(r); p.rp == nil || !marker {
+		if d == nil {
+			d = &p.mu.inline
+			decodeRecord(p.dec, r, d, now)
+		}
+		// Before anything takes the record in (stage 2's duplicate
+		// check included): it comes again (registrywait.go).
+		var un *schema.Unavailable
+		if errors.As(d.err, &un) {
+			return &registryUnavailable{un}
+		}
+	}
 	if p.rp != nil {
 		done, err := p.stage2Record(r, now)
 		if err != nil {
@@ -46,10 +59,6 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	}
 	part.in.Inc()
 	p.mu.cur = r
-	if d == nil {
-		d = &p.mu.inline
-		decodeRecord(p.dec, r, d, now)
-	}
 	ev := &d.ev
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if d.err == source.ErrFiltered {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/schema"
 )
 
 // Options are the process-level dependencies of Run.
@@ -59,6 +60,9 @@ type deps struct {
 	now     func() time.Time
 	stdout  *lockedWriter
 	faults  Faults
+	// registry: the schemas of avro and protobuf pipelines; nil when
+	// every pipeline reads JSON.
+	registry *schema.Registry
 }
 
 // Run runs every pipeline of cfg until ctx is done, then shuts down within
@@ -82,6 +86,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 	}
 	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
+	for _, p := range cfg.Pipelines {
+		if p.Input.Format != config.JSON && d.registry == nil {
+			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
+			if err != nil {
+				return err
+			}
+			d.registry = r
+			registerRegistryMetrics(reg, d.registry)
+			log.Info("schema registry", zap.String("url", d.registry.URL()))
+		}
+	}
 
 	brokers := opts.Brokers
 	if len(brokers) == 0 {

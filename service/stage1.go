@@ -16,6 +16,7 @@ import (
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/windowing"
@@ -24,17 +25,21 @@ import (
 // repartitioner is stage 1 of a repartitioned pipeline (the overview is in
 // stage2.go).
 type repartitioner struct {
-	cfg    *config.Pipeline // the pipeline as configured: the input topic and group
-	log    *zap.Logger
-	m      *metrics
-	now    func() time.Time
-	cl     *kgo.Client
-	adm    *kadm.Client
-	prod   *kafka.Producer // cl's repartitioned records and dead letters
-	dec    *source.Decoder
-	topic  string   // the repartition topic
-	n      int32    // its partitions
-	align  *aligner // watermark.max_drift over the input partitions (align.go); nil: off
+	cfg   *config.Pipeline // the pipeline as configured: the input topic and group
+	log   *zap.Logger
+	m     *metrics
+	now   func() time.Time
+	cl    *kgo.Client
+	adm   *kadm.Client
+	prod  *kafka.Producer // cl's repartitioned records and dead letters
+	dec   *source.Decoder
+	topic string   // the repartition topic
+	n     int32    // its partitions
+	align *aligner // watermark.max_drift over the input partitions (align.go); nil: off
+	// reg and wait: the schema registry of an avro or protobuf input, and
+	// the partitions paused while it cannot be asked (registrywait.go).
+	reg    *schema.Registry
+	wait   *registryWait
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -54,10 +59,15 @@ type repartitioner struct {
 	}
 }
 
-func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32) (*repartitioner, error) {
+func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32, reg *schema.Registry) (*repartitioner, error) {
 	r := &repartitioner{
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
-		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions,
+		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg,
+	}
+	if cfg.Input.Format != config.JSON {
+		r.dec.WithSchemas(cfg, reg)
+		// Before the client joins the group: its callbacks read it.
+		r.wait = newRegistryWait(cfg.Input.Topic, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
 	}
 	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -77,8 +87,12 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 		return nil, err
 	}
 	r.cl, r.adm, r.prod = cl, kadm.NewClient(cl), kafka.NewProducer(cl)
+	if r.wait != nil {
+		r.wait.cl = cl
+	}
 	if cfg.Watermark.MaxDrift > 0 {
 		r.align = newAligner(cl, cfg.Input.Topic, cfg.Name, m)
+		r.align.wait = r.wait
 	}
 	return r, nil
 }
@@ -131,6 +145,9 @@ func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string
 }
 
 func (r *repartitioner) forget(parts []int32) {
+	if r.wait != nil {
+		r.wait.forget(parts)
+	}
 	for _, part := range parts {
 		r.mu.stage1.Forget(part)
 		delete(r.mu.parts, part)
@@ -183,9 +200,22 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 			st.end = fp.HighWatermark
 		}
 		for _, rec := range fp.Records {
-			r.handle(rec, st, nowMS)
+			if un := r.handle(rec, st, nowMS); un != nil {
+				// The rest of the partition's poll comes again once
+				// the registry answers (registrywait.go).
+				r.wait.hold(rec, un, now)
+				return
+			}
 		}
 	})
+	if r.wait != nil {
+		var aligned func(int32) bool
+		if r.align != nil {
+			aligned = r.mu.stage1.Watermarks().Paused
+		}
+		r.wait.step(now, aligned)
+		r.wait.recovered(r.reg)
+	}
 	if now.Sub(r.mu.lastEnds) >= endsInterval {
 		r.mu.lastEnds = now
 		// The group's offsets of newly assigned partitions arrive after
@@ -213,20 +243,26 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 }
 
 // handle writes one input record to the repartition topic, or to the
-// dead-letter topic when it cannot be decoded (mu held).
-func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
+// dead-letter topic when it cannot be decoded (mu held). When the schema
+// registry cannot be asked for the record's schema it does nothing with
+// it and returns why.
+func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) *schema.Unavailable {
 	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli(), Now: now}
 	if r.dec.UsesExpressions() && len(in.Headers) > 0 {
 		r.mu.headers = headers(in.Headers, r.mu.headers[:0])
 		r.mu.rec.Headers = r.mu.headers
 	}
-	st.position = in.Offset + 1
 	err := r.dec.Decode(&r.mu.rec, &r.mu.ev)
+	var un *schema.Unavailable
+	if errors.As(err, &un) {
+		return un
+	}
+	st.position = in.Offset + 1
 	if err == source.ErrFiltered {
 		// Not an event: neither forwarded nor observed
 		// (docs/SEMANTICS.md, Expressions).
 		st.filtered.Inc()
-		return
+		return nil
 	}
 	if err != nil {
 		var de *source.DecodeError
@@ -238,7 +274,7 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 		d := sink.DivertedRecord(r.cfg.DeadLetterTopic, reason, in)
 		d.Partition = in.Partition
 		r.produce(d)
-		return
+		return nil
 	}
 	st.in.Inc()
 	headers := make([]kgo.RecordHeader, 0, len(in.Headers)+1)
@@ -249,6 +285,7 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) {
 		Key: []byte(r.mu.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
 	})
 	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.ev.Time, now)
+	return nil
 }
 
 func (r *repartitioner) produce(rec *kgo.Record) { r.prod.Produce(r.ctx, rec) }
