@@ -1,0 +1,383 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/replay"
+	"github.com/windowd/windowd/schema"
+)
+
+// registryURL is the schema registry the format tests use: a real one
+// (WINDOWD_SCHEMA_REGISTRY, which .ci/run sets from
+// scripts/schema-registry.sh: Apicurio Registry's Confluent-compatible
+// API), else pkg/sr's in-process fake registry.
+func registryURL(t *testing.T) string {
+	if u := os.Getenv("WINDOWD_SCHEMA_REGISTRY"); u != "" {
+		return u
+	}
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	t.Logf("no WINDOWD_SCHEMA_REGISTRY: pkg/sr's in-process fake registry at %s", fake.URL())
+	return fake.URL()
+}
+
+// srClient is a registry client for registering the tests' schemas.
+func srClient(t *testing.T, url string) *sr.Client {
+	cl, err := sr.NewClient(sr.URLs(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func register(t *testing.T, cl *sr.Client, subject string, s sr.Schema) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ss, err := cl.CreateSchema(ctx, subject, s)
+	if err != nil {
+		t.Fatalf("register %s: %v", subject, err)
+	}
+	return ss.ID
+}
+
+func wireHeader(id int, index ...byte) []byte {
+	return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, index...)
+}
+
+// formatEvent is one test event; encode turns it into a wire-format value
+// of the schema version v (0 or 1).
+type formatEvent struct {
+	user string
+	ts   int64
+	x    int64
+}
+
+// encoder writes events in one format, two schema versions.
+type encoder func(ev formatEvent, v int) []byte
+
+// avroEncoder registers two versions of an Avro event schema (v2 adds
+// a field with a default) under subject.
+func avroEncoder(t *testing.T, cl *sr.Client, subject string) encoder {
+	v1 := `{"type":"record","name":"Event","namespace":"windowd.test","fields":[{"name":"user","type":"string"},` +
+		`{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},{"name":"x","type":"long"}]}`
+	v2 := strings.Replace(v1, `{"name":"x","type":"long"}`, `{"name":"x","type":"long"},{"name":"note","type":"string","default":""}`, 1)
+	var ids [2]int
+	var schemas [2]avro.Schema
+	for i, s := range []string{v1, v2} {
+		ids[i] = register(t, cl, subject, sr.Schema{Schema: s, Type: sr.TypeAvro})
+		schemas[i] = avro.MustParse(s)
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("two schema versions got one id %d", ids[0])
+	}
+	return func(ev formatEvent, v int) []byte {
+		m := map[string]any{"user": ev.user, "ts": time.UnixMilli(ev.ts).UTC(), "x": ev.x}
+		if v == 1 {
+			m["note"] = "v2"
+		}
+		b, err := avro.Marshal(schemas[v], m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(wireHeader(ids[v]), b...)
+	}
+}
+
+// protobufEncoder registers two versions of a Protobuf event schema under
+// subject: v1 a single message (the [0] index shortcut), v2 with another
+// message before the event (index [1]) and a field whose type comes from
+// a referenced subject.
+func protobufEncoder(t *testing.T, cl *sr.Client, subject string) encoder {
+	common := `syntax = "proto3";
+package windowd.common;
+message Tag { string name = 1; }
+`
+	v1 := `syntax = "proto3";
+package windowd.test;
+import "google/protobuf/timestamp.proto";
+message Event { string user = 1; google.protobuf.Timestamp ts = 2; int64 x = 3; }
+`
+	v2 := `syntax = "proto3";
+package windowd.test;
+import "google/protobuf/timestamp.proto";
+import "common.proto";
+message Other { string a = 1; }
+message Event { string user = 1; google.protobuf.Timestamp ts = 2; int64 x = 3; windowd.common.Tag tag = 4; }
+`
+	commonSubject := subject + "-common"
+	register(t, cl, commonSubject, sr.Schema{Schema: common, Type: sr.TypeProtobuf})
+	ids := [2]int{
+		register(t, cl, subject, sr.Schema{Schema: v1, Type: sr.TypeProtobuf}),
+		register(t, cl, subject, sr.Schema{Schema: v2, Type: sr.TypeProtobuf,
+			References: []sr.SchemaReference{{Name: "common.proto", Subject: commonSubject, Version: 1}}}),
+	}
+	var events [2]protoreflect.MessageDescriptor
+	for i, text := range []string{v1, v2} {
+		// One compiler each: both versions define windowd.test.Event.
+		comp := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+			Accessor: protocompile.SourceAccessorFromMap(map[string]string{"event.proto": text, "common.proto": common})})}
+		files, err := comp.Compile(context.Background(), "event.proto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[i] = files[0].Messages().ByName("Event")
+	}
+	return func(ev formatEvent, v int) []byte {
+		md := events[v]
+		m := dynamicpb.NewMessage(md)
+		m.Set(md.Fields().ByName("user"), protoreflect.ValueOfString(ev.user))
+		m.Set(md.Fields().ByName("ts"), protoreflect.ValueOfMessage(timestamppb.New(time.UnixMilli(ev.ts)).ProtoReflect()))
+		m.Set(md.Fields().ByName("x"), protoreflect.ValueOfInt64(ev.x))
+		index := []byte{0}
+		if v == 1 {
+			tag := dynamicpb.NewMessage(md.Fields().ByName("tag").Message())
+			tag.Set(tag.Descriptor().Fields().ByName("name"), protoreflect.ValueOfString("v2"))
+			m.Set(md.Fields().ByName("tag"), protoreflect.ValueOfMessage(tag))
+			index = []byte{2, 2} // one index, 1 (zigzag varints)
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(wireHeader(ids[v], index...), b...)
+	}
+}
+
+// formatEnv is newEnv with the pipeline reading format from the registry
+// at url, allowed_lateness 0s.
+func formatEnv(t *testing.T, format, url string) *env {
+	e := newEnv(t, 2, "")
+	cfg := readFile(t, e.cfgPath)
+	for old, repl := range map[string]string{
+		"pipelines:\n":                "schema_registry: {url: \"" + url + "\"}\npipelines:\n",
+		"group: " + e.group + "}":     "group: " + e.group + ", format: " + format + "}",
+		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+		"      late: {every: 0s}\n":   "",
+	} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("pipeline config has no %q", old)
+		}
+		cfg = strings.Replace(cfg, old, repl, 1)
+	}
+	writeFile(t, e.cfgPath, cfg)
+	c, err := config.Load(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = c
+	return e
+}
+
+// formatStream is a test stream of both schema versions, in order per
+// partition within max_delay (nothing is late), ending with a record per
+// partition far ahead that closes every window.
+func formatStream(enc encoder, partitions int32, n int) []input {
+	rng := rand.New(rand.NewSource(5))
+	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	var recs []input
+	for i := 0; i < n; i++ {
+		p := int32(i) % partitions
+		u := fmt.Sprintf("u%d-%d", p, rng.Intn(5))
+		ev := formatEvent{user: u, ts: from + int64(i)*300 - int64(rng.Intn(1500)), x: int64(rng.Intn(100))}
+		recs = append(recs, input{partition: p, key: u, value: string(enc(ev, i%2))})
+	}
+	for p := int32(0); p < partitions; p++ {
+		k := fmt.Sprintf("flush-%d", p)
+		recs = append(recs, input{partition: p, key: k, value: string(enc(formatEvent{user: k, ts: from + int64(n)*300 + 600_000}, 0))})
+	}
+	return recs
+}
+
+// replayFormat replays recs (values as {"base64": ...}) with the registry
+// at url, and returns the panes.
+func replayFormat(t *testing.T, p *config.Pipeline, url string, recs []input, partitions int) []string {
+	t.Helper()
+	reg, err := schema.New(schema.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&in, "{\"partition\":%d,\"value\":{\"base64\":%q}}\n", r.partition, base64.StdEncoding.EncodeToString([]byte(r.value)))
+	}
+	var out, errs strings.Builder
+	if _, err := replay.Run(replay.Options{Pipeline: p, Input: strings.NewReader(in.String()), Partitions: partitions,
+		StateDir: filepath.Join(t.TempDir(), "replay"), Out: &out, Errs: &errs, Registry: reg}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if errs.Len() > 0 {
+		t.Fatalf("replay reported errors (the stream has no late or bad record): %s", errs.String())
+	}
+	// The flush records' own windows close only at the end of input.
+	var panes []string
+	for _, p := range lines(out.String()) {
+		if !strings.Contains(p, `"key":"flush-`) {
+			panes = append(panes, p)
+		}
+	}
+	return panes
+}
+
+// TestFormatsAgainstRegistry: Avro and Protobuf topics, two schema versions
+// each, with schemas from the registry. windowd run writes the panes
+// replay computes for the same bytes, and each kind of bad record (no
+// magic byte, an unknown schema id, a payload its schema does not read) is
+// a dead letter with its reason while the rest flows on.
+func TestFormatsAgainstRegistry(t *testing.T) {
+	for _, format := range []string{"avro", "protobuf"} {
+		t.Run(format, func(t *testing.T) {
+			parallel(t, 15*time.Second)
+			url := registryURL(t)
+			cl := srClient(t, url)
+			subject := uniqueName(t, "value")
+			enc := avroEncoder
+			if format == "protobuf" {
+				enc = protobufEncoder
+			}
+			e := formatEnv(t, format, url)
+			stream := formatStream(enc(t, cl, subject), e.partitions, 400)
+			want := replayFormat(t, &e.cfg.Pipelines[0], url, stream, int(e.partitions))
+			if finalCount(want) < 20 {
+				t.Fatalf("test stream too small: %d final panes", finalCount(want))
+			}
+			good := stream[0].value
+			head := 5 // the header of a v1 value: with the message index [0] for Protobuf
+			if format == "protobuf" {
+				head = 6
+			}
+			bad := []struct{ value, reason string }{
+				{`{"user":"u0-0","ts":1}`, "not the magic byte 0"},
+				{string(wireHeader(1<<30)) + good[5:], "schema id 1073741824 is not in the registry"},
+				{good[:head] + "\xff\xff\xff", "value does not decode with schema id"},
+			}
+			var recs []input
+			for i, r := range stream {
+				recs = append(recs, r)
+				if i == len(stream)/2 {
+					for _, b := range bad {
+						recs = append(recs, input{partition: 0, key: "bad", value: b.value})
+					}
+				}
+			}
+			inst := e.startInProcess()
+			produce(t, e.in, recs)
+			checkAgainstReplay(t, e, want)
+			dlq := e.reader(e.dlq)
+			dlq.readUntil(t, "3 dead letters", 30*time.Second, func(got []outRecord) bool { return len(got) >= len(bad) })
+			for i, b := range bad {
+				if got := dlq.got[i]; got.value != b.value || !strings.Contains(got.headers["error"], b.reason) {
+					t.Errorf("dead letter %d: error %q, want one saying %q (value kept as it was: %v)", i, got.headers["error"], b.reason, got.value == b.value)
+				}
+			}
+			if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
+				t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
+			}
+			if err := inst.stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRegistryOutagePausesConsumption: the registry cannot be reached
+// (a proxy in front of it answers 503, then refuses connections) when
+// windowd starts on an Avro topic. No record is dead-lettered and none
+// is taken in: the partitions wait, windowd_schema_registry_up is 0 and
+// windowd_schema_registry_waiting_partitions counts them. Once the proxy
+// passes requests again, every pane replay computes is written, with
+// allowed_lateness 0s and nothing dropped as late: the paused partitions
+// resumed from the record that waited.
+func TestRegistryOutagePausesConsumption(t *testing.T) {
+	parallel(t, 25*time.Second)
+	regURL := registryURL(t)
+	target, err := url.Parse(regURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Int32 // 0 up, 1 answers 503, 2 closes connections
+	down.Store(1)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch down.Load() {
+		case 1:
+			http.Error(w, `{"error_code":50302,"message":"registry restarting"}`, http.StatusServiceUnavailable)
+		case 2:
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+				}
+			}
+		default:
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	defer proxy.Close()
+
+	e := formatEnv(t, "avro", proxy.URL) // the proxy adds the registry's path
+	stream := formatStream(avroEncoder(t, srClient(t, regURL), uniqueName(t, "value")), e.partitions, 300)
+	want := replayFormat(t, &e.cfg.Pipelines[0], regURL, stream, int(e.partitions))
+
+	inst := e.startInProcess()
+	produce(t, e.in, stream)
+	waitFor(t, "both partitions waiting for the registry", 30*time.Second, func() bool {
+		v, _ := inst.metric(t, "windowd_schema_registry_waiting_partitions")
+		return v == float64(e.partitions)
+	})
+	down.Store(2)
+	// Retries, against a registry that refuses connections now.
+	waitFor(t, "a retry after the backoff", 30*time.Second, func() bool {
+		v, _ := inst.metric(t, "windowd_schema_registry_failures_total")
+		return v >= 3
+	})
+	if v, _ := inst.metric(t, "windowd_schema_registry_up"); v != 0 {
+		t.Fatalf("windowd_schema_registry_up = %v during the outage, want 0", v)
+	}
+	for _, m := range []string{"windowd_dead_letters_total", "windowd_records_in_total"} {
+		if v, _ := inst.metric(t, m); v != 0 {
+			t.Fatalf("%s = %v during the outage, want 0", m, v)
+		}
+	}
+	down.Store(0)
+	checkAgainstReplay(t, e, want)
+	if v, _ := inst.metric(t, "windowd_schema_registry_up"); v != 1 {
+		t.Fatalf("windowd_schema_registry_up = %v after the outage, want 1", v)
+	}
+	if v, _ := inst.metric(t, "windowd_schema_registry_waiting_partitions"); v != 0 {
+		t.Fatalf("windowd_schema_registry_waiting_partitions = %v after the outage", v)
+	}
+	for _, m := range []string{"windowd_dead_letters_total", "windowd_late_dropped_total"} {
+		if v, _ := inst.metric(t, m); v != 0 {
+			t.Fatalf("%s = %v, want 0", m, v)
+		}
+	}
+	if v, _ := inst.metric(t, "windowd_records_in_total"); v != float64(len(stream)) {
+		t.Fatalf("windowd_records_in_total = %v, want %d (each record taken in once)", v, len(stream))
+	}
+	if err := inst.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
