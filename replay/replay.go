@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -593,19 +594,11 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	}
 	if dec.Binary() {
 		// Raw bytes, as {"base64": "..."} (docs/SEMANTICS.md, Replay).
-		b64 := vv.Get("base64")
-		if !vv.IsObject() || b64.Type != gjson.String {
-			return r.deadLetter(`value must be {"base64": "..."}, the record's bytes, for a pipeline of input.format `+r.opts.Pipeline.Input.Format.String(), rec.Partition, rec.Offset, line)
+		raw, why := r.base64Value(vv)
+		if why != "" {
+			return r.deadLetter(why, rec.Partition, rec.Offset, line)
 		}
-		n := base64.StdEncoding.DecodedLen(len(b64.Str))
-		if cap(r.raw) < n {
-			r.raw = make([]byte, n)
-		}
-		m, err := base64.StdEncoding.Decode(r.raw[:n], bytesView(b64.Str))
-		if err != nil {
-			return r.deadLetter("value's base64 is not valid: "+err.Error(), rec.Partition, rec.Offset, line)
-		}
-		rec.Value = r.raw[:m]
+		rec.Value = raw
 		found = false
 	} else if vv.Type == gjson.String {
 		rec.Value = bytesView(vv.Str)
@@ -642,6 +635,41 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		return r.rp.record(eng, ev, *now)
 	}
 	return eng.Record(ev, *now)
+}
+
+// base64Value decodes the member "base64" of v, a line's value, into
+// r.raw; or says why it cannot. The usual value, {"base64":"..."} alone,
+// is decoded without parsing it first; if that fails (another member, an
+// escape), the object is parsed.
+func (r *runner) base64Value(v gjson.Result) ([]byte, string) {
+	const prefix, suffix = `{"base64":"`, `"}`
+	if raw := v.Raw; len(raw) >= len(prefix)+len(suffix) && strings.HasPrefix(raw, prefix) && strings.HasSuffix(raw, suffix) {
+		if b, err := r.decodeBase64(raw[len(prefix) : len(raw)-len(suffix)]); err == nil {
+			return b, ""
+		}
+	}
+	var b64 gjson.Result
+	if v.IsObject() {
+		b64 = v.Get("base64")
+	}
+	if b64.Type != gjson.String {
+		return nil, `value must be {"base64": "..."}, the record's bytes, for a pipeline of input.format ` + r.opts.Pipeline.Input.Format.String()
+	}
+	b, err := r.decodeBase64(b64.Str)
+	if err != nil {
+		return nil, "value's base64 is not valid: " + err.Error()
+	}
+	return b, ""
+}
+
+// decodeBase64 decodes s into r.raw.
+func (r *runner) decodeBase64(s string) ([]byte, error) {
+	n := base64.StdEncoding.DecodedLen(len(s))
+	if cap(r.raw) < n {
+		r.raw = make([]byte, n)
+	}
+	m, err := base64.StdEncoding.Decode(r.raw[:n], bytesView(s))
+	return r.raw[:m], err
 }
 
 // wholeNumber reads an integral JSON number.

@@ -100,12 +100,18 @@ func (r *avroReader) bytes() []byte {
 // avroOp reads one value of its schema node and appends its JSON.
 type avroOp func(r *avroReader, b []byte) []byte
 
-// avroProgram is a compiled Avro schema.
-type avroProgram struct{ op avroOp }
+// avroProgram is a compiled Avro schema. Unlike a Protobuf program it is
+// used by one Decoder only, so its reader is reused.
+type avroProgram struct {
+	op avroOp
+	r  avroReader
+}
 
 func (p *avroProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, error) {
-	r := avroReader{buf: payload, ts: ts}
-	out := p.op(&r, dst)
+	p.r = avroReader{buf: payload, ts: ts}
+	r := &p.r
+	out := p.op(r, dst)
+	p.r.buf, p.r.ts = nil, nil
 	if r.err != nil {
 		return dst, r.err
 	}
@@ -117,8 +123,10 @@ func (p *avroProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, erro
 
 // newAvroProgram compiles s. tsPath is the pipeline's timestamp field: a
 // timestamp logical type there sets the record's Instant.
-func newAvroProgram(s avro.Schema, tsPath []string) (program, error) {
-	c := &avroCompiler{tsPath: tsPath, named: map[string]*avroOp{}}
+// keep says which fields of the top record are written (nil: all); the
+// others are read past without writing them.
+func newAvroProgram(s avro.Schema, tsPath []string, keep func(string) bool) (program, error) {
+	c := &avroCompiler{tsPath: tsPath, keep: keep, named: map[string]*avroOp{}, skipped: map[string]*avroOp{}}
 	op, err := c.compile(s, []string{})
 	if err != nil {
 		return nil, err
@@ -131,10 +139,13 @@ func newAvroProgram(s avro.Schema, tsPath []string) (program, error) {
 
 type avroCompiler struct {
 	tsPath []string
+	keep   func(string) bool // the top record's fields to write; nil: all
+	top    bool              // the top record is compiled
 	// named: the op of each record compiled so far, by full name (and
 	// path, on the timestamp's route), so that a recursive schema refers
 	// to its record's op instead of compiling it forever.
-	named map[string]*avroOp
+	named   map[string]*avroOp
+	skipped map[string]*avroOp // the same for skip
 }
 
 // compile returns the op of s at path (the field names from the top
@@ -223,14 +234,29 @@ func (c *avroCompiler) record(s *avro.RecordSchema, path []string) (avroOp, erro
 	}
 	self := new(avroOp)
 	c.named[key] = self
+	keep := c.keep
+	if c.top {
+		keep = nil // only the top record's fields are chosen
+	}
+	c.top = true
 	fields := s.Fields()
 	names := make([][]byte, len(fields))
 	ops := make([]avroOp, len(fields))
+	written := 0
 	for i, f := range fields {
+		if keep != nil && !keep(f.Name()) {
+			op, err := c.skip(f.Type())
+			if err != nil {
+				return nil, err
+			}
+			ops[i] = op
+			continue
+		}
 		name := windowing.AppendJSONString(nil, f.Name())
-		if i > 0 {
+		if written > 0 {
 			name = append([]byte{','}, name...)
 		}
+		written++
 		names[i] = append(name, ':')
 		var sub []string
 		if path != nil {
@@ -256,6 +282,67 @@ func (c *avroCompiler) record(s *avro.RecordSchema, path []string) (avroOp, erro
 		return append(b, '}')
 	}
 	return *self, nil
+}
+
+// skip returns an op that reads a value of s and writes nothing: a field
+// no lookup needs costs no formatting.
+func (c *avroCompiler) skip(s avro.Schema) (avroOp, error) {
+	switch s := s.(type) {
+	case *avro.NullSchema:
+		return func(_ *avroReader, b []byte) []byte { return b }, nil
+	case *avro.PrimitiveSchema:
+		switch s.Type() {
+		case avro.Boolean:
+			return func(r *avroReader, b []byte) []byte { r.next(1); return b }, nil
+		case avro.Int, avro.Long:
+			return func(r *avroReader, b []byte) []byte { r.long(); return b }, nil
+		case avro.Float:
+			return func(r *avroReader, b []byte) []byte { r.next(4); return b }, nil
+		case avro.Double:
+			return func(r *avroReader, b []byte) []byte { r.next(8); return b }, nil
+		default: // bytes, string
+			return func(r *avroReader, b []byte) []byte { r.bytes(); return b }, nil
+		}
+	case *avro.FixedSchema:
+		n := s.Size()
+		return func(r *avroReader, b []byte) []byte { r.next(n); return b }, nil
+	case *avro.EnumSchema:
+		return func(r *avroReader, b []byte) []byte { r.long(); return b }, nil
+	case *avro.RefSchema:
+		return c.skip(s.Schema())
+	case *avro.RecordSchema:
+		if op, ok := c.skipped[s.FullName()]; ok {
+			return func(r *avroReader, b []byte) []byte { return (*op)(r, b) }, nil
+		}
+		self := new(avroOp)
+		c.skipped[s.FullName()] = self
+		ops := make([]avroOp, len(s.Fields()))
+		for i, f := range s.Fields() {
+			op, err := c.skip(f.Type())
+			if err != nil {
+				return nil, err
+			}
+			ops[i] = op
+		}
+		*self = func(r *avroReader, b []byte) []byte {
+			if r.depth++; r.depth > maxAvroDepth {
+				r.fail(errTooDeep)
+				return b
+			}
+			for _, op := range ops {
+				b = op(r, b)
+			}
+			r.depth--
+			return b
+		}
+		return *self, nil
+	}
+	// Unions, arrays and maps: written, then cut off again.
+	op, err := c.compile(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(r *avroReader, b []byte) []byte { n := len(b); return op(r, b)[:n] }, nil
 }
 
 func appendPath(b []byte, path []string) []byte {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
@@ -95,7 +96,7 @@ func TestAvroMapping(t *testing.T) {
 		"dur":      avro.LogicalDuration{Months: 1, Days: 2, Milliseconds: 3},
 	}
 	b := wire(t, fake, "orders-value", allTypes, v)
-	d := NewDecoder(reg, config.Avro, "ts")
+	d := NewDecoder(reg, config.Avro, "ts", nil)
 	out, ts, err := d.AppendJSON(nil, b)
 	if err != nil {
 		t.Fatal(err)
@@ -113,13 +114,26 @@ func TestAvroMapping(t *testing.T) {
 	if !ts.OK || ts.MS != 1767225600123 {
 		t.Fatalf("instant %+v", ts)
 	}
+	// Keeping one field reads past every other (each type's skip) and
+	// writes that field alone, as the full object has it.
+	full := gjson.ParseBytes(out)
+	full.ForEach(func(k, v gjson.Result) bool {
+		got, _, err := NewDecoder(reg, config.Avro, "", []string{k.Str}).AppendJSON(nil, b)
+		if want := `{"` + k.Str + `":` + v.Raw + `}`; err != nil || string(got) != want {
+			t.Errorf("keeping %s: got %s, %v; want %s", k.Str, got, err, want)
+		}
+		return true
+	})
+	if got, _, err := NewDecoder(reg, config.Avro, "", []string{}).AppendJSON(nil, b); err != nil || string(got) != "{}" {
+		t.Errorf("keeping nothing: got %s, %v", got, err)
+	}
 	// timestamp-micros floors: -1 µs is in the millisecond before 0.
-	d = NewDecoder(reg, config.Avro, "ts_us")
+	d = NewDecoder(reg, config.Avro, "ts_us", nil)
 	if _, ts, _ = d.AppendJSON(nil, b); !ts.OK || ts.MS != -1 {
 		t.Fatalf("ts_us instant %+v", ts)
 	}
 	// A long that is not a timestamp type is no instant: the format reads it.
-	d = NewDecoder(reg, config.Avro, "big")
+	d = NewDecoder(reg, config.Avro, "big", nil)
 	if _, ts, _ = d.AppendJSON(nil, b); ts.OK {
 		t.Fatalf("big instant %+v", ts)
 	}
@@ -129,7 +143,7 @@ func TestAvroNaNAndNestedInstant(t *testing.T) {
 	fake, reg := newTestRegistry(t)
 	s := `{"type":"record","name":"E","fields":[{"name":"x","type":"double"},{"name":"meta","type":["null",{"type":"record","name":"M","fields":[{"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}}]}]}]}`
 	b := wire(t, fake, "e-value", s, map[string]any{"x": math.Inf(-1), "meta": map[string]any{"M": map[string]any{"at": time.UnixMilli(5).UTC()}}})
-	out, ts, err := NewDecoder(reg, config.Avro, "meta.at").AppendJSON(nil, b)
+	out, ts, err := NewDecoder(reg, config.Avro, "meta.at", nil).AppendJSON(nil, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +151,7 @@ func TestAvroNaNAndNestedInstant(t *testing.T) {
 		t.Fatalf("got %s %+v", out, ts)
 	}
 	b = wire(t, fake, "e-value", s, map[string]any{"x": math.NaN(), "meta": nil})
-	out, ts, err = NewDecoder(reg, config.Avro, "meta.at").AppendJSON(nil, b)
+	out, ts, err = NewDecoder(reg, config.Avro, "meta.at", nil).AppendJSON(nil, b)
 	if err != nil || string(out) != `{"x":null,"meta":null}` || ts.OK {
 		t.Fatalf("got %s %+v %v", out, ts, err)
 	}
@@ -150,7 +164,7 @@ func TestAvroEvolution(t *testing.T) {
 	v2 := `{"type":"record","name":"O","fields":[{"name":"id","type":"string"},{"name":"amount","type":"double","default":0}]}`
 	a := wire(t, fake, "o-value", v1, map[string]any{"id": "a"})
 	b := wire(t, fake, "o-value", v2, map[string]any{"id": "b", "amount": 2.5})
-	d := NewDecoder(reg, config.Avro, "")
+	d := NewDecoder(reg, config.Avro, "", nil)
 	for _, c := range []struct {
 		v    []byte
 		want string
@@ -178,7 +192,7 @@ func TestAvroReferencesAndRecursion(t *testing.T) {
 	// Hand-encoded: home.city "a", next: User{home.city "b", next null}.
 	payload := []byte{2, 'a', 2, 2, 'b', 0}
 	v := append([]byte{0, 0, 0, 0, byte(id)}, payload...)
-	out, _, err := NewDecoder(reg, config.Avro, "").AppendJSON(nil, v)
+	out, _, err := NewDecoder(reg, config.Avro, "", nil).AppendJSON(nil, v)
 	if err != nil || string(out) != `{"home":{"city":"a"},"next":{"home":{"city":"b"},"next":null}}` {
 		t.Fatalf("got %s, %v", out, err)
 	}
@@ -209,7 +223,7 @@ func TestAvroBadRecords(t *testing.T) {
 		{"items", append(hdr, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), "more array or map items than the value has bytes"},
 	}
 	for _, c := range cases {
-		d := NewDecoder(reg, config.Avro, "")
+		d := NewDecoder(reg, config.Avro, "", nil)
 		_, _, err := d.AppendJSON(nil, c.v)
 		var br *BadRecord
 		if !errors.As(err, &br) || !strings.Contains(br.Reason, c.want) {
@@ -221,7 +235,7 @@ func TestAvroBadRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = NewDecoder(reg, config.Avro, "").AppendJSON(nil, []byte{0, 0, 0, 0, byte(pid), 0})
+	_, _, err = NewDecoder(reg, config.Avro, "", nil).AppendJSON(nil, []byte{0, 0, 0, 0, byte(pid), 0})
 	if err == nil || !strings.Contains(err.Error(), "is a PROTOBUF schema, but input.format is avro") {
 		t.Fatalf("got %v", err)
 	}
@@ -238,7 +252,7 @@ func TestAvroDeepRecursionBounded(t *testing.T) {
 		v = append(v, 2) // branch 1: another L
 	}
 	v = append(v, 0)
-	_, _, err = NewDecoder(reg, config.Avro, "").AppendJSON(nil, v)
+	_, _, err = NewDecoder(reg, config.Avro, "", nil).AppendJSON(nil, v)
 	if err == nil || !strings.Contains(err.Error(), "nested more than 10000 levels deep") {
 		t.Fatalf("got %v", err)
 	}
@@ -254,7 +268,7 @@ func TestRegistryOutage(t *testing.T) {
 	_ = reg0
 	s := `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
 	cached := wire(t, fake, "r-value", s, map[string]any{"a": int64(1)})
-	d := NewDecoder(reg, config.Avro, "")
+	d := NewDecoder(reg, config.Avro, "", nil)
 	if _, _, err := d.AppendJSON(nil, cached); err != nil {
 		t.Fatal(err)
 	}

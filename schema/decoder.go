@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,9 +23,11 @@ const maxPrograms = 1024
 type Decoder struct {
 	reg    *Registry
 	format config.Format
-	tsPath []string // the pipeline's timestamp field; nil: none
+	tsPath []string          // the pipeline's timestamp field; nil: none
+	keep   func(string) bool // the top-level fields the pipeline reads; nil: all
 	progs  map[progKey]program
 	bad    map[progKey]string // schemas (or message indexes) that do not compile
+	ts     Instant            // the last value's
 }
 
 // progKey names a program: a schema id and, for Protobuf, the message
@@ -37,9 +40,13 @@ type progKey struct {
 // NewDecoder returns a decoder of format (Avro or Protobuf) values with
 // schemas from reg. tsField is the pipeline's timestamp field ("" when
 // event time comes from elsewhere): an instant-typed value there is the
-// record's event time (Instant).
-func NewDecoder(reg *Registry, format config.Format, tsField string) *Decoder {
+// record's event time (Instant). When members is not nil, only the
+// top-level members it names need be written (Avro reads past the others).
+func NewDecoder(reg *Registry, format config.Format, tsField string, members []string) *Decoder {
 	d := &Decoder{reg: reg, format: format, progs: map[progKey]program{}, bad: map[progKey]string{}}
+	if members != nil {
+		d.keep = func(name string) bool { return slices.Contains(members, name) }
+	}
 	if tsField != "" {
 		d.tsPath = strings.Split(tsField, ".")
 	}
@@ -51,6 +58,7 @@ func NewDecoder(reg *Registry, format config.Format, tsField string) *Decoder {
 // (the registry: try again later).
 func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
 	var ts Instant
+	d.ts = ts
 	if len(v) < 5 || v[0] != 0 {
 		return dst, ts, &BadRecord{notWireFormat(v)}
 	}
@@ -72,11 +80,11 @@ func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
 		return dst, ts, err
 	}
 	start := len(dst)
-	out, err := p.appendJSON(dst, payload, &ts)
+	out, err := p.appendJSON(dst, payload, &d.ts) // a field: a local would escape to the heap
 	if err != nil {
 		return dst[:start], Instant{}, &BadRecord{"value does not decode with schema id " + strconv.Itoa(id) + " (" + d.format.String() + "): " + err.Error()}
 	}
-	return out, ts, nil
+	return out, d.ts, nil
 }
 
 // program returns the compiled program of key, compiling it on first use.
@@ -137,7 +145,7 @@ func (d *Decoder) compile(id int, e *entry, index []int) (program, error) {
 		if err != nil {
 			return nil, errors.New(what + " cannot be read: " + err.Error())
 		}
-		return newAvroProgram(s, d.tsPath)
+		return newAvroProgram(s, d.tsPath, d.keep)
 	default:
 		fd, err := compileProtoFile(e.schema.Schema, e.deps)
 		if err != nil {

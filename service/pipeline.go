@@ -250,7 +250,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	if cfg.Input.Format != config.JSON {
 		p.reg = deps.registry
 		p.dec.WithSchemas(cfg, p.reg)
-		p.mu.ahead.dec.WithSchemas(cfg, p.reg)
+		p.mu.ahead.dec.WithSchemas(cfg, p.reg).HoldsEvents()
 		// Before the client joins the group: its callbacks read it.
 		p.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
 	}

@@ -267,6 +267,7 @@ type Decoder struct {
 	bin    *schema.Decoder
 	binBuf []byte
 	inst   schema.Instant
+	holds  bool // events outlive the next Decode (HoldsEvents)
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
 	// bit each), all of them, and the nesting CheckLine hands validObject.
@@ -375,9 +376,23 @@ func (d *Decoder) WithSchemas(p *config.Pipeline, reg *schema.Registry) *Decoder
 	if d.tsIdx >= 0 {
 		tsField = p.Timestamp.Field
 	}
-	d.bin = schema.NewDecoder(reg, p.Input.Format, tsField)
+	// Without expressions (which may read any member) only the members
+	// the fields start with are looked up: the rest need not be written.
+	var members []string
+	if d.x == nil {
+		members = []string{}
+		for _, f := range d.fields {
+			members = append(members, f.first)
+		}
+	}
+	d.bin = schema.NewDecoder(reg, p.Input.Format, tsField, members)
 	return d
 }
+
+// HoldsEvents says the caller keeps an event past the next Decode (it
+// decodes ahead): then an event's key and texts never point into the
+// decoder's own buffers.
+func (d *Decoder) HoldsEvents() { d.holds = true }
 
 // unalias returns s, copied when it points into binBuf.
 func (d *Decoder) unalias(s string) string {
@@ -413,7 +428,8 @@ func CheckJSON(b []byte) string {
 // partly filled; with schemas (WithSchemas), a registry that cannot be
 // asked is a *schema.Unavailable, and the record should be tried again
 // later. ev.Key may point into rec's buffers (Event.Key) or into d's: it is
-// valid while they are not changed and until the next Decode.
+// valid while they are not changed and, unless HoldsEvents, until the next
+// Decode.
 func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 	ev.Partition = rec.Partition
 	ev.Offset = rec.Offset
@@ -433,11 +449,13 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 		if err := d.fill(rec, ev); err != nil {
 			return err
 		}
-		// binBuf is the next record's too: what the event keeps of it
-		// must not point into it.
-		ev.Key = d.unalias(ev.Key)
-		for i := range ev.Inputs {
-			ev.Inputs[i].Text = d.unalias(ev.Inputs[i].Text)
+		if d.holds {
+			// binBuf is the next record's too: what the event keeps
+			// of it must not point into it.
+			ev.Key = d.unalias(ev.Key)
+			for i := range ev.Inputs {
+				ev.Inputs[i].Text = d.unalias(ev.Inputs[i].Text)
+			}
 		}
 		return nil
 	}
