@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -377,6 +378,42 @@ func TestComposeWindowdConfig(t *testing.T) {
 	}
 	if vols := dockerfile(t).finalJSON(t, "VOLUME"); !slices.Contains(vols, cfg.State.Dir) {
 		t.Errorf("Dockerfile VOLUME %q does not hold state.dir %s", vols, cfg.State.Dir)
+	}
+}
+
+// The Avro pipeline's registry is the compose stack's schema-registry
+// service, on the port it listens on inside the network, started before
+// windowd; kafka-init creates every pipeline's input topic.
+func TestComposeSchemaRegistry(t *testing.T) {
+	c := loadCompose(t)
+	cfg, file := windowdConfig(t, c)
+	if cfg.SchemaRegistry == nil {
+		t.Fatalf("%s: no schema_registry", file)
+	}
+	u, err := url.Parse(cfg.SchemaRegistry.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname() != "schema-registry" || u.Port() != "8080" {
+		t.Errorf("%s: schema_registry.url %s, want the schema-registry service's port 8080", file, cfg.SchemaRegistry.URL)
+	}
+	sr := composeSvc(t, c, "schema-registry")
+	if !strings.HasPrefix(sr.Image, "apicurio/apicurio-registry:3.") || !slices.ContainsFunc(sr.Ports, func(p any) bool { return strings.HasSuffix(fmt.Sprint(p), ":8080") }) {
+		t.Errorf("schema-registry: image %q, ports %v; want Apicurio Registry 3.x publishing 8080", sr.Image, sr.Ports)
+	}
+	if _, ok := dependsOn(t, "windowd", composeSvc(t, c, "windowd"))["schema-registry"]; !ok {
+		t.Error("windowd does not depend on schema-registry")
+	}
+	binary := false
+	init := fmt.Sprint(composeSvc(t, c, "kafka-init").Command)
+	for _, p := range cfg.Pipelines {
+		binary = binary || p.Input.Format != config.JSON
+		if !strings.Contains(init, p.Input.Topic) {
+			t.Errorf("kafka-init does not create the input topic %q of pipeline %s", p.Input.Topic, p.Name)
+		}
+	}
+	if !binary {
+		t.Errorf("%s: no pipeline reads avro or protobuf", file)
 	}
 }
 
