@@ -1278,3 +1278,59 @@ func TestNoBrokers(t *testing.T) {
 		t.Errorf("embedded: HasBrokers false (%v)", err)
 	}
 }
+
+// registry is a configuration of lines (schema_registry) and a pipeline
+// whose input has extra (", format: avro"); its input is at line
+// len(lines)+3.
+func registry(extra string, lines ...string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("pipelines:\n" + strings.Replace(strings.Join(pipe, "\n"), "{topic: in}", "{topic: in"+extra+"}", 1) + "\n")
+	return b.String()
+}
+
+func TestSchemaRegistry(t *testing.T) {
+	securityDir(t)
+	t.Setenv("WINDOWD_TEST_SR_USER", "reader")
+	c, err := Parse("c.yaml", []byte(registry(", format: protobuf",
+		"schema_registry:",
+		"  url: https://sr.example:8081/apis/ccompat/v7/",
+		"  basic_auth: {username: \"${WINDOWD_TEST_SR_USER}\", password_file: pw}",
+		"  tls: {ca_file: ca.pem}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.SchemaRegistry
+	if r == nil || r.URL != "https://sr.example:8081/apis/ccompat/v7" || r.Username != "reader" || r.Password.Reveal() != "s3cr3t-from-file" || r.TLS == nil || r.TLS.CAFile != "ca.pem" {
+		t.Fatalf("schema_registry %+v", r)
+	}
+	if f := c.Pipelines[0].Input.Format; f != Protobuf || f.String() != "protobuf" {
+		t.Fatalf("format %v", f)
+	}
+	if c, err = Parse("c.yaml", []byte(registry(""))); err != nil || c.Pipelines[0].Input.Format != JSON || c.SchemaRegistry != nil {
+		t.Fatalf("default: %v %+v", err, c)
+	}
+
+	for _, tt := range []struct {
+		name, src, want string
+	}{
+		{"avro without a registry", registry(", format: avro"),
+			`c.yaml:3:32: pipelines[0].input.format: avro needs schema_registry (the registry its schemas come from; docs/SEMANTICS.md, Input formats)`},
+		{"unknown format", registry(", format: xml", "schema_registry: {url: \"http://sr:8081\"}"),
+			`c.yaml:4:32: pipelines[0].input.format: invalid value "xml" (want json, avro or protobuf)`},
+		{"bad url", registry("", "schema_registry:", "  url: sr:8081", "  urls: [x]"),
+			`c.yaml:2:8: schema_registry.url: "sr:8081" is not an http:// or https:// URL (like http://127.0.0.1:8081)
+c.yaml:3:3: schema_registry.urls: unknown field "urls" (did you mean "url"?)`},
+		{"no url", registry("", "schema_registry: {basic_auth: {username: u, password: p}}"),
+			`c.yaml:1:1: schema_registry.url: required`},
+		{"auth without password", registry("", "schema_registry:", "  url: http://sr:8081", "  basic_auth: {username: u}"),
+			`c.yaml:3:3: schema_registry.basic_auth: needs password or password_file`},
+		{"tls over http", registry("", "schema_registry:", "  url: http://sr:8081", "  tls: {ca_file: missing.pem}"),
+			`c.yaml:3:3: schema_registry.tls: needs an https:// url
+c.yaml:3:18: schema_registry.tls.ca_file: cannot read "missing.pem": no such file or directory`},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkParseError(t, tt.src, tt.want) })
+	}
+}
