@@ -5,6 +5,7 @@
 #                                            FuzzReplayInvalidLine: 2x)
 #
 # Targets (see docs/FUZZING.md): FuzzParse ./config/, FuzzDecode ./source/,
+# FuzzSchemaDecode ./schema/,
 # FuzzReplayLines, FuzzReplayInvalidLine and FuzzReplayConfig ./replay/. Prints one summary line per target and exits
 # non-zero if any target fails (a failing input, a build error, a crash of the
 # fuzzing process). A failing input is written by go test to
@@ -33,6 +34,7 @@ fi
 all_targets=(
 	"FuzzParse ./config/"
 	"FuzzDecode ./source/"
+	"FuzzSchemaDecode ./schema/"
 	# Each execution replays a small file through Pebble (a few hundred
 	# execs/s), and gathering baseline coverage over its corpus alone can take
 	# 10s: it gets four times the budget.
