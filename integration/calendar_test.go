@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/windowd/windowd/config"
 )
 
 // TestCalendarRestoreFromChangelog: day windows in Europe/Rome over the
@@ -24,23 +22,11 @@ import (
 func TestCalendarRestoreFromChangelog(t *testing.T) {
 	parallel(t, 20*time.Second)
 	e := newEnv(t, 2, "")
-	cfg := readFile(t, e.cfgPath)
-	for old, repl := range map[string]string{
+	e.editConfig(map[string]string{
 		"    window: {type: tumbling, size: 10s}\n": "    window: {type: calendar, unit: day, time_zone: Europe/Rome}\n",
 		"    allowed_lateness: 30s\n":               "    allowed_lateness: 0s\n",
 		"      late: {every: 0s}\n":                 "",
-	} {
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("pipeline config has no %q", old)
-		}
-		cfg = strings.Replace(cfg, old, repl, 1)
-	}
-	writeFile(t, e.cfgPath, cfg)
-	c, err := config.Load(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg = c
+	})
 
 	// Per partition, records every 10 minutes of event time from 23 to 27
 	// October (in order but for up to 1.5 s, within max_delay 2s: none is

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/windowd/windowd/config"
 )
 
 // TestRunExpressionsMatchReplay: a pipeline with a filter, a key
@@ -23,7 +21,6 @@ func TestRunExpressionsMatchReplay(t *testing.T) {
 
 func runExpressions(t *testing.T, repartition bool) {
 	e := newEnv(t, 2, "")
-	cfg := readFile(t, e.cfgPath)
 	edits := map[string]string{
 		"    key: {field: user}\n":                   "    filter: 'value.user == \"flush\" || value.x >= 20'\n    key: {expr: 'value.user'}\n",
 		"      - {name: total, op: sum, field: x}\n": "      - {name: total, op: sum, expr: 'value.x * 2.0'}\n",
@@ -31,18 +28,7 @@ func runExpressions(t *testing.T, repartition bool) {
 	if repartition {
 		edits["    commit_interval: 200ms\n"] = "    commit_interval: 200ms\n    repartition: true\n"
 	}
-	for old, repl := range edits {
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("pipeline config has no %q", old)
-		}
-		cfg = strings.Replace(cfg, old, repl, 1)
-	}
-	writeFile(t, e.cfgPath, cfg)
-	c, err := config.Load(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg = c
+	e.editConfig(edits)
 
 	s := newStream(7, 2, 300)
 	s.phases[1] = nil // records within the bound only: the frontier does not depend on interleaving

@@ -171,24 +171,12 @@ message Event { string user = 1; google.protobuf.Timestamp ts = 2; int64 x = 3; 
 // at url, allowed_lateness 0s.
 func formatEnv(t *testing.T, format, url string) *env {
 	e := newEnv(t, 2, "")
-	cfg := readFile(t, e.cfgPath)
-	for old, repl := range map[string]string{
+	e.editConfig(map[string]string{
 		"pipelines:\n":                "schema_registry: {url: \"" + url + "\"}\npipelines:\n",
 		"group: " + e.group + "}":     "group: " + e.group + ", format: " + format + "}",
 		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
 		"      late: {every: 0s}\n":   "",
-	} {
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("pipeline config has no %q", old)
-		}
-		cfg = strings.Replace(cfg, old, repl, 1)
-	}
-	writeFile(t, e.cfgPath, cfg)
-	c, err := config.Load(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg = c
+	})
 	return e
 }
 

@@ -214,6 +214,25 @@ func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {
 	return e
 }
 
+// editConfig replaces, once each, text of the test's configuration file
+// (every old text must be there) and loads it again as e.cfg.
+func (e *env) editConfig(edits map[string]string) {
+	e.t.Helper()
+	cfg := readFile(e.t, e.cfgPath)
+	for old, repl := range edits {
+		if !strings.Contains(cfg, old) {
+			e.t.Fatalf("pipeline config has no %q", old)
+		}
+		cfg = strings.Replace(cfg, old, repl, 1)
+	}
+	writeFile(e.t, e.cfgPath, cfg)
+	c, err := config.Load(e.cfgPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.cfg = c
+}
+
 // instance is a running windowd: in-process (service.Run) or a child process.
 type instance struct {
 	httpAddr string

@@ -268,20 +268,31 @@ func (c *avroCompiler) record(s *avro.RecordSchema, path []string) (avroOp, erro
 		}
 		ops[i] = op
 	}
-	*self = func(r *avroReader, b []byte) []byte {
+	*self = fieldsOp(ops, names, true)
+	return *self, nil
+}
+
+// fieldsOp reads a record's fields with ops, writing each after its
+// "name": (nil for a skipped field), in braces when object is set.
+func fieldsOp(ops []avroOp, names [][]byte, object bool) avroOp {
+	return func(r *avroReader, b []byte) []byte {
 		if r.depth++; r.depth > maxAvroDepth {
 			r.fail(errTooDeep)
 			return b
 		}
-		b = append(b, '{')
+		if object {
+			b = append(b, '{')
+		}
 		for i, op := range ops {
 			b = append(b, names[i]...)
 			b = op(r, b)
 		}
 		r.depth--
-		return append(b, '}')
+		if object {
+			b = append(b, '}')
+		}
+		return b
 	}
-	return *self, nil
 }
 
 // skip returns an op that reads a value of s and writes nothing: a field
@@ -324,17 +335,7 @@ func (c *avroCompiler) skip(s avro.Schema) (avroOp, error) {
 			}
 			ops[i] = op
 		}
-		*self = func(r *avroReader, b []byte) []byte {
-			if r.depth++; r.depth > maxAvroDepth {
-				r.fail(errTooDeep)
-				return b
-			}
-			for _, op := range ops {
-				b = op(r, b)
-			}
-			r.depth--
-			return b
-		}
+		*self = fieldsOp(ops, make([][]byte, len(ops)), false)
 		return *self, nil
 	}
 	// Unions, arrays and maps: written, then cut off again.
