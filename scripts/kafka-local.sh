@@ -76,10 +76,9 @@ SECURITY_DIR="$DATA_DIR/security"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KEYTOOL="${JAVA_HOME:+$JAVA_HOME/bin/}keytool"
 
-die() {
-	echo "$*" >&2
-	exit 1
-}
+SERVICE=kafka STOP_TIMEOUT=20 READY_WAIT=0.5
+# shellcheck source=scripts/service-lib.sh
+source "$SCRIPT_DIR/service-lib.sh"
 
 usage() {
 	echo "usage: $0 start|stop|status|wait|topics [kafka-topics args...]" >&2
@@ -185,19 +184,6 @@ kafka_tool() {
 	"${TOOL_CMD[@]}" "$@"
 }
 
-# The process exists and is not a zombie. Right after the script starts the
-# broker in the background, the child may still be this script's forked
-# shell (the exec of java has not happened yet).
-process_exists() {
-	local pid="$1" state
-	kill -0 "$pid" 2>/dev/null || return 1
-	if [[ -r /proc/$pid/stat ]]; then
-		state="$(sed 's/^.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
-		[[ $state != Z ]] || return 1
-	fi
-	return 0
-}
-
 # The process is alive and is a broker (a pid file can outlive its process,
 # and the pid be reused).
 pid_alive() {
@@ -209,20 +195,6 @@ pid_alive() {
 	return 0
 }
 
-# Prints the broker pid and succeeds iff the broker started by this script is alive.
-running_pid() {
-	local pid
-	[[ -f $PID_FILE ]] || return 1
-	pid="$(cat "$PID_FILE" 2>/dev/null)" || return 1
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	pid_alive "$pid" || return 1
-	echo "$pid"
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
 # The broker answers a metadata request (list topics).
 answering() {
 	port_open "$PORT" || return 1
@@ -230,49 +202,6 @@ answering() {
 	[[ -f $ADMIN_PROPS ]] || write_admin_props
 	timeout 30 "${TOOL_CMD[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$HOST:$PORT" \
 		--command-config "$ADMIN_PROPS" --list >/dev/null 2>&1
-}
-
-show_log_tail() {
-	if [[ -f $LOG_FILE ]]; then
-		echo "kafka: last lines of $LOG_FILE:" >&2
-		tail -n 40 "$LOG_FILE" >&2
-	fi
-}
-
-# Wait until the broker answers; fail early if the broker process we started dies.
-wait_ready() {
-	local deadline=$((SECONDS + START_TIMEOUT)) pid
-	while ((SECONDS < deadline)); do
-		pid=""
-		[[ -f $PID_FILE ]] && pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-		# Not pid_alive: until the fork has exec'd java, its command line
-		# is this script's, and a loaded machine can take a while.
-		if [[ $pid =~ ^[0-9]+$ ]] && ! process_exists "$pid"; then
-			echo "kafka: broker process $pid exited during startup" >&2
-			return 1
-		fi
-		if port_open "$PORT" && answering; then
-			return 0
-		fi
-		sleep 0.5
-	done
-	echo "kafka: not ready on $HOST:$PORT after ${START_TIMEOUT}s" >&2
-	return 1
-}
-
-kill_pid() {
-	local pid="$1" i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 100; i++)); do
-		process_exists "$pid" || return 0
-		sleep 0.2
-	done
-	echo "kafka: pid $pid did not stop within 20s, killing" >&2
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 25; i++)); do
-		process_exists "$pid" || return 0
-		sleep 0.2
-	done
 }
 
 fresh_data_dir() {

@@ -63,12 +63,11 @@ LOCK_FILE="$SR_DIR/.lock"
 BASE_URL="http://$HOST:$PORT/apis/ccompat/v7"
 # On the java command line, to recognise our process (pid files outlive processes).
 TAG="-Dwindowd.schema-registry.port=$PORT"
-JAVA=""
 
-die() {
-	echo "$*" >&2
-	exit 1
-}
+SERVICE=registry STOP_TIMEOUT=30 READY_WAIT=0.2 # Generous STOP_TIMEOUT: on exit the JVM writes its class-data-sharing archive.
+# shellcheck source=scripts/service-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/service-lib.sh"
+JAVA=""
 
 usage() {
 	echo "usage: $0 start|stop|status|url" >&2
@@ -180,19 +179,6 @@ ensure_app() {
 	[[ -n ${WINDOWD_SR_M2_REPO:-} ]] || rm -f "$tarball" "$tarball.sha1"
 }
 
-# The process exists and is not a zombie. Right after the script starts the
-# registry in the background, the child may still be this script's forked
-# shell (the exec of java has not happened yet).
-process_exists() {
-	local pid="$1" state
-	kill -0 "$pid" 2>/dev/null || return 1
-	if [[ -r /proc/$pid/stat ]]; then
-		state="$(sed 's/^.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
-		[[ $state != Z ]] || return 1
-	fi
-	return 0
-}
-
 # The process is alive and is our registry.
 pid_alive() {
 	local pid="$1"
@@ -203,65 +189,9 @@ pid_alive() {
 	return 0
 }
 
-# Prints the registry pid and succeeds iff the registry started by this script is alive.
-running_pid() {
-	local pid
-	[[ -f $PID_FILE ]] || return 1
-	pid="$(cat "$PID_FILE" 2>/dev/null)" || return 1
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	pid_alive "$pid" || return 1
-	echo "$pid"
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
 # The Confluent API answers (it reads the storage, so this is real readiness).
 answering() {
 	curl -sf -o /dev/null --max-time 5 "$BASE_URL/subjects"
-}
-
-show_log_tail() {
-	if [[ -f $LOG_FILE ]]; then
-		echo "registry: last lines of $LOG_FILE:" >&2
-		tail -n 40 "$LOG_FILE" >&2
-	fi
-}
-
-# Wait until the registry answers; fail early if the process we started dies.
-wait_ready() {
-	local deadline=$((SECONDS + START_TIMEOUT)) pid
-	while ((SECONDS < deadline)); do
-		pid=""
-		[[ -f $PID_FILE ]] && pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-		if [[ $pid =~ ^[0-9]+$ ]] && ! process_exists "$pid"; then
-			echo "registry: process $pid exited during startup" >&2
-			return 1
-		fi
-		if port_open "$PORT" && answering; then
-			return 0
-		fi
-		sleep 0.2
-	done
-	echo "registry: not ready at $BASE_URL after ${START_TIMEOUT}s" >&2
-	return 1
-}
-
-kill_pid() {
-	local pid="$1" i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	# Generous: on exit the JVM writes the class-data-sharing archive.
-	for ((i = 0; i < 150; i++)); do
-		process_exists "$pid" || return 0
-		sleep 0.2
-	done
-	echo "registry: pid $pid did not stop within 30s, killing" >&2
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 25; i++)); do
-		process_exists "$pid" || return 0
-		sleep 0.2
-	done
 }
 
 cmd_start() {
