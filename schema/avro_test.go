@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -292,5 +293,34 @@ func TestRegistryOutage(t *testing.T) {
 	now = now.Add(firstBackoff)
 	if _, _, err := d.AppendJSON(nil, other); !errors.As(err, &un) || reg.Failures() != 2 || !un.Retry.Equal(now.Add(2*firstBackoff)) {
 		t.Fatalf("got %v, failures %d", err, reg.Failures())
+	}
+}
+
+// schema_registry.basic_auth is sent; wrong credentials are an outage to
+// wait out (the records are fine), named as a credentials problem.
+func TestRegistryBasicAuth(t *testing.T) {
+	fake := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("reader:s3cr3t"))))
+	defer fake.Close()
+	id, _, err := fake.RegisterSchema("r-value", sr.Schema{Schema: `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := []byte{0, 0, 0, 0, byte(id), 2}
+	for _, c := range []struct {
+		user, password string
+		ok             bool
+	}{{"reader", "s3cr3t", true}, {"reader", "wrong", false}, {"", "", false}} {
+		reg, err := New(Options{URL: fake.URL(), Username: c.user, Password: c.password})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := NewDecoder(reg, config.Avro, "", nil).AppendJSON(nil, v)
+		var un *Unavailable
+		switch {
+		case c.ok && (err != nil || string(out) != `{"a":1}`):
+			t.Errorf("%s: got %s, %v", c.user, out, err)
+		case !c.ok && (!errors.As(err, &un) || !strings.Contains(err.Error(), "check schema_registry.basic_auth")):
+			t.Errorf("%q/%q: got %v, want an Unavailable naming basic_auth", c.user, c.password, err)
+		}
 	}
 }
