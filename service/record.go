@@ -34,7 +34,11 @@ func (p *pipeline) handle(r *kgo.Record, now int64) error {
 // ahead), or done here when d is nil (mu held).
 func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 	part := p.mu.parts[r.Partition] // assigned: step skips the others
-	if marker, _ := repartitionHeaders(r); p.rp == nil || !marker {
+	marker := false
+	if p.rp != nil {
+		marker, _ = repartitionHeaders(r)
+	}
+	if !marker {
 		if d == nil {
 			d = &p.mu.inline
 			decodeRecord(p.dec, r, d, now)
