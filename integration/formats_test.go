@@ -230,15 +230,16 @@ func replayFormat(t *testing.T, p *config.Pipeline, url string, recs []input, pa
 	return panes
 }
 
-// TestFormatsAgainstRegistry: Avro and Protobuf topics, two schema versions
-// each, with schemas from the registry. windowd run writes the panes
+// TestFormatsAgainstRegistry: Avro and Protobuf topics (Avro also
+// repartitioned), two schema versions each, with schemas from the registry. windowd run writes the panes
 // replay computes for the same bytes, and each kind of bad record (no
 // magic byte, an unknown schema id, a payload its schema does not read) is
 // a dead letter with its reason while the rest flows on.
 func TestFormatsAgainstRegistry(t *testing.T) {
-	for _, format := range []string{"avro", "protobuf"} {
-		t.Run(format, func(t *testing.T) {
+	for _, name := range []string{"avro", "protobuf", "avro-repartition"} {
+		t.Run(name, func(t *testing.T) {
 			parallel(t, 15*time.Second)
+			format, repartitioned := strings.CutSuffix(name, "-repartition")
 			url := registryURL(t)
 			cl := srClient(t, url)
 			subject := uniqueName(t, "value")
@@ -247,6 +248,10 @@ func TestFormatsAgainstRegistry(t *testing.T) {
 				enc = protobufEncoder
 			}
 			e := formatEnv(t, format, url)
+			if repartitioned {
+				// Stage 1 decodes the value for its key, stage 2 again.
+				e.editConfig(map[string]string{"    commit_interval: 200ms\n": "    commit_interval: 200ms\n    repartition: true\n"})
+			}
 			stream := formatStream(enc(t, cl, subject), e.partitions, 400)
 			want := replayFormat(t, &e.cfg.Pipelines[0], url, stream, int(e.partitions))
 			if finalCount(want) < 20 {
