@@ -324,3 +324,38 @@ func TestRegistryBasicAuth(t *testing.T) {
 		}
 	}
 }
+
+// Protobuf message indexes, read with pkg/sr's header: the [0] shortcut,
+// an explicit index, and each kind of bad index a dead letter.
+func TestProtobufMessageIndexes(t *testing.T) {
+	fake, reg := newTestRegistry(t)
+	id, _, err := fake.RegisterSchema("p-value", sr.Schema{Type: sr.TypeProtobuf,
+		Schema: "syntax = \"proto3\";\nmessage A { string a = 1; }\nmessage B { int64 b = 1; message C { bool c = 1; } }\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := []byte{0, 0, 0, 0, byte(id)}
+	for _, c := range []struct {
+		index, payload []byte
+		want           string
+	}{
+		{[]byte{0}, []byte{0x0a, 1, 'x'}, `{"a":"x"}`},
+		{[]byte{2, 0}, []byte{0x0a, 1, 'x'}, `{"a":"x"}`}, // [0] written out
+		{[]byte{2, 2}, []byte{0x08, 7}, `{"b":7}`},        // [1]
+		{[]byte{4, 2, 0}, []byte{0x08, 1}, `{"c":true}`},  // [1, 0]
+		{[]byte{202, 1}, nil, "message indexes (schema id 1) are more than 100"},
+		{[]byte{1}, nil, "have a negative count"},
+		{[]byte{4, 2}, nil, "are cut short"},
+		{[]byte{2, 4}, nil, "schema id 1, message [2]"},
+	} {
+		v := append(append(append([]byte(nil), hdr...), c.index...), c.payload...)
+		out, _, err := NewDecoder(reg, config.Protobuf, "", nil).AppendJSON(nil, v)
+		got := string(out)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, c.want) {
+			t.Errorf("index bytes %v: got %q, want %q", c.index, got, c.want)
+		}
+	}
+}

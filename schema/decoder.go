@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -59,16 +58,15 @@ func NewDecoder(reg *Registry, format config.Format, tsField string, members []s
 func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
 	var ts Instant
 	d.ts = ts
-	if len(v) < 5 || v[0] != 0 {
+	var header sr.ConfluentHeader // franz-go's reader of the wire format
+	id, payload, err := header.DecodeID(v)
+	if err != nil {
 		return dst, ts, &BadRecord{notWireFormat(v)}
 	}
-	id := int(binary.BigEndian.Uint32(v[1:5]))
-	payload := v[5:]
 	key := progKey{id: id}
 	var index []int
 	if d.format == config.Protobuf {
-		var err error
-		if index, payload, err = messageIndexes(payload); err != nil {
+		if index, payload, err = messageIndexes(&header, payload); err != nil {
 			return dst, ts, &BadRecord{"value's message indexes (schema id " + strconv.Itoa(id) + ") " + err.Error()}
 		}
 		if len(index) != 1 || index[0] != 0 {
@@ -174,33 +172,24 @@ func notWireFormat(v []byte) string {
 // deeper than any schema has.
 const maxIndexes = 100
 
-// messageIndexes reads the Protobuf message indexes at the start of b: a
-// zigzag varint count, then that many zigzag varints; a count of 0 is the
-// shortcut for [0].
-func messageIndexes(b []byte) ([]int, []byte, error) {
-	n, k := binary.Varint(b)
+// messageIndexes reads the Protobuf message indexes at the start of b
+// with h: a zigzag varint count (0 stands for [0]), then the indexes.
+func messageIndexes(h *sr.ConfluentHeader, b []byte) ([]int, []byte, error) {
+	index, rest, err := h.DecodeIndex(b, maxIndexes)
 	switch {
-	case k <= 0:
+	case errors.Is(err, sr.ErrNotRegistered):
+		return nil, nil, errors.New("are more than " + strconv.Itoa(maxIndexes))
+	case errors.Is(err, sr.ErrBadHeader):
+		return nil, nil, errors.New("have a negative count")
+	case err != nil:
 		return nil, nil, errors.New("are cut short")
-	case n == 0:
-		return []int{0}, b[k:], nil
-	case n < 0 || n > maxIndexes:
-		return nil, nil, errors.New("have a bad count " + strconv.FormatInt(n, 10))
 	}
-	b = b[k:]
-	index := make([]int, n)
-	for i := range index {
-		v, k := binary.Varint(b)
-		if k <= 0 {
-			return nil, nil, errors.New("are cut short")
+	for _, x := range index {
+		if x < 0 || x > 1<<30 {
+			return nil, nil, errors.New("hold a bad index " + strconv.Itoa(x))
 		}
-		if v < 0 || v > 1<<30 {
-			return nil, nil, errors.New("hold a bad index " + strconv.FormatInt(v, 10))
-		}
-		index[i] = int(v)
-		b = b[k:]
 	}
-	return index, b, nil
+	return index, rest, nil
 }
 
 // indexText is the message indexes as "[0, 1]".
