@@ -124,6 +124,7 @@ type Engine struct {
 	spans      []Span
 	touched    []*window
 	timers     []Timer
+	oldTimers  []Timer // RestoreKey's
 	pane       Pane
 	retract    Pane
 	encBuf     []byte

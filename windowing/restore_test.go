@@ -185,6 +185,68 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 // BenchmarkRestoreKey restores b.N distinct keys of one tumbling window
 // each into an empty shard, the way a cold restore from a changelog does,
 // committing the store every 64 MiB of pending writes.
+// BenchmarkRestoreKeyRepeated restores a changelog in which each of 100k
+// keys comes 2.5 times on average, interleaved, as a changelog of 1 s
+// commit cycles holds them (bench/restore.sh: 2.51 key records per window):
+// every repeat replaces a value whose timer was added by the same restore.
+func BenchmarkRestoreKeyRepeated(b *testing.B) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 3600_000, Hop: 3600_000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}},
+		Trigger:    windowing.TriggerSpec{OnTime: true},
+	}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 1000}
+	src := newRestoreRun(&testing.T{}, spec, wm, 64<<20)
+	src.eng.Assign(0, 0, true)
+	src.feed([]rec{{part: 0, key: "template", t: 1000, x: 3}}, 0)
+	log, _ := src.changelog(0)
+	value := log["template"]
+	const keys = 100_000
+	var order []int
+	for round := 0; round < 3; round++ {
+		for i := 0; i < keys; i++ {
+			if round < 2 || i%2 == 0 {
+				order = append(order, (i*7919+round*104729)%keys)
+			}
+		}
+	}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("user-%08d", i)
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var col collector
+		eng, err := windowing.New(spec, wm, db, &col, windowing.Options{ShardByPartition: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for _, k := range order {
+			if err := eng.RestoreKey(0, names[k], value); err != nil {
+				b.Fatal(err)
+			}
+			if db.PendingBytes() >= 64<<20 {
+				if err := db.Commit(false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		if eng.OpenWindows() != keys {
+			b.Fatalf("%d open windows, want %d", eng.OpenWindows(), keys)
+		}
+		db.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(order))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
 func BenchmarkRestoreKey(b *testing.B) {
 	spec := windowing.Spec{
 		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 3600_000, Hop: 3600_000},
