@@ -76,11 +76,15 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	}
 	var mk *marker
 	covers := map[string]int64{}
+	var seen map[string]struct{} // a cold restore's keys so far: the others have no state
+	if rs.cold {
+		seen = map[string]struct{}{}
+	}
 	if rs.from < hi {
 		apply := func(r *kgo.Record) error {
 			rs.records++
 			rs.bytes += int64(len(r.Key) + len(r.Value))
-			return p.applyChangelog(part, r, &mk, covers)
+			return p.applyChangelog(part, r, &mk, covers, seen)
 		}
 		p.restoreTotal.Store(hi - rs.from)
 		progress := newRestoreProgress(p.now(), hi-rs.from)
@@ -131,8 +135,14 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	return rs, nil
 }
 
-// applyChangelog applies one changelog record of part (mu held).
-func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64) error {
+// maxSeenKeys bounds the keys a cold restore remembers having restored;
+// past it, a key not remembered is looked up in the state like any other.
+const maxSeenKeys = 4 << 20
+
+// applyChangelog applies one changelog record of part (mu held). seen,
+// when not nil, holds the keys this restore into an emptied shard applied
+// so far: a key not in it has no state to look up and replace.
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64, seen map[string]struct{}) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
 		if err != nil {
@@ -158,6 +168,12 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers
 			if c, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && c >= 0 {
 				covers[key] = c
 			}
+		}
+	}
+	if seen != nil && len(seen) < maxSeenKeys {
+		if _, ok := seen[key]; !ok {
+			seen[key] = struct{}{}
+			return p.store.untracked(func() error { return p.eng.RestoreNewKey(part, key, r.Value) })
 		}
 	}
 	return p.store.untracked(func() error { return p.eng.RestoreKey(part, key, r.Value) })

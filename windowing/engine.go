@@ -124,7 +124,8 @@ type Engine struct {
 	spans      []Span
 	touched    []*window
 	timers     []Timer
-	oldTimers  []Timer // RestoreKey's
+	oldTimers  []Timer  // RestoreKey's
+	noState    keyState // RestoreNewKey's old state: none
 	pane       Pane
 	retract    Pane
 	encBuf     []byte

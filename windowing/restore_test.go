@@ -107,16 +107,32 @@ func (r *restoreRun) changelog(p int32) (map[string][]byte, watermark.Generator)
 
 // restore applies a changelog to r's engine for partition p, in key order.
 func (r *restoreRun) restore(p int32, log map[string][]byte, g watermark.Generator, now int64) {
-	keys := make([]string, 0, len(log))
-	for k := range log {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := r.eng.RestoreKey(p, k, log[k]); err != nil {
-			r.t.Fatal(err)
+	r.restoreCold(p, []map[string][]byte{log}, g, now, false)
+}
+
+// restoreCold applies changelogs one after the other, each in key order, as
+// a changelog holding a key once per commit cycle does. With fresh (the
+// shard is empty), a key's first value goes through RestoreNewKey, as the
+// service's cold restore does.
+func (r *restoreRun) restoreCold(p int32, logs []map[string][]byte, g watermark.Generator, now int64, fresh bool) {
+	seen := map[string]bool{}
+	for _, log := range logs {
+		keys := make([]string, 0, len(log))
+		for k := range log {
+			keys = append(keys, k)
 		}
-		r.keys[k] = true
+		sort.Strings(keys)
+		for _, k := range keys {
+			restore := r.eng.RestoreKey
+			if fresh && !seen[k] {
+				restore = r.eng.RestoreNewKey
+			}
+			seen[k] = true
+			if err := restore(p, k, log[k]); err != nil {
+				r.t.Fatal(err)
+			}
+			r.keys[k] = true
+		}
 	}
 	r.eng.Assign(p, now, true)
 	r.eng.Watermarks().RestoreGenerator(p, g)
@@ -131,6 +147,8 @@ func (r *restoreRun) restore(p int32, log map[string][]byte, g watermark.Generat
 // that kept it, in every window type and accumulation mode. The new owner
 // either starts empty or holds an older copy of the partition (a warm cache
 // caught up from the changelog), and both engines run with a tiny cache.
+// A cold restore reads two commit cycles' values of the keys, the first of
+// each through RestoreNewKey.
 func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 	for seed := int64(1); seed <= 60; seed++ {
 		rng := rand.New(rand.NewSource(seed))
@@ -153,11 +171,17 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 				moved.restore(0, log, g, now)
 				moved.eng.Revoke(0)
 				now = stay.feed(recs[cut/2:cut], now)
+				log, g = stay.changelog(0)
+				moved.restore(0, log, g, now)
 			} else {
-				now = stay.feed(recs[:cut], now)
+				// A cold restore of a changelog holding keys twice (two
+				// commit cycles), their first value restored as new.
+				now = stay.feed(recs[:cut/2], now)
+				early, _ := stay.changelog(0)
+				now = stay.feed(recs[cut/2:cut], now)
+				log, g := stay.changelog(0)
+				moved.restoreCold(0, []map[string][]byte{early, log}, g, now, true)
 			}
-			log, g := stay.changelog(0)
-			moved.restore(0, log, g, now)
 			if got, want := moved.eng.OpenWindows(), stay.eng.OpenWindows(); got != want {
 				t.Fatalf("restored %d open windows, the original holds %d", got, want)
 			}

@@ -113,6 +113,17 @@ func appendTimers(dst []Timer, ks *keyState) []Timer {
 // timers included. A restored timer that is already due fires at the next
 // step or FireDue.
 func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
+	return e.restoreKey(p, key, value, false)
+}
+
+// RestoreNewKey is RestoreKey for a key that has no state in p's shard,
+// which the caller knows (a restore into a shard it dropped, the key's
+// first record in it): the state is not looked up.
+func (e *Engine) RestoreNewKey(p int32, key string, value []byte) error {
+	return e.restoreKey(p, key, value, true)
+}
+
+func (e *Engine) restoreKey(p int32, key string, value []byte, fresh bool) error {
 	shard := e.shard(p)
 	nks := &keyState{shard: shard, key: key}
 	if value != nil {
@@ -120,9 +131,14 @@ func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
 			return fmt.Errorf("restore key %q: %w", key, err)
 		}
 	}
-	old, err := e.keyState(shard, key)
-	if err != nil {
-		return err
+	old := &e.noState
+	if !fresh {
+		var err error
+		if old, err = e.keyState(shard, key); err != nil {
+			return err
+		}
+		e.cacheBytes -= old.size
+		e.cache.delete(shard, key)
 	}
 	// A changelog holds a key once per commit cycle that changed it, and
 	// a window's timer does not change with its aggregates: only the
@@ -141,8 +157,6 @@ func (e *Engine) RestoreKey(p int32, key string, value []byte) error {
 		}
 	}
 	e.open += int64(len(nks.windows) - len(old.windows))
-	e.cacheBytes -= old.size
-	e.cache.delete(shard, key)
 	for _, t := range e.timers {
 		if !inOld.has(t) {
 			if err := e.store.AddTimer(t); err != nil {
