@@ -76,15 +76,18 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	}
 	var mk *marker
 	covers := map[string]int64{}
-	var seen map[string]struct{} // a cold restore's keys so far: the others have no state
-	if rs.cold {
-		seen = map[string]struct{}{}
-	}
+	latest := newLatestValues(rs.cold)
 	if rs.from < hi {
 		apply := func(r *kgo.Record) error {
 			rs.records++
 			rs.bytes += int64(len(r.Key) + len(r.Value))
-			return p.applyChangelog(part, r, &mk, covers, seen)
+			if err := p.applyChangelog(part, r, &mk, covers, latest); err != nil {
+				return err
+			}
+			if latest.bytes >= maxLatestBytes {
+				return p.restoreLatest(part, latest)
+			}
+			return nil
 		}
 		p.restoreTotal.Store(hi - rs.from)
 		progress := newRestoreProgress(p.now(), hi-rs.from)
@@ -103,6 +106,9 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 			return nil
 		}
 		if err := kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, part, rs.from, hi, p.log, apply, afterPoll); err != nil {
+			return rs, err
+		}
+		if err := p.restoreLatest(part, latest); err != nil {
 			return rs, err
 		}
 	}
@@ -135,14 +141,59 @@ func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error
 	return rs, nil
 }
 
+// A restore keeps only the latest value of each key it reads (what
+// compaction keeps of the changelog), up to maxLatestBytes of keys and
+// values, and then applies them: a key logged in several commit cycles is
+// restored once per batch, not once per record.
+const maxLatestBytes = 64 << 20
+
 // maxSeenKeys bounds the keys a cold restore remembers having restored;
 // past it, a key not remembered is looked up in the state like any other.
 const maxSeenKeys = 4 << 20
 
-// applyChangelog applies one changelog record of part (mu held). seen,
-// when not nil, holds the keys this restore into an emptied shard applied
-// so far: a key not in it has no state to look up and replace.
-func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64, seen map[string]struct{}) error {
+// latestValues is a restore's batch of latest values by key.
+type latestValues struct {
+	values map[string][]byte // nil: the key's windows were deleted
+	bytes  int
+	// seen, in a restore into an emptied shard (cold), holds the keys
+	// applied so far: a key not in it has no state to look up and
+	// replace. nil otherwise.
+	seen map[string]struct{}
+}
+
+func newLatestValues(cold bool) *latestValues {
+	l := &latestValues{values: map[string][]byte{}}
+	if cold {
+		l.seen = map[string]struct{}{}
+	}
+	return l
+}
+
+// restoreLatest applies the batch of latest values to part and empties it
+// (mu held).
+func (p *pipeline) restoreLatest(part int32, l *latestValues) error {
+	return p.store.untracked(func() error {
+		for key, value := range l.values {
+			restore := p.eng.RestoreKey
+			if l.seen != nil && len(l.seen) < maxSeenKeys {
+				if _, ok := l.seen[key]; !ok {
+					l.seen[key] = struct{}{}
+					restore = p.eng.RestoreNewKey
+				}
+			}
+			if err := restore(part, key, value); err != nil {
+				return err
+			}
+		}
+		clear(l.values)
+		l.bytes = 0
+		return nil
+	})
+}
+
+// applyChangelog reads one changelog record of part into the restore's
+// state: a marker, or a key's latest value into latest (mu held).
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64, latest *latestValues) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
 		if err != nil {
@@ -170,13 +221,18 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers
 			}
 		}
 	}
-	if seen != nil && len(seen) < maxSeenKeys {
-		if _, ok := seen[key]; !ok {
-			seen[key] = struct{}{}
-			return p.store.untracked(func() error { return p.eng.RestoreNewKey(part, key, r.Value) })
-		}
+	if old, ok := latest.values[key]; ok {
+		latest.bytes -= len(key) + len(old)
 	}
-	return p.store.untracked(func() error { return p.eng.RestoreKey(part, key, r.Value) })
+	// The value is kept past the poll that read it: the fetch's buffers
+	// are not ours to keep.
+	var value []byte
+	if r.Value != nil {
+		value = append(make([]byte, 0, len(r.Value)), r.Value...)
+	}
+	latest.values[key] = value
+	latest.bytes += len(key) + len(value)
+	return nil
 }
 
 // dropPartition removes part's local state and what the pipeline knew of
