@@ -18,6 +18,7 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
+	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"google.golang.org/protobuf/proto"
@@ -339,6 +340,10 @@ func TestRegistryOutagePausesConsumption(t *testing.T) {
 	waitFor(t, "both partitions waiting for the registry", 30*time.Second, func() bool {
 		v, _ := inst.metric(t, "windowd_schema_registry_waiting_partitions")
 		return v == float64(e.partitions)
+	})
+	waitFor(t, "the status page showing both partitions waiting", 30*time.Second, func() bool {
+		_, body := httpGet(t, "http://"+inst.httpAddr+"/api/status")
+		return gjson.Get(body, `pipelines.0.partitions.#(waiting_for_registry==true)#`).Get("#").Int() == int64(e.partitions)
 	})
 	down.Store(2)
 	// Retries, against a registry that refuses connections now.

@@ -95,10 +95,13 @@ type PartitionStatus struct {
 	Lagging    bool   `json:"lagging"`
 	// Paused: watermark alignment paused it, too far ahead of the
 	// frontier (docs/SEMANTICS.md, Watermark alignment).
-	Paused      bool  `json:"paused"`
-	RecordsIn   int64 `json:"records_in"`
-	DeadLetters int64 `json:"dead_letters"`
-	LateDropped int64 `json:"late_dropped"`
+	Paused bool `json:"paused"`
+	// WaitingForRegistry: paused until the schema registry answers for
+	// its next record's schema (docs/SEMANTICS.md, Input formats).
+	WaitingForRegistry bool  `json:"waiting_for_registry"`
+	RecordsIn          int64 `json:"records_in"`
+	DeadLetters        int64 `json:"dead_letters"`
+	LateDropped        int64 `json:"late_dropped"`
 }
 
 // PaneStatus is one pane emitted, as the pane writer produced it.
@@ -248,14 +251,15 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 			continue
 		}
 		q := PartitionStatus{
-			Partition:     st.Partition,
-			WatermarkMS:   optInt(st.Watermark),
-			Idle:          st.Idle,
-			Paused:        st.Paused,
-			HoldsFrontier: !st.Idle && st.Watermark == minActive && f < watermark.MaxTime,
-			RecordsIn:     counterValue(part.in),
-			DeadLetters:   counterValue(part.dead),
-			LateDropped:   counterValue(part.late),
+			Partition:          st.Partition,
+			WatermarkMS:        optInt(st.Watermark),
+			Idle:               st.Idle,
+			Paused:             st.Paused,
+			WaitingForRegistry: p.wait.waiting(st.Partition),
+			HoldsFrontier:      !st.Idle && st.Watermark == minActive && f < watermark.MaxTime,
+			RecordsIn:          counterValue(part.in),
+			DeadLetters:        counterValue(part.dead),
+			LateDropped:        counterValue(part.late),
 		}
 		if c := part.consumed(); part.end >= 0 && c >= 0 {
 			lag := max(0, part.end-c)
