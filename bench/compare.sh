@@ -40,9 +40,11 @@
 # Per repetition, each system in turn (the order rotates between
 # repetitions) with a fresh output topic, consumer group / application id
 # and state directory: exec, then the output topic's end offsets are polled
-# every POLL (0.2) s until it holds every pane the input closes. Measured:
+# every POLL (0.1) s until it holds every pane the input closes. Measured:
 #   drain s       exec to the last pane on the output topic (JVM and group
 #                 start included);
+#   first s       exec to the first pane on the output topic (start-up,
+#                 group join, the first window's close);
 #   CPU s         the process's user+sys CPU at that moment (/proc/PID/stat);
 #   steady rec/s  0.8 N over the time between the output reaching 10% and
 #                 90% of its panes (panes come at an even rate of event time,
@@ -67,7 +69,7 @@
 #   EMIT=suppress              Kafka Streams: suppress | close (emitStrategy)
 #   SYSTEMS="windowd kstreams flink"
 #   PEER_JAVA_OPTS=-Xmx1g      JVM options of both peers
-#   POLL=0.2                   seconds between polls of the output topic
+#   POLL=0.1                   seconds between polls of the output topic
 #   WAIT_LIMIT=600             seconds a run may take
 #   WINDOWD_KAFKA_PORT=9092    broker port on 127.0.0.1 (as scripts/kafka-local.sh)
 #   KEEP_TOPICS=1              do not delete the topics afterwards
@@ -98,7 +100,7 @@ threads=${THREADS:-2}
 emit=${EMIT:-suppress}
 systems=(${SYSTEMS:-windowd kstreams flink})
 java_opts=(${PEER_JAVA_OPTS:--Xmx1g})
-poll=${POLL:-0.2}
+poll=${POLL:-0.1}
 wait_limit=${WAIT_LIMIT:-600}
 port=${WINDOWD_KAFKA_PORT:-9092}
 broker=127.0.0.1:$port
@@ -234,7 +236,7 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --parallelism "$threads" --checkpoint-ms "$commit_ms")
 		;;
 	esac
-	r_t10="" r_t90="" r_done=""
+	r_first="" r_t10="" r_t90="" r_done=""
 	b0=$(bcpu)
 	t0=$(now)
 	"${cmd[@]}" >"$log" 2>&1 &
@@ -243,6 +245,7 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 		kill -0 "$pid" 2>/dev/null || fail_with_log "$s exited before its last pane" "$log"
 		n=$(ends "$o")
 		t=$(since "$t0")
+		[ -z "$r_first" ] && [ "$n" -gt 0 ] && r_first=$t
 		[ -z "$r_t10" ] && [ $((n * 10)) -ge "$expected" ] && r_t10=$t
 		[ -z "$r_t90" ] && [ $((n * 10)) -ge $((expected * 9)) ] && r_t90=$t
 		if [ "$n" -ge "$expected" ]; then
@@ -272,7 +275,7 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 }
 
 raw=$out/compare-raw.tsv
-printf 'rep\tsystem\tposition\tload1\tdrain_s\tcpu_s\tsteady_rps\tdrain_rps\trss_mib\tbroker_cpu_s\tt10_s\tt90_s\toutput_records\tfinals\tagree\tmissing\textra\tdiffer\tduplicates\n' >"$raw"
+printf 'rep\tsystem\tposition\tload1\tfirst_s\tdrain_s\tcpu_s\tsteady_rps\tdrain_rps\trss_mib\tbroker_cpu_s\tt10_s\tt90_s\toutput_records\tfinals\tagree\tmissing\textra\tdiffer\tduplicates\n' >"$raw"
 all_agree=1
 for ((r = 1; r <= reps; r++)); do
 	order=()
@@ -285,8 +288,8 @@ for ((r = 1; r <= reps; r++)); do
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		run_system "$s" "$r"
 		drain_rps=$(awk -v n="$records" -v t="$r_done" 'BEGIN {printf "%.0f\n", n / t}')
-		line[$s]="$r	$s	$((i + 1))	$load	$r_done	$r_cpu	$r_steady	$drain_rps	$r_rss	$r_bcpu	$r_t10	$r_t90	$r_outrec"
-		echo "# rep $r/$reps: $s drained in ${r_done}s ($drain_rps rec/s), CPU ${r_cpu}s, steady $r_steady rec/s, peak RSS ${r_rss} MiB, broker CPU ${r_bcpu}s (load $load)" >&2
+		line[$s]="$r	$s	$((i + 1))	$load	$r_first	$r_done	$r_cpu	$r_steady	$drain_rps	$r_rss	$r_bcpu	$r_t10	$r_t90	$r_outrec"
+		echo "# rep $r/$reps: $s first pane after ${r_first}s, drained in ${r_done}s ($drain_rps rec/s), CPU ${r_cpu}s, steady $r_steady rec/s, peak RSS ${r_rss} MiB, broker CPU ${r_bcpu}s (load $load)" >&2
 		sleep 1
 	done
 	args=()
@@ -311,10 +314,10 @@ med() { # system column
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f\n", a / b}'; }
 echo
 echo "# $reps repetition(s), medians; N = $records records, $expected final panes"
-printf '%-9s %9s %11s %8s %12s %9s %11s %s\n' system "drain s" "drain rec/s" "CPU s" "steady rec/s" "RSS MiB" "broker CPU" "finals agreeing (batch), every rep"
+printf '%-9s %8s %8s %11s %7s %12s %8s %10s  %s\n' system "first s" "drain s" "drain rec/s" "CPU s" "steady rec/s" "RSS MiB" "broker CPU" "final panes agreeing"
 for s in "${systems[@]}"; do
-	ag=$(awk -F'\t' -v s="$s" -v e="$expected" 'NR > 1 && $2 == s {n++; if ($15 == e && $16 == 0 && $17 == 0 && $18 == 0) ok++; lo = (lo == "" || $15 < lo) ? $15 : lo} END {printf "%s/%d (%d of %d reps all)\n", lo, e, ok, n}' "$raw")
-	printf '%-9s %9s %11s %8s %12s %9s %11s %s\n' "$s" "$(med "$s" drain_s)" "$(med "$s" drain_rps)" "$(med "$s" cpu_s)" \
+	ag=$(awk -F'\t' -v s="$s" -v e="$expected" 'NR > 1 && $2 == s {n++; if ($16 == e && $17 == 0 && $18 == 0 && $19 == 0) ok++; lo = (lo == "" || $16 < lo) ? $16 : lo} END {printf "%s/%d (%d of %d reps all)\n", lo, e, ok, n}' "$raw")
+	printf '%-9s %8s %8s %11s %7s %12s %8s %10s  %s\n' "$s" "$(med "$s" first_s)" "$(med "$s" drain_s)" "$(med "$s" drain_rps)" "$(med "$s" cpu_s)" \
 		"$(med "$s" steady_rps)" "$(med "$s" rss_mib)" "$(med "$s" broker_cpu_s)" "$ag"
 done
 if [[ " ${systems[*]} " == *" windowd "* ]]; then
