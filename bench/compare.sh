@@ -17,8 +17,7 @@
 #   kstreams  bench/peers/kstreams: TimeWindows.ofSizeAndGrace +
 #             suppress(untilWindowCloses), a TimestampExtractor reading the
 #             parsed value, THREADS stream threads, commit.interval.ms
-#             COMMIT_MS, at_least_once (EMIT=close: emitStrategy(onWindowClose)
-#             instead of suppress);
+#             COMMIT_MS, at_least_once;
 #   flink     bench/peers/flink: a MiniCluster in one JVM, parallelism
 #             THREADS, KafkaSource + forBoundedOutOfOrderness(grace) +
 #             TumblingEventTimeWindows + an AggregateFunction, hashmap state
@@ -59,14 +58,14 @@
 # It prints one line per run, then per system the medians, the ratios to
 # windowd's medians, and whether every final pane agreed in every repetition.
 #
-# Needs: Java 17+ and Maven (the peers, the broker), go, kcat, jq.
+# Needs: Java 17+ (JAVA_HOME is honoured) and Maven (the peers, the broker),
+# go, kcat, jq.
 #
 # Environment:
 #   KEYS=10000 KEY=user        users in the input; group key user | country
 #   WINDOW_S=10 GRACE_MS=2000  window size (s) and grace / max_delay (ms)
 #   COMMIT_MS=1000             commit / checkpoint interval of all three
 #   THREADS=2                  Kafka Streams threads, Flink parallelism
-#   EMIT=suppress              Kafka Streams: suppress | close (emitStrategy)
 #   SYSTEMS="windowd kstreams flink"
 #   PEER_JAVA_OPTS=-Xmx1g      JVM options of both peers
 #   POLL=0.1                   seconds between polls of the output topic
@@ -97,7 +96,6 @@ window_s=${WINDOW_S:-10}
 grace_ms=${GRACE_MS:-2000}
 commit_ms=${COMMIT_MS:-1000}
 threads=${THREADS:-2}
-emit=${EMIT:-suppress}
 systems=(${SYSTEMS:-windowd kstreams flink})
 java_opts=(${PEER_JAVA_OPTS:--Xmx1g})
 poll=${POLL:-0.1}
@@ -112,7 +110,8 @@ for s in "${systems[@]}"; do
 	case $s in windowd | kstreams | flink) ;; *) die "SYSTEMS: unknown system $s" ;; esac
 done
 
-for t in kcat jq go java mvn; do command -v "$t" >/dev/null || die "needs $t"; done
+java=${JAVA_HOME:+$JAVA_HOME/bin/}java
+for t in kcat jq go "$java" mvn; do command -v "$t" >/dev/null || die "needs $t"; done
 bash scripts/kafka-local.sh start >&2 || die "could not start the local broker"
 status=$(bash scripts/kafka-local.sh status 2>&1) || die "no broker answering on $broker"
 bpid=$(sed -n 's/.*(pid \([0-9]*\)).*/\1/p' <<<"$status")
@@ -131,7 +130,7 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	fi
-	delete_topics "$topic.*"
+	delete_topics "$topic|$topic-.*"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -148,8 +147,8 @@ ends() {
 }
 
 echo "# windowd, Kafka Streams, Flink — $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(java -version 2>&1 | head -1); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
-echo "# $records records, $keys users, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads ($emit), Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
+echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $("$java" -version 2>&1 | head -1); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
+echo "# $records records, $keys users, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads, Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
 
 bash bench/peers/build.sh || die "building the peers failed"
 ks_cp="bench/peers/kstreams/target/peer-kstreams.jar:bench/peers/kstreams/target/lib/*"
@@ -226,12 +225,12 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 		cmd=("$bin" run --config "$tmp/windowd.yaml")
 		;;
 	kstreams)
-		cmd=(java "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$ks_cp" windowd.peers.KStreamsPeer
+		cmd=("$java" "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$ks_cp" windowd.peers.KStreamsPeer
 			--bootstrap "$broker" --input "$topic" --output "$o" --app-id "$o" --state-dir "$st"
-			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --threads "$threads" --commit-ms "$commit_ms" --emit "$emit")
+			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --threads "$threads" --commit-ms "$commit_ms")
 		;;
 	flink)
-		cmd=(java "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$fl_cp" windowd.peers.FlinkPeer
+		cmd=("$java" "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$fl_cp" windowd.peers.FlinkPeer
 			--bootstrap "$broker" --input "$topic" --output "$o" --group "$o" --state-dir "$st"
 			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --parallelism "$threads" --checkpoint-ms "$commit_ms")
 		;;
@@ -270,7 +269,7 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	r_steady=$(awk -v n="$records" -v a="$r_t10" -v b="$r_t90" 'BEGIN {if (b - a <= 0) print "-"; else printf "%.0f\n", 0.8 * n / (b - a)}')
 	r_outrec=$(ends "$o")
 	kcat -C -b "$broker" -t "$o" -e -q -f '%s\n' >"$tmp/out-$s.jsonl"
-	delete_topics "$o.*"
+	delete_topics "$o|$o-.*"
 	rm -rf "$st"
 }
 
