@@ -4,7 +4,7 @@
 # interleaved (see bench/README.md, "windowd, Kafka Streams and Flink").
 #
 #   bash bench/compare.sh                 # N=1000000 records, 3 repetitions (about 5 min on 2 cores)
-#   bash bench/compare.sh 200000 2        # a smoke run (about 1.5 min)
+#   bash bench/compare.sh 200000 2        # a smoke run (about 1 min)
 #   SYSTEMS="windowd flink" bash bench/compare.sh 1000000 5
 #
 # The job: tumbling WINDOW_S (10) s event-time windows by record key, count
