@@ -40,10 +40,10 @@
 # repetitions) with a fresh output topic, consumer group / application id
 # and state directory: exec, then the output topic's end offsets are polled
 # every POLL (0.1) s until it holds every pane the input closes. Measured:
-#   drain s       exec to the last pane on the output topic (JVM and group
-#                 start included);
 #   first s       exec to the first pane on the output topic (start-up,
 #                 group join, the first window's close);
+#   drain s       exec to the last pane on the output topic (JVM and group
+#                 start included);
 #   CPU s         the process's user+sys CPU at that moment (/proc/PID/stat);
 #   steady rec/s  0.8 N over the time between the output reaching 10% and
 #                 90% of its panes (panes come at an even rate of event time,
@@ -59,7 +59,7 @@
 # windowd's medians, and whether every final pane agreed in every repetition.
 #
 # Needs: Java 17+ (JAVA_HOME is honoured) and Maven (the peers, the broker),
-# go, kcat, jq.
+# go, kcat (apt-get install kcat).
 #
 # Environment:
 #   KEYS=10000 KEY=user        users in the input; group key user | country
@@ -111,7 +111,7 @@ for s in "${systems[@]}"; do
 done
 
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
-for t in kcat jq go "$java" mvn; do command -v "$t" >/dev/null || die "needs $t"; done
+for t in kcat go "$java" mvn; do command -v "$t" >/dev/null || die "needs $t"; done
 bash scripts/kafka-local.sh start >&2 || die "could not start the local broker"
 status=$(bash scripts/kafka-local.sh status 2>&1) || die "no broker answering on $broker"
 bpid=$(sed -n 's/.*(pid \([0-9]*\)).*/\1/p' <<<"$status")
