@@ -59,7 +59,7 @@
 # windowd's medians, and whether every final pane agreed in every repetition.
 #
 # Needs: Java 17+ (JAVA_HOME is honoured) and Maven (the peers, the broker),
-# go, kcat (apt-get install kcat).
+# go, kcat (installed with apt-get when missing).
 #
 # Environment:
 #   KEYS=10000 KEY=user        users in the input; group key user | country
@@ -111,7 +111,8 @@ for s in "${systems[@]}"; do
 done
 
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
-for t in kcat go "$java" mvn; do command -v "$t" >/dev/null || die "needs $t"; done
+need_kcat
+for t in go "$java" mvn; do command -v "$t" >/dev/null || die "needs $t"; done
 bash scripts/kafka-local.sh start >&2 || die "could not start the local broker"
 status=$(bash scripts/kafka-local.sh status 2>&1) || die "no broker answering on $broker"
 bpid=$(sed -n 's/.*(pid \([0-9]*\)).*/\1/p' <<<"$status")

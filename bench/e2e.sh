@@ -126,7 +126,8 @@ case $repartition in
 *) echo "e2e.sh: REPARTITION must be 0 or 1" >&2; exit 2 ;;
 esac
 
-for t in kcat curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
+need_kcat
+for t in curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
 [ -x /usr/bin/time ] || die "needs GNU time at /usr/bin/time"
 status=$(bash scripts/kafka-local.sh status 2>&1) ||
 	die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"

@@ -14,6 +14,18 @@ fail_with_log() {
 # now: the time in seconds with nanoseconds.
 now() { date +%s.%N; }
 
+# need_kcat installs Debian's kcat when it is missing and apt-get can
+# (root, or sudo without a password), so that a benchmark is one command.
+need_kcat() {
+	command -v kcat >/dev/null && return 0
+	command -v apt-get >/dev/null || die "needs kcat (not found, and no apt-get to install it)"
+	local sudo=""
+	[ "$(id -u)" = 0 ] || sudo="sudo -n"
+	echo "$script: installing kcat (apt-get)" >&2
+	{ $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends kcat; } >&2 ||
+		die "needs kcat: apt-get install kcat failed"
+}
+
 # msum NAME FILE: the sum of the samples of Prometheus metric NAME in FILE
 # (a /metrics scrape).
 msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }
