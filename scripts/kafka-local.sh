@@ -423,12 +423,7 @@ cmd_start() {
 	pid=$!
 	echo "$pid" >"$PID_FILE"
 
-	if ! wait_ready; then
-		show_log_tail
-		kill_pid "$pid"
-		rm -f "$PID_FILE"
-		die "kafka: broker failed to start on $HOST:$PORT, see $LOG_FILE"
-	fi
+	started "$pid" "kafka: broker failed to start on $HOST:$PORT"
 	echo "kafka: ready on $HOST:$PORT"
 	if [[ -n $SECURITY ]]; then
 		if ! security_answering; then

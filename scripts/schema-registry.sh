@@ -233,12 +233,7 @@ cmd_start() {
 	pid=$!
 	echo "$pid" >"$PID_FILE"
 
-	if ! wait_ready; then
-		show_log_tail
-		kill_pid "$pid"
-		rm -f "$PID_FILE"
-		die "registry: failed to start at $BASE_URL, see $LOG_FILE"
-	fi
+	started "$pid" "registry: failed to start at $BASE_URL"
 	echo "registry: ready at $BASE_URL (pid $pid)"
 }
 

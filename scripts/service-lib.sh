@@ -84,3 +84,14 @@ kill_pid() {
 		sleep 0.2
 	done
 }
+
+# started PID WHAT: wait until the service the script just started as PID
+# answers; if it does not, show the log's tail, stop it and die with WHAT.
+started() {
+	if ! wait_ready; then
+		show_log_tail
+		kill_pid "$1"
+		rm -f "$PID_FILE"
+		die "$2, see $LOG_FILE"
+	fi
+}

@@ -206,25 +206,12 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 	}
 }
 
-// BenchmarkRestoreKey restores b.N distinct keys of one tumbling window
-// each into an empty shard, the way a cold restore from a changelog does,
-// committing the store every 64 MiB of pending writes.
 // BenchmarkRestoreKeyRepeated restores a changelog in which each of 100k
 // keys comes 2.5 times on average, interleaved, as a changelog of 1 s
 // commit cycles holds them (bench/restore.sh: 2.51 key records per window):
 // every repeat replaces a value whose timer was added by the same restore.
 func BenchmarkRestoreKeyRepeated(b *testing.B) {
-	spec := windowing.Spec{
-		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 3600_000, Hop: 3600_000},
-		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}},
-		Trigger:    windowing.TriggerSpec{OnTime: true},
-	}
-	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 1000}
-	src := newRestoreRun(&testing.T{}, spec, wm, 64<<20)
-	src.eng.Assign(0, 0, true)
-	src.feed([]rec{{part: 0, key: "template", t: 1000, x: 3}}, 0)
-	log, _ := src.changelog(0)
-	value := log["template"]
+	spec, wm, value := restoreBenchValue()
 	const keys = 100_000
 	var order []int
 	for round := 0; round < 3; round++ {
@@ -271,7 +258,9 @@ func BenchmarkRestoreKeyRepeated(b *testing.B) {
 	b.ReportMetric(float64(len(order))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
-func BenchmarkRestoreKey(b *testing.B) {
+// restoreBenchValue is the restore benchmarks' pipeline (tumbling 1 h,
+// count and sum) and a changelog value of one window of it.
+func restoreBenchValue() (windowing.Spec, watermark.Spec, []byte) {
 	spec := windowing.Spec{
 		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 3600_000, Hop: 3600_000},
 		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}},
@@ -283,6 +272,14 @@ func BenchmarkRestoreKey(b *testing.B) {
 	src.feed([]rec{{part: 0, key: "template", t: 1000, x: 3}}, 0)
 	log, _ := src.changelog(0)
 	value := log["template"]
+	return spec, wm, value
+}
+
+// BenchmarkRestoreKey restores b.N distinct keys of one tumbling window
+// each into an empty shard, the way a cold restore from a changelog does,
+// committing the store every 64 MiB of pending writes.
+func BenchmarkRestoreKey(b *testing.B) {
+	spec, wm, value := restoreBenchValue()
 	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
 	if err != nil {
 		b.Fatal(err)
