@@ -77,6 +77,7 @@ JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KEYTOOL="${JAVA_HOME:+$JAVA_HOME/bin/}keytool"
 
 SERVICE=kafka STOP_TIMEOUT=20 READY_WAIT=0.5
+WHERE="on $HOST:$PORT" # where the service answers, for messages
 # shellcheck source=scripts/service-lib.sh
 source "$SCRIPT_DIR/service-lib.sh"
 
@@ -437,37 +438,6 @@ cmd_start() {
 	fi
 }
 
-cmd_stop() {
-	check_settings
-	take_lock
-	local pid
-	if ! pid="$(running_pid)"; then
-		rm -f "$PID_FILE"
-		echo "kafka: not running"
-		return 0
-	fi
-	kill_pid "$pid"
-	if pid_alive "$pid"; then
-		die "kafka: could not stop pid $pid"
-	fi
-	rm -f "$PID_FILE"
-	echo "kafka: stopped (pid $pid)"
-}
-
-cmd_status() {
-	check_settings
-	local pid
-	if ! pid="$(running_pid)"; then
-		echo "kafka: not running"
-		return 1
-	fi
-	if answering; then
-		echo "kafka: running (pid $pid) on $HOST:$PORT"
-		return 0
-	fi
-	echo "kafka: pid $pid is running but not answering on $HOST:$PORT"
-	return 1
-}
 
 cmd_wait() {
 	check_settings

@@ -65,6 +65,7 @@ BASE_URL="http://$HOST:$PORT/apis/ccompat/v7"
 TAG="-Dwindowd.schema-registry.port=$PORT"
 
 SERVICE=registry STOP_TIMEOUT=30 READY_WAIT=0.2 # Generous STOP_TIMEOUT: on exit the JVM writes its class-data-sharing archive.
+WHERE="at $BASE_URL" # where the service answers, for messages
 # shellcheck source=scripts/service-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/service-lib.sh"
 JAVA=""
@@ -237,37 +238,6 @@ cmd_start() {
 	echo "registry: ready at $BASE_URL (pid $pid)"
 }
 
-cmd_stop() {
-	check_settings
-	take_lock
-	local pid
-	if ! pid="$(running_pid)"; then
-		rm -f "$PID_FILE"
-		echo "registry: not running"
-		return 0
-	fi
-	kill_pid "$pid"
-	if pid_alive "$pid"; then
-		die "registry: could not stop pid $pid"
-	fi
-	rm -f "$PID_FILE"
-	echo "registry: stopped (pid $pid)"
-}
-
-cmd_status() {
-	check_settings
-	local pid
-	if ! pid="$(running_pid)"; then
-		echo "registry: not running"
-		return 1
-	fi
-	if answering; then
-		echo "registry: running (pid $pid) at $BASE_URL"
-		return 0
-	fi
-	echo "registry: pid $pid is running but not answering at $BASE_URL"
-	return 1
-}
 
 [[ $# -eq 1 ]] || usage
 case "$1" in

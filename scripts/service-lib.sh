@@ -2,10 +2,12 @@
 # share to run one background Java service: process checks, readiness
 # waiting, stopping, the log tail on failure. Sourced, not run.
 #
-# The sourcing script sets SERVICE (the prefix of its messages), HOST,
+# The sourcing script sets SERVICE (the prefix of its messages), WHERE (where
+# the service answers, for messages: "on host:port", "at URL"), HOST,
 # PID_FILE, LOG_FILE, START_TIMEOUT (s), STOP_TIMEOUT (s), READY_WAIT (s
 # between readiness checks), and defines pid_alive PID (the process is
-# alive and is this service) and answering (the service answers a request).
+# alive and is this service), answering (the service answers a request),
+# check_settings and take_lock (the script's own checks and lock).
 
 die() {
 	echo "$*" >&2
@@ -94,4 +96,36 @@ started() {
 		rm -f "$PID_FILE"
 		die "$2, see $LOG_FILE"
 	fi
+}
+
+cmd_stop() {
+	check_settings
+	take_lock
+	local pid
+	if ! pid="$(running_pid)"; then
+		rm -f "$PID_FILE"
+		echo "$SERVICE: not running"
+		return 0
+	fi
+	kill_pid "$pid"
+	if pid_alive "$pid"; then
+		die "$SERVICE: could not stop pid $pid"
+	fi
+	rm -f "$PID_FILE"
+	echo "$SERVICE: stopped (pid $pid)"
+}
+
+cmd_status() {
+	check_settings
+	local pid
+	if ! pid="$(running_pid)"; then
+		echo "$SERVICE: not running"
+		return 1
+	fi
+	if answering; then
+		echo "$SERVICE: running (pid $pid) $WHERE"
+		return 0
+	fi
+	echo "$SERVICE: pid $pid is running but not answering $WHERE"
+	return 1
 }
