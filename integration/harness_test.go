@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/internal/syncbuf"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/replay"
 	"github.com/windowd/windowd/service"
@@ -238,7 +239,7 @@ type instance struct {
 	httpAddr string
 	stop     func() error // graceful stop; returns the run's error
 	cmd      *exec.Cmd
-	stderr   *syncBuffer
+	stderr   *syncbuf.Buffer
 	exited   chan struct{} // child process: closed when it has exited
 	exitErr  error         // child process: cmd.Wait's result, once exited
 }
@@ -317,24 +318,6 @@ func windowdBinary(t *testing.T) string {
 	return binPath
 }
 
-// syncBuffer is a goroutine-safe buffer for a child's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var httpAddrRE = regexp.MustCompile(`"http listening".*"addr":"([^"]+)"`)
 
 // spawn runs windowd as a child process with extra arguments and
@@ -347,7 +330,7 @@ func (e *env) spawn(env map[string]string, args ...string) *instance {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	inst := &instance{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	inst := &instance{cmd: cmd, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = inst.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

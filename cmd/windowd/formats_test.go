@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/base64"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,8 +19,7 @@ func TestReplaySchemaRegistryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(path, []byte(`schema_registry: {url: "http://127.0.0.1:1"}
+	path := writeConfig(t, `schema_registry: {url: "http://127.0.0.1:1"}
 pipelines:
   - name: p
     input: {topic: in, format: avro}
@@ -31,9 +28,7 @@ pipelines:
     window: {type: tumbling, size: 1s}
     aggregates: [{name: n, op: count}]
     output: {topic: out}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	// user "u", ts 1500 (zigzag varints).
 	value := []byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 2, 'u', 0xb8, 0x17}
 	line := `{"value":{"base64":"` + base64.StdEncoding.EncodeToString(value) + `"}}` + "\n"

@@ -21,6 +21,17 @@ func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 	return code, out.String(), errs.String()
 }
 
+// writeConfig writes a configuration file in a temporary directory and
+// returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestValidateListsEveryMistake(t *testing.T) {
 	code, out, errs := runCLI(t, "", "validate", "--config", "testdata/three_mistakes.yaml")
 	if code != 1 || out != "" {
@@ -212,8 +223,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 // validates, with a note that run needs brokers, and replays; run refuses it
 // with a message naming kafka.brokers.
 func TestPipelinesOnly(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(path, []byte(`pipelines:
+	path := writeConfig(t, `pipelines:
   - name: p
     input: {topic: in}
     key: {field: user}
@@ -221,9 +231,7 @@ func TestPipelinesOnly(t *testing.T) {
     window: {type: tumbling, size: 1s}
     aggregates: [{name: n, op: count}]
     output: {topic: out}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	code, out, errs := runCLI(t, "", "validate", "--config", path)
 	if code != 0 || !strings.HasPrefix(out, "OK\n") || !strings.Contains(out, "run needs kafka.brokers") {
 		t.Errorf("validate: exit %d, %q %q", code, out, errs)

@@ -15,30 +15,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/windowd/windowd/internal/syncbuf"
 )
-
-// syncBuffer is a buffer written by the service's logger while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // chromiumPath is Debian's chromium (scripts/chromium.sh install), or "".
 func chromiumPath() string {
@@ -79,7 +61,7 @@ func startQuickstartRun(t *testing.T) (base string) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"run", "--config", path}, strings.NewReader(""), io.Discard, logs) }()
 	t.Cleanup(func() {
