@@ -56,18 +56,17 @@ func NewDecoder(reg *Registry, format config.Format, tsField string, members []s
 // The error is a *BadRecord (dead-letter the record) or an *Unavailable
 // (the registry: try again later).
 func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
-	var ts Instant
-	d.ts = ts
+	d.ts = Instant{}
 	var header sr.ConfluentHeader // franz-go's reader of the wire format
 	id, payload, err := header.DecodeID(v)
 	if err != nil {
-		return dst, ts, &BadRecord{notWireFormat(v)}
+		return dst, Instant{}, &BadRecord{notWireFormat(v)}
 	}
 	key := progKey{id: id}
 	var index []int
 	if d.format == config.Protobuf {
 		if index, payload, err = messageIndexes(&header, payload); err != nil {
-			return dst, ts, &BadRecord{"value's message indexes (schema id " + strconv.Itoa(id) + ") " + err.Error()}
+			return dst, Instant{}, &BadRecord{"value's message indexes (schema id " + strconv.Itoa(id) + ") " + err.Error()}
 		}
 		if len(index) != 1 || index[0] != 0 {
 			key.index = indexText(index)
@@ -75,7 +74,7 @@ func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
 	}
 	p, err := d.program(key, index)
 	if err != nil {
-		return dst, ts, err
+		return dst, Instant{}, err
 	}
 	start := len(dst)
 	out, err := p.appendJSON(dst, payload, &d.ts) // a field: a local would escape to the heap
