@@ -29,7 +29,10 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record) {
 }
 
 func (p *Producer) done(r *kgo.Record, err error) {
-	if err == nil {
+	if err == nil || errors.Is(err, kgo.ErrAborting) {
+		// ErrAborting: the record was still buffered when its
+		// transaction aborted (exactly_once); it is rolled back with the
+		// transaction, which the pipeline redoes, and no output failed.
 		return
 	}
 	p.mu.Lock()
