@@ -41,6 +41,9 @@ type Member struct {
 	Before func() error
 	// Step processes one poll's records (Mu held); an error stops the loop.
 	Step func(ctx context.Context, fetches kgo.Fetches) error
+	// Wake, when set, makes a poll waiting for records return at once
+	// (Step then runs with what it has).
+	Wake <-chan struct{}
 	// After, when set, runs with Mu held after each Step and the
 	// rebalance callbacks it let run; an error stops the loop (a failure
 	// a callback recorded).
@@ -80,6 +83,17 @@ func (m *Member) Run(ctx context.Context) error {
 func (m *Member) poll(ctx context.Context) (closed bool, err error) {
 	pollCtx, cancel := context.WithTimeout(ctx, PollTimeout)
 	defer cancel()
+	if m.Wake != nil {
+		polled := make(chan struct{})
+		defer close(polled)
+		go func() {
+			select {
+			case <-m.Wake:
+				cancel()
+			case <-polled:
+			}
+		}()
+	}
 	if m.Hold {
 		m.Mu.Lock()
 		defer m.Mu.Unlock()

@@ -47,7 +47,7 @@ func (a *aligner) step(wm *watermark.Frontier, now time.Time) {
 	// A partition the frontier forgot while paused resumes too: the
 	// client keeps a pause until it is lifted.
 	for _, part := range a.cl.PauseFetchPartitions(nil)[a.topic] {
-		if !wm.Paused(part) && !slices.Contains(resume, part) && !a.wait.waiting(part) {
+		if !wm.Paused(part) && !wm.Restoring(part) && !slices.Contains(resume, part) && !a.wait.waiting(part) {
 			resume = append(resume, part)
 		}
 	}

@@ -107,6 +107,11 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 			extra = append(extra, part)
 		}
 	}
+	for _, j := range p.rs.list() {
+		if !owned[j.part] {
+			extra = append(extra, j.part)
+		}
+	}
 	if len(extra) > 0 {
 		// A revoke the session did not pass on: what the open
 		// transaction did for them must not commit.

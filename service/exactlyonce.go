@@ -270,6 +270,7 @@ func (p *pipeline) rollback() error {
 	p.countEvictions() // the discarded engine's
 	p.eng, p.mu.countedEvictions = eng, 0
 	p.mu.gated = map[int32]int64{}
+	p.holdRestoring()
 	inCheckpoint := map[int32]bool{}
 	for part := range p.mu.clNext {
 		inCheckpoint[part] = true
@@ -280,7 +281,7 @@ func (p *pipeline) rollback() error {
 	}
 	p.off.Unlock()
 	for part := range inCheckpoint {
-		if _, assigned := p.mu.parts[part]; !assigned {
+		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) {
 			if err := p.dropPartition(part); err != nil {
 				return err
 			}

@@ -1,6 +1,10 @@
 package service
 
-import "github.com/cockroachdb/pebble/v2/vfs"
+import (
+	"context"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
 
 // Faults reach rare paths on purpose. Nothing in the service reads them
 // from the environment: only a caller sets them, the tests directly and
@@ -29,6 +33,10 @@ type Faults struct {
 	// state and input offsets are written: a crash in the middle of a
 	// cycle.
 	ExitAfterChangelog int
+	// RestoreStarts, when set, is called by each partition's restore
+	// before it reads the changelog; a restore waits while it blocks
+	// (until ctx ends: the restore was cancelled).
+	RestoreStarts func(ctx context.Context, partition int32)
 	// FS, when set, is the file system of every pipeline's local state
 	// (state.Options.FS): tests wrap the disk in Pebble's errorfs.
 	FS vfs.FS

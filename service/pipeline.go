@@ -158,9 +158,8 @@ type pipeline struct {
 	inGroup      atomic.Bool  // joined: assigned and not lost since
 	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
 
-	restoring       atomic.Int64 // partition being restored, -1 when none
-	restoredRecords atomic.Int64 // changelog records applied by the current restore
-	restoreTotal    atomic.Int64 // changelog offsets the current restore reads
+	rs            *restores                                  // restores under way (restorejob.go)
+	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
 
 	st statusState // the status page's snapshot and recent panes (statusapi.go)
 }
@@ -201,7 +200,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
 	}
-	p.restoring.Store(-1)
+	p.rs = newRestores()
+	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.off.stored = map[int32]int64{}
 	p.mu.faultAfter = deps.faults.ExitAfterChangelog

@@ -48,6 +48,8 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		// and a poll waits for a rebalance's callbacks, which wait for mu.
 		Hold: p.eos,
 		Step: p.step,
+		// A restore's reader has a batch for step to apply.
+		Wake: p.rs.wake,
 		// A failure a rebalance callback recorded.
 		After: func() error { return p.mu.failed },
 	}
@@ -134,6 +136,9 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}
 	if err != nil {
+		return err
+	}
+	if err := p.applyRestores(ctx); err != nil && !errors.Is(err, errRolledBack) {
 		return err
 	}
 	if now.Sub(p.mu.lastEnds) >= endsInterval {

@@ -7,8 +7,8 @@ import (
 
 // ready reports whether the pipeline has its assignment and commits succeed.
 func (p *pipeline) ready() (bool, string) {
-	if part := p.restoring.Load(); part >= 0 {
-		return false, fmt.Sprintf("restoring partition %d from changelog %s (%d records so far)", part, p.clTopic, p.restoredRecords.Load())
+	if r := p.restoreStatus(); r != nil {
+		return false, fmt.Sprintf("restoring partitions %v from changelog %s (%d of %d records so far)", r.Partitions, p.clTopic, r.Records, r.Total)
 	}
 	if !p.assignedOnce.Load() {
 		return false, "waiting for partition assignment"

@@ -14,9 +14,8 @@ import (
 	"github.com/windowd/windowd/watermark"
 )
 
-// onAssigned restores each new partition's state before any of its records
-// is processed (polls wait: BlockRebalanceOnPoll), then starts it at the
-// offset its state covers (adjustOffsets runs after this returns).
+// onAssigned starts the restore of each new partition's state; the
+// partition is paused until its state is restored (restorejob.go).
 func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -49,7 +48,8 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	// Commit what is pending first: the restore then writes alone.
+	// Commit what is pending first: under exactly_once the session's
+	// transaction ends with the session.
 	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
 		return err
 	}
@@ -72,48 +72,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		return err
 	}
 	for _, part := range parts {
-		rs, err := p.restore(ctx, part)
-		if err != nil {
-			return fmt.Errorf("partition %d: %w", part, err)
-		}
-		st := p.partitionState(part)
-		p.off.Lock()
-		if off, ok := p.off.stored[part]; ok {
-			st.position, st.marked = off, off
-		}
-		p.off.Unlock()
-		p.eng.Assign(part, p.nowMS(), false)
-		p.gateIfBehind(part)
-		label := strconv.Itoa(int(part))
-		p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(rs.records))
-		p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(rs.took.Seconds())
-		if rs.records > 0 || rs.cold {
-			p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
-				zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
-				zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
-		}
-	}
-	if p.eos {
-		// Only restored state is pending (the first cycle above ended
-		// the transaction), and it is the changelog's committed state:
-		// checkpoint it alone, so that a transaction that aborts from
-		// here on rolls back to it rather than to before the restore.
-		if err := p.checkpoint(nil); err != nil {
-			return err
-		}
-		if p.unsettled() {
-			// No transaction may commit yet (settleAssignment); due
-			// windows fire with the next frontier advance.
-			return nil
-		}
-	}
-	// Restored windows the frontier already passed fire now (those of
-	// partitions that joined behind it wait: releaseGated).
-	if err := p.eng.FireDue(); err != nil {
-		return err
-	}
-	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
-		return err
+		p.startRestore(part)
 	}
 	return nil
 }
@@ -241,6 +200,7 @@ func (p *pipeline) release(parts []int32) {
 		p.wait.forget(parts)
 	}
 	for _, part := range parts {
+		p.cancelRestore(part)
 		delete(p.mu.gated, part)
 		p.eng.Revoke(part)
 		delete(p.mu.parts, part)

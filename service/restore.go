@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -41,111 +40,11 @@ type restoreStats struct {
 	took     time.Duration
 }
 
-// restore brings partition part's state up to the end of its changelog
-// (mu held, nothing of part processed yet): from the changelog offset the
-// local state holds when it holds one, else from the start after dropping
-// whatever local state part had.
-func (p *pipeline) restore(ctx context.Context, part int32) (restoreStats, error) {
-	start := p.now()
-	var rs restoreStats
-	p.restoring.Store(int64(part))
-	defer p.restoring.Store(-1)
-	p.restoredRecords.Store(0)
-	p.restoreTotal.Store(0)
-	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, part, p.log)
-	if err != nil {
-		return rs, err
-	}
-	rs.from, rs.to = lo, hi
-	if c, ok := p.mu.clNext[part]; ok && c >= lo && c <= hi {
-		rs.from = c
-	} else if !ok && lo == hi {
-		// Nothing logged yet: local state, if any, is the only copy
-		// (written before the changelog existed).
-		rs.from = hi
-	} else {
-		rs.cold = true
-		if err := p.dropPartition(part); err != nil {
-			return rs, err
-		}
-		// The drop and the changelog positions without part commit
-		// together: a crash mid-restore then restarts it from scratch.
-		if err := p.putLocalMeta(p.offsetsToStore()); err != nil {
-			return rs, err
-		}
-	}
-	var mk *marker
-	covers := map[string]int64{}
-	latest := newLatestValues(rs.cold)
-	if rs.from < hi {
-		apply := func(r *kgo.Record) error {
-			rs.records++
-			rs.bytes += int64(len(r.Key) + len(r.Value))
-			if err := p.applyChangelog(part, r, &mk, covers, latest); err != nil {
-				return err
-			}
-			if latest.bytes >= maxLatestBytes {
-				return p.restoreLatest(part, latest)
-			}
-			return nil
-		}
-		p.restoreTotal.Store(hi - rs.from)
-		progress := newRestoreProgress(p.now(), hi-rs.from)
-		afterPoll := func() error {
-			p.restoredRecords.Store(rs.records)
-			if share, rate, ok := progress.due(p.now(), rs.records); ok {
-				p.log.Info("restoring partition from the changelog", zap.Int32("partition", part), zap.String("changelog", p.clTopic),
-					zap.Int64("records", rs.records), zap.Int64("offsets", hi-rs.from),
-					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", math.Round(rate)))
-			}
-			if p.db.PendingBytes() >= 64<<20 {
-				// Only restore writes are pending (the cycle before the
-				// restore committed the rest): safe to commit alone.
-				return p.db.Commit(false)
-			}
-			return nil
-		}
-		if err := kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, part, rs.from, hi, p.log, apply, afterPoll); err != nil {
-			return rs, err
-		}
-		if err := p.restoreLatest(part, latest); err != nil {
-			return rs, err
-		}
-	}
-	if mk != nil {
-		p.off.Lock()
-		p.off.stored[part] = mk.position
-		p.off.Unlock()
-		p.eng.Watermarks().RestoreGenerator(part, mk.gen)
-		if p.rp != nil && mk.upstream != nil {
-			p.rp.ups[part] = mk.upstream
-		}
-	}
-	p.off.Lock()
-	resume, known := p.off.stored[part]
-	p.off.Unlock()
-	s := p.mu.skip[part]
-	for k, c := range covers {
-		if known && c <= resume {
-			continue
-		}
-		if s == nil {
-			s = &skipSet{keys: map[string]int64{}}
-			p.mu.skip[part] = s
-		}
-		s.keys[k] = max(s.keys[k], c)
-		s.max = max(s.max, c)
-	}
-	p.mu.clNext[part] = hi
-	rs.took = p.now().Sub(start)
-	return rs, nil
-}
-
 // A restore keeps only the latest value of each key it reads (what
-// compaction keeps of the changelog), up to maxLatestBytes of keys and
-// values, and then applies them: a key logged in several commit cycles is
-// restored once per batch, not once per record.
-const maxLatestBytes = 64 << 20
+// compaction keeps of the changelog), up to restoreBatchBytes of keys and
+// values, and then hands them to the poll loop to apply: a key logged in
+// several commit cycles is restored once per batch, not once per record.
+const restoreBatchBytes = 16 << 20
 
 // maxSeenKeys bounds the keys a cold restore remembers having restored;
 // past it, a key not remembered is looked up in the state like any other.
@@ -155,29 +54,20 @@ const maxSeenKeys = 4 << 20
 type latestValues struct {
 	values map[string][]byte // nil: the key's windows were deleted
 	bytes  int
-	// seen, in a restore into an emptied shard (cold), holds the keys
-	// applied so far: a key not in it has no state to look up and
-	// replace. nil otherwise.
-	seen map[string]struct{}
 }
 
-func newLatestValues(cold bool) *latestValues {
-	l := &latestValues{values: map[string][]byte{}}
-	if cold {
-		l.seen = map[string]struct{}{}
-	}
-	return l
-}
+func newLatestValues() *latestValues { return &latestValues{values: map[string][]byte{}} }
 
-// restoreLatest applies the batch of latest values to part and empties it
-// (mu held).
-func (p *pipeline) restoreLatest(part int32, l *latestValues) error {
+// restoreLatest applies a batch of latest values to part (mu held). seen,
+// in a restore into an emptied shard (cold), holds the keys applied so
+// far: a key not in it has no state to look up and replace; nil otherwise.
+func (p *pipeline) restoreLatest(part int32, values map[string][]byte, seen map[string]struct{}) error {
 	return p.store.untracked(func() error {
-		for key, value := range l.values {
+		for key, value := range values {
 			restore := p.eng.RestoreKey
-			if l.seen != nil && len(l.seen) < maxSeenKeys {
-				if _, ok := l.seen[key]; !ok {
-					l.seen[key] = struct{}{}
+			if seen != nil && len(seen) < maxSeenKeys {
+				if _, ok := seen[key]; !ok {
+					seen[key] = struct{}{}
 					restore = p.eng.RestoreNewKey
 				}
 			}
@@ -185,14 +75,13 @@ func (p *pipeline) restoreLatest(part int32, l *latestValues) error {
 				return err
 			}
 		}
-		clear(l.values)
-		l.bytes = 0
 		return nil
 	})
 }
 
 // applyChangelog reads one changelog record of part into the restore's
-// state: a marker, or a key's latest value into latest (mu held).
+// state: a marker, or a key's latest value into latest (the restore's
+// reader; it touches nothing of the pipeline's).
 func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64, latest *latestValues) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
@@ -270,7 +159,7 @@ func (p *pipeline) dropExpiredHolds() error {
 	}
 	var dropped []int32
 	for part := range p.mu.clNext {
-		if _, assigned := p.mu.parts[part]; assigned || held[part] {
+		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) {
 			continue
 		}
 		if err := p.dropPartition(part); err != nil {

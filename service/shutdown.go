@@ -23,6 +23,7 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	deadline := time.Now().Add(grace - shutdownMargin(grace))
 	commitBy := deadline.Add(-leaveBudget(grace))
 	p.closing.Store(true)
+	p.stopRestores()
 	if cause != nil {
 		cause = fmt.Errorf("pipeline %s: %w", p.cfg.Name, cause)
 	}

@@ -67,12 +67,30 @@ type CommitStatus struct {
 	LatencyMS float64 `json:"latency_ms"`
 }
 
-// RestoreStatus is the restore of a partition from the changelog under way.
+// RestoreStatus is the restores from the changelog under way, together.
 type RestoreStatus struct {
-	Partition int32   `json:"partition"`
-	Records   int64   `json:"records"`
-	Total     int64   `json:"total"` // changelog offsets to read
-	Share     float64 `json:"share"` // 0..1
+	Partitions []int32 `json:"partitions"`
+	Records    int64   `json:"records"` // changelog records read so far
+	Total      int64   `json:"total"`   // changelog offsets to read (0 while not yet listed)
+	Share      float64 `json:"share"`   // 0..1
+}
+
+// restoreStatus sums up the restores under way; nil when none runs.
+func (p *pipeline) restoreStatus() *RestoreStatus {
+	jobs := p.rs.list()
+	if len(jobs) == 0 {
+		return nil
+	}
+	r := &RestoreStatus{}
+	for _, j := range jobs {
+		r.Partitions = append(r.Partitions, j.part)
+		r.Records += j.records.Load()
+		r.Total += j.total.Load()
+	}
+	if r.Total > 0 {
+		r.Share = min(1, float64(r.Records)/float64(r.Total))
+	}
+	return r
 }
 
 // GroupStatus is the consumer-group membership.
@@ -320,11 +338,7 @@ func (p *pipeline) statusNow(now time.Time) PipelineStatus {
 			ps.FrontierLagSeconds = &lag
 		}
 	}
-	if part := p.restoring.Load(); part >= 0 {
-		r := &RestoreStatus{Partition: int32(part), Records: p.restoredRecords.Load(), Total: p.restoreTotal.Load()}
-		if r.Total > 0 {
-			r.Share = min(1, float64(r.Records)/float64(r.Total))
-		}
+	if r := p.restoreStatus(); r != nil {
 		ps.Restore = r
 		ps.Ready, ps.NotReady = p.ready()
 	}

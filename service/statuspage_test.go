@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ pipelines:
 	t.Cleanup(func() { db.Close() })
 	pc := &cfg.Pipelines[0]
 	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }, dec: source.NewDecoder(pc)}
-	p.restoring.Store(-1)
+	p.rs = newRestores()
 	p.mu.parts = map[int32]*partition{}
 	p.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
 	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
@@ -149,13 +150,16 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	// A restore in progress shows without waiting for a snapshot.
-	p.restoring.Store(1)
-	p.restoreTotal.Store(400)
-	p.restoredRecords.Store(100)
-	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || r.Partition != 1 || r.Share != 0.25 {
-		t.Errorf("restore %+v, want partition 1 at 25%%", r)
+	j1, j3 := &restoreJob{part: 1}, &restoreJob{part: 3}
+	j1.total.Store(400)
+	j1.records.Store(100)
+	j3.total.Store(100)
+	j3.records.Store(25)
+	p.rs.jobs[3], p.rs.jobs[1] = j3, j1
+	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || !slices.Equal(r.Partitions, []int32{1, 3}) || r.Records != 125 || r.Share != 0.25 {
+		t.Errorf("restore %+v, want partitions 1 and 3 at 25%%", r)
 	}
-	p.restoring.Store(-1)
+	clear(p.rs.jobs)
 
 	// The server-rendered page shows the same numbers without script.
 	res, err := http.Get(srv.URL + "/")

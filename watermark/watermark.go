@@ -13,6 +13,8 @@
 //   - After a restore, partitions not yet assigned again can be held in the
 //     minimum for a while (HoldRestored), so a partial first assignment does
 //     not let the frontier run ahead of them.
+//   - While an assigned partition's state restores (HoldRestoring), the
+//     frontier stays where it is.
 //   - Under a Marked spec (stage 2 of a repartitioned pipeline) records never
 //     move a partition's watermark; Mark does, from the partition's
 //     Upstreams (the last marker of every input partition), and never lowers it.
@@ -84,6 +86,7 @@ type partition struct {
 	id         int32
 	gen        Generator
 	held       bool  // restored from state, not yet assigned: still holds the frontier
+	restoring  bool  // assigned, its state still restoring: holds the frontier where it is (HoldRestoring)
 	holdUntil  int64 // processing time at which a held partition stops holding
 	assigned   bool
 	caughtUp   bool
@@ -99,6 +102,7 @@ type PartitionStatus struct {
 	Idle      bool
 	Assigned  bool
 	Held      bool // restored, not yet assigned, still holding the frontier
+	Restoring bool // its state is restoring: the frontier stays where it is (HoldRestoring)
 	Paused    bool // watermark alignment paused it (Align)
 }
 
@@ -184,6 +188,7 @@ func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 	st := f.part(p)
 	st.assigned = true
 	st.held = false
+	st.restoring = false
 	st.idle = false
 	st.caughtUp = caughtUp
 	st.lastActive = now
@@ -210,12 +215,30 @@ func (f *Frontier) HoldRestored(now, hold int64) []int32 {
 	return held
 }
 
+// HoldRestoring keeps the frontier where it is while partition p's state
+// restores in the background, until Assign(p) or Revoke(p): p's watermark
+// is not known before its state is, and a frontier that ran on meanwhile
+// would make p's records late. The other partitions' records go on being
+// processed; their windows wait, as they would behind p.
+func (f *Frontier) HoldRestoring(p int32) {
+	st := f.part(p)
+	st.restoring = true
+	f.stale = true
+}
+
+// Restoring reports whether HoldRestoring holds the frontier for p.
+func (f *Frontier) Restoring(p int32) bool {
+	st := f.lookup(p)
+	return st != nil && st.restoring
+}
+
 // Revoke removes p from the minimum; its generator state is kept so that a
 // later Assign resumes it.
 func (f *Frontier) Revoke(p int32) {
 	if st := f.lookup(p); st != nil {
 		st.assigned = false
 		st.held = false
+		st.restoring = false
 		st.idle = false
 		f.stale = true
 	}
@@ -305,6 +328,14 @@ func (f *Frontier) recompute() {
 	min, max := MaxTime, MinTime
 	active, assigned := 0, 0
 	for _, st := range f.sorted {
+		if st.restoring {
+			// Counts at the frontier itself: it stays where it is.
+			active++
+			if f.value < min {
+				min = f.value
+			}
+			continue
+		}
 		if st.held {
 			// Held partitions always count (they are neither assigned nor idle).
 			active++
@@ -378,7 +409,7 @@ func (f *Frontier) Finish() bool {
 func (f *Frontier) Status() []PartitionStatus {
 	out := make([]PartitionStatus, 0, len(f.sorted))
 	for _, st := range f.sorted {
-		out = append(out, PartitionStatus{Partition: st.id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held, Paused: st.paused})
+		out = append(out, PartitionStatus{Partition: st.id, Watermark: st.gen.Watermark, Idle: st.idle, Assigned: st.assigned, Held: st.held, Restoring: st.restoring, Paused: st.paused})
 	}
 	return out
 }

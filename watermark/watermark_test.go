@@ -234,6 +234,58 @@ func TestHoldRestored(t *testing.T) {
 	}
 }
 
+// TestHoldRestoring: a partition whose state restores in the background
+// keeps the frontier where it is until it is assigned (or revoked), while
+// the other partitions' watermarks run on.
+func TestHoldRestoring(t *testing.T) {
+	f := NewFrontier(Spec{Every: 1})
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 10000, 0)
+	f.Observe(1, 10000, 0)
+	f.Advance()
+	f.HoldRestoring(2)
+	if !f.Restoring(2) || f.Restoring(0) {
+		t.Fatal("Restoring: want only partition 2")
+	}
+	f.Observe(0, 20000, 1)
+	f.Observe(1, 25000, 1)
+	f.Advance()
+	if f.Value() != 10000 {
+		t.Fatalf("F = %d while partition 2 restores, want 10000", f.Value())
+	}
+	if st := f.Status(); len(st) != 3 || !st[2].Restoring || st[2].Assigned {
+		t.Fatalf("status %+v", st)
+	}
+	// Restored with a lower watermark: assigned, it holds the frontier
+	// (which does not go back) until it passes the others.
+	f.RestoreGenerator(2, Generator{MaxTS: 5000, Watermark: 5000})
+	f.Assign(2, 2, false)
+	f.Advance()
+	if f.Value() != 10000 || f.Restoring(2) {
+		t.Fatalf("F = %d, restoring %v after the restore, want 10000, false", f.Value(), f.Restoring(2))
+	}
+	f.Observe(2, 30000, 3)
+	f.Advance()
+	if f.Value() != 20000 {
+		t.Fatalf("F = %d, want 20000", f.Value())
+	}
+	// A restore cut short by a revoke stops holding.
+	f.HoldRestoring(3)
+	f.Observe(0, 40000, 4)
+	f.Observe(1, 40000, 4)
+	f.Observe(2, 40000, 4)
+	f.Advance()
+	if f.Value() != 20000 {
+		t.Fatalf("F = %d while partition 3 restores, want 20000", f.Value())
+	}
+	f.Revoke(3)
+	f.Advance()
+	if f.Value() != 40000 {
+		t.Fatalf("F = %d after partition 3 was revoked, want 40000", f.Value())
+	}
+}
+
 func TestRestoreGeneratorAndForget(t *testing.T) {
 	spec := Spec{Strategy: BoundedOutOfOrderness, MaxDelay: 10}
 	f := NewFrontier(spec)

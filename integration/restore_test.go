@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/service"
+)
+
+// TestRestoreInBackground: a partition restoring from the changelog does not
+// stop the instance's other partitions (docs/OPERATIONS.md, Restore), and
+// holds the frontier until it has joined. Instance A windows the first half
+// of a two-partition stream and stops; its state dir is deleted, so B
+// restores both partitions from the changelog. Partition 1's restore is held
+// back (Faults.RestoreStarts) while the second half arrives: partition 0's
+// records are processed (early panes written, offsets committed) and
+// /readyz says what restores, but no window closes. Once the restore runs,
+// the output holds every pane replay computes, and nothing is late with
+// allowed_lateness 0s.
+func TestRestoreInBackground(t *testing.T) { restoreInBackground(t, "") }
+
+// TestRestoreInBackgroundExactlyOnce is TestRestoreInBackground under
+// exactly_once (restored batches are checkpointed between transactions).
+func TestRestoreInBackgroundExactlyOnce(t *testing.T) { restoreInBackground(t, "exactly_once") }
+
+func restoreInBackground(t *testing.T, delivery string) {
+	parallel(t, 25*time.Second)
+	e := newEnv(t, 2, "")
+	edits := map[string]string{
+		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+		"      late: {every: 0s}\n":   "",
+	}
+	if delivery != "" {
+		edits["    commit_interval: 200ms\n"] = "    commit_interval: 200ms\n    delivery: " + delivery + "\n"
+	}
+	e.editConfig(edits)
+
+	// Per partition, 8 keys, a record every 250 ms of event time for 60 s
+	// (in order but for up to 1.5 s, within max_delay 2s), then a record
+	// far ahead that closes every window.
+	rng := rand.New(rand.NewSource(29))
+	const perPartition = 240
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	var halves [2][]input
+	secondOf := map[int32]int{}
+	for p := int32(0); p < e.partitions; p++ {
+		for i := 0; i < perPartition; i++ {
+			u := fmt.Sprintf("u%d-%d", p, rng.Intn(8))
+			ts := base + int64(i)*250 - int64(rng.Intn(1500))
+			h := i * 2 / perPartition
+			halves[h] = append(halves[h], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
+			if h == 1 {
+				secondOf[p]++
+			}
+		}
+	}
+	var flush []input
+	for p := int32(0); p < e.partitions; p++ {
+		k := fmt.Sprintf("flush-%d", p)
+		flush = append(flush, input{partition: p, key: k, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":0}`, k, base+3_600_000)})
+	}
+	all := append(append(append([]input(nil), halves[0]...), halves[1]...), flush...)
+	out, errs := runReplay(t, &e.cfg.Pipelines[0], all, int(e.partitions))
+	if len(errs) > 0 {
+		t.Fatalf("replay reported errors (the stream has no late or bad record): %v", errs[:min(len(errs), 5)])
+	}
+	var want []string
+	for _, p := range out {
+		if !strings.HasPrefix(gjson.Get(p, "key").Str, "flush") {
+			want = append(want, p)
+		}
+	}
+	if finalCount(want) < 2*8*5 {
+		t.Fatalf("test stream too small: %d final panes", finalCount(want))
+	}
+
+	a := e.startInProcess()
+	produce(t, e.in, halves[0])
+	a.waitRecordsIn(t, len(halves[0]))
+	e.waitCommitted(t, 60*time.Second)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.stateDir); err != nil {
+		t.Fatal(err)
+	}
+
+	gate := make(chan struct{})
+	b := e.startInProcessWith(service.Faults{RestoreStarts: func(ctx context.Context, part int32) {
+		if part == 1 {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+	}})
+	produce(t, e.in, halves[1])
+	waitFor(t, "partition 0's records processed while partition 1 restores", 60*time.Second, func() bool {
+		v, _ := b.metric(t, "windowd_records_in_total", "partition", "0")
+		return int(v) >= secondOf[0]
+	})
+	if v, _ := b.metric(t, "windowd_records_in_total", "partition", "1"); v != 0 {
+		t.Fatalf("%v records of partition 1 processed before its state was restored", v)
+	}
+	if code, body := httpGet(t, "http://"+b.httpAddr+"/readyz"); code != 503 || !strings.Contains(body, "restoring partitions [1]") {
+		t.Fatalf("/readyz while partition 1 restores: %d %q", code, body)
+	}
+	if v, _ := b.metric(t, "windowd_panes_total", "timing", "EARLY"); v == 0 {
+		t.Fatal("no early pane written while partition 1 restores: partition 0 was not processed")
+	}
+	if v, _ := b.metric(t, "windowd_panes_total", "timing", "ON_TIME"); v != 0 {
+		t.Fatalf("%v on-time panes while partition 1 restores: the frontier was not held", v)
+	}
+
+	close(gate)
+	produce(t, e.in, flush)
+	e.waitCommitted(t, 60*time.Second)
+	checkAgainstReplay(t, e, want)
+	if v, _ := b.metric(t, "windowd_restore_records_total", "partition", "1"); v == 0 {
+		t.Fatal("B restored no changelog record of partition 1: the test did not exercise the restore")
+	}
+	if v, _ := b.metric(t, "windowd_late_dropped_total"); v != 0 {
+		t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
+	}
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	if len(late.got) != 0 {
+		t.Fatalf("%d records dropped as late, e.g. %s", len(late.got), late.got[0].value)
+	}
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,417 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/kafka"
+)
+
+// Restoring in the background (docs/OPERATIONS.md, Restore). A partition
+// assigned to this instance is paused in the consumer and restored from its
+// changelog by a reader goroutine while the instance's other partitions go
+// on being processed:
+//
+//   - The reader lists the changelog partition's bounds, reads it from where
+//     local state stops (from the start, into an emptied shard, when local
+//     state has nothing of it that the changelog still holds) and keeps each
+//     key's latest value (restore.go), handing batches to the poll loop.
+//   - The poll loop applies the batches between polls (mu held: the engine is
+//     the loop's) and, after the last one, assigns the partition: its
+//     generator, skip set and offset come from the changelog's last marker,
+//     its windows may fire from then on, its consumer resumes at the offset
+//     its state covers.
+//   - Until then the partition holds the frontier where it is
+//     (watermark.Frontier.HoldRestoring): no window closes before the
+//     restored partition has joined, as when a restore blocked the instance.
+//   - Under exactly_once, the loop ends the open transaction before applying
+//     a batch and checkpoints the batch alone after: restored state is the
+//     changelog's committed state and never part of a transaction that
+//     could roll back.
+//   - A revoke or loss cancels the partition's restore; a restore whose
+//     last batch has not been applied leaves no changelog position for the
+//     partition, so the next one starts over (a cold one from an emptied
+//     shard).
+//
+// At most maxParallelRestores partitions read their changelogs at once.
+
+// maxParallelRestores bounds the partitions of one pipeline that read their
+// changelogs at the same time; the others wait for a slot.
+const maxParallelRestores = 2
+
+// restoreJob is the restore of one assigned partition.
+type restoreJob struct {
+	part   int32
+	cancel context.CancelFunc
+	done   chan struct{}     // closed when the reader returned
+	out    chan restoreBatch // reader to poll loop
+	start  time.Time
+	// records and total are the changelog records read so far and the
+	// offsets to read, for readiness and the status page.
+	records, total atomic.Int64
+
+	// The poll loop's (mu held):
+	stats restoreStats
+	seen  map[string]struct{} // see restoreLatest
+	begun bool                // the first batch was applied
+}
+
+// restoreBatch is what a reader hands the poll loop: first the bounds
+// (begin), then latest values, the last batch with the marker and covers.
+type restoreBatch struct {
+	begin    bool
+	from, hi int64
+	cold     bool
+
+	values map[string][]byte
+
+	end           bool
+	mk            *marker
+	covers        map[string]int64
+	records, size int64
+
+	err error
+}
+
+// restores are a pipeline's restores under way, readable without mu (by
+// readiness and the status page).
+type restores struct {
+	sync.Mutex
+	jobs  map[int32]*restoreJob
+	slots chan struct{} // maxParallelRestores
+	wake  chan struct{} // a batch is ready: the poll returns early
+}
+
+func newRestores() *restores {
+	return &restores{jobs: map[int32]*restoreJob{}, slots: make(chan struct{}, maxParallelRestores), wake: make(chan struct{}, 1)}
+}
+
+// list returns the jobs in partition order.
+func (r *restores) list() []*restoreJob {
+	r.Lock()
+	defer r.Unlock()
+	out := make([]*restoreJob, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *restoreJob) int { return int(a.part) - int(b.part) })
+	return out
+}
+
+// restoringPart reports whether part's restore is under way.
+func (p *pipeline) restoringPart(part int32) bool {
+	p.rs.Lock()
+	defer p.rs.Unlock()
+	_, ok := p.rs.jobs[part]
+	return ok
+}
+
+// startRestore pauses newly assigned partition part and starts its restore
+// (mu held).
+func (p *pipeline) startRestore(part int32) {
+	if p.restoringPart(part) {
+		return
+	}
+	p.cl.PauseFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	p.eng.Watermarks().HoldRestoring(part)
+	ctx, cancel := context.WithCancel(p.prodCtx)
+	j := &restoreJob{part: part, cancel: cancel, done: make(chan struct{}), out: make(chan restoreBatch, 1), start: p.now()}
+	p.rs.Lock()
+	p.rs.jobs[part] = j
+	p.rs.Unlock()
+	clNext, known := p.mu.clNext[part]
+	go p.readChangelog(ctx, j, clNext, known)
+}
+
+// readChangelog is the reader of j: from clNext when local state holds
+// part up to there (known), else from the start into an emptied shard.
+func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int64, known bool) {
+	defer close(j.done)
+	send := func(b restoreBatch) bool {
+		select {
+		case j.out <- b:
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case p.rs.wake <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			send(restoreBatch{err: err})
+		}
+	}
+	select {
+	case p.rs.slots <- struct{}{}:
+		defer func() { <-p.rs.slots }()
+	case <-ctx.Done():
+		return
+	}
+	if p.restoreStarts != nil {
+		p.restoreStarts(ctx, j.part)
+	}
+	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, j.part, p.log)
+	if err != nil {
+		fail(err)
+		return
+	}
+	b := restoreBatch{begin: true, from: lo, hi: hi}
+	switch {
+	case known && clNext >= lo && clNext <= hi:
+		b.from = clNext
+	case !known && lo == hi:
+		// Nothing logged yet: local state, if any, is the only copy
+		// (written before the changelog existed).
+		b.from = hi
+	default:
+		b.cold = true
+	}
+	j.total.Store(hi - b.from)
+	if !send(b) {
+		return
+	}
+	end := restoreBatch{end: true, covers: map[string]int64{}}
+	latest := newLatestValues()
+	if b.from < hi {
+		label := strconv.Itoa(int(j.part))
+		remaining := p.m.restoreRemaining.WithLabelValues(p.cfg.Name, label)
+		defer p.m.restoreRemaining.DeleteLabelValues(p.cfg.Name, label)
+		progress := newRestoreProgress(p.now(), hi-b.from)
+		apply := func(r *kgo.Record) error {
+			end.records++
+			end.size += int64(len(r.Key) + len(r.Value))
+			if err := p.applyChangelog(j.part, r, &end.mk, end.covers, latest); err != nil {
+				return err
+			}
+			if latest.bytes >= restoreBatchBytes {
+				if !send(restoreBatch{values: latest.values}) {
+					return ctx.Err()
+				}
+				latest = newLatestValues()
+			}
+			return nil
+		}
+		afterPoll := func() error {
+			j.records.Store(end.records)
+			remaining.Set(float64(max(0, hi-b.from-end.records)))
+			if share, rate, ok := progress.due(p.now(), end.records); ok {
+				p.log.Info("restoring partition from the changelog", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic),
+					zap.Int64("records", end.records), zap.Int64("offsets", hi-b.from),
+					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", math.Round(rate)))
+			}
+			return nil
+		}
+		if err := kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, j.part, b.from, hi, p.log, apply, afterPoll); err != nil {
+			fail(err)
+			return
+		}
+	}
+	end.values = latest.values
+	send(end)
+}
+
+// applyRestores applies what the restores have read since the last poll and
+// assigns the partitions whose restore is complete (mu held, at the end of
+// a step: a rollback here leaves nothing of the poll to process).
+func (p *pipeline) applyRestores(ctx context.Context) error {
+	type ready struct {
+		j       *restoreJob
+		batches []restoreBatch
+	}
+	var work []ready
+	for _, j := range p.rs.list() {
+		r := ready{j: j}
+	drain:
+		for len(r.batches) < 4 {
+			select {
+			case b := <-j.out:
+				r.batches = append(r.batches, b)
+			default:
+				break drain
+			}
+		}
+		if len(r.batches) > 0 {
+			work = append(work, r)
+		}
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	if p.eos {
+		// The restored state is checkpointed alone (below): the open
+		// transaction ends first, committed, or aborted and rolled back.
+		if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+			return err
+		}
+	}
+	finished := false
+	for _, r := range work {
+		for _, b := range r.batches {
+			done, err := p.applyRestoreBatch(r.j, b)
+			if err != nil {
+				return fatalError{fmt.Errorf("restoring partition %d: %w", r.j.part, err)}
+			}
+			finished = finished || done
+		}
+	}
+	if p.eos {
+		if err := p.checkpoint(nil); err != nil {
+			return err
+		}
+		if p.unsettled() {
+			// No transaction may commit yet (settleAssignment); due
+			// windows fire with the next frontier advance.
+			return nil
+		}
+	} else if p.eng.NeedsCheckpoint() {
+		if err := p.commit(ctx, true); err != nil {
+			return err
+		}
+	}
+	if finished {
+		// Restored windows the frontier already passed fire now (those
+		// of partitions that joined behind it wait: releaseGated).
+		return p.eng.FireDue()
+	}
+	return nil
+}
+
+// applyRestoreBatch applies one batch of j and reports whether it was the
+// last (mu held).
+func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, err error) {
+	switch {
+	case b.err != nil:
+		return false, b.err
+	case b.begin:
+		j.begun = true
+		j.stats.from, j.stats.to, j.stats.cold = b.from, b.hi, b.cold
+		if !b.cold {
+			return false, nil
+		}
+		j.seen = map[string]struct{}{}
+		if err := p.dropPartition(j.part); err != nil {
+			return false, err
+		}
+		// The drop and the changelog positions without part commit
+		// together: a crash mid-restore then restarts it from scratch.
+		return false, p.putLocalMeta(p.offsetsToStore())
+	}
+	if err := p.restoreLatest(j.part, b.values, j.seen); err != nil {
+		return false, err
+	}
+	if !b.end {
+		return false, nil
+	}
+	j.stats.records, j.stats.bytes = b.records, b.size
+	p.finishRestore(j, b)
+	return true, nil
+}
+
+// finishRestore assigns j's partition once its state is restored (mu
+// held): the changelog's last marker gives its offset and generator, keys
+// logged ahead of that offset skip the records they hold, and its consumer
+// resumes where its state ends.
+func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
+	part := j.part
+	if b.mk != nil {
+		p.off.Lock()
+		p.off.stored[part] = b.mk.position
+		p.off.Unlock()
+		p.eng.Watermarks().RestoreGenerator(part, b.mk.gen)
+		if p.rp != nil && b.mk.upstream != nil {
+			p.rp.ups[part] = b.mk.upstream
+		}
+	}
+	p.off.Lock()
+	resume, known := p.off.stored[part]
+	p.off.Unlock()
+	s := p.mu.skip[part]
+	for k, c := range b.covers {
+		if known && c <= resume {
+			continue
+		}
+		if s == nil {
+			s = &skipSet{keys: map[string]int64{}}
+			p.mu.skip[part] = s
+		}
+		s.keys[k] = max(s.keys[k], c)
+		s.max = max(s.max, c)
+	}
+	p.mu.clNext[part] = j.stats.to
+	st := p.partitionState(part)
+	if known {
+		st.position, st.marked = resume, resume
+	}
+	p.eng.Assign(part, p.nowMS(), false)
+	p.gateIfBehind(part)
+	p.endRestore(j)
+	if known {
+		// Where the offsets fetched at the assignment (or an offset
+		// fetch still under way: franz-go applies this one instead)
+		// may not be (AdjustFetchOffsetsFn ran before the restore).
+		p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: {part: {Epoch: -1, Offset: resume}}})
+	}
+	p.cl.ResumeFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	j.stats.took = p.now().Sub(j.start)
+	label := strconv.Itoa(int(part))
+	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.stats.records))
+	p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(j.stats.took.Seconds())
+	rs := j.stats
+	if rs.records > 0 || rs.cold {
+		p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
+			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
+			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+	}
+}
+
+// endRestore forgets j, whose reader has returned or been cancelled.
+func (p *pipeline) endRestore(j *restoreJob) {
+	j.cancel()
+	<-j.done
+	p.rs.Lock()
+	delete(p.rs.jobs, j.part)
+	p.rs.Unlock()
+}
+
+// cancelRestore stops the restore of part, no longer assigned here, if one
+// runs, and lifts its pause (mu held). Its state is what its next
+// assignment restores from again.
+func (p *pipeline) cancelRestore(part int32) {
+	p.rs.Lock()
+	j := p.rs.jobs[part]
+	p.rs.Unlock()
+	if j == nil {
+		return
+	}
+	p.endRestore(j)
+	p.cl.ResumeFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	p.log.Info("restore cancelled: the partition is no longer assigned", zap.Int32("partition", part), zap.Int64("records_read", j.records.Load()))
+}
+
+// stopRestores cancels every restore and waits for the readers (shutdown).
+func (p *pipeline) stopRestores() {
+	for _, j := range p.rs.list() {
+		p.endRestore(j)
+	}
+}
+
+// holdRestoring makes the partitions whose restore runs hold the frontier
+// of a new engine (a rollback's).
+func (p *pipeline) holdRestoring() {
+	for _, j := range p.rs.list() {
+		p.eng.Watermarks().HoldRestoring(j.part)
+	}
+}
