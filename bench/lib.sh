@@ -66,3 +66,37 @@ speed_input() {
 	fi
 	echo "$in"
 }
+
+# split_input GEN DIR PREFIX KEYS PARTITIONS GEN_ARGS...: bench/gen's JSON
+# lines over KEYS keys and PARTITIONS partitions split into one
+# "key<TAB>value" file per partition, DIR/PREFIX<p>.tsv (for kcat -K).
+split_input() {
+	local gen=$1 dir=$2 prefix=$3 keys=$4 parts=$5
+	shift 5
+	"$gen" -keys "$keys" -partitions "$parts" "$@" |
+		awk -v dir="$dir" -v pre="$prefix" '{
+			p = substr($0, 14, index($0, ",") - 14)
+			rest = substr($0, index($0, ",\"key\":\"") + 8)
+			k = substr(rest, 1, index(rest, "\"") - 1)
+			v = substr(rest, index(rest, "\"value\":") + 8)
+			print k "\t" substr(v, 1, length(v) - 1) > (dir "/" pre p ".tsv")
+		}'
+}
+
+# produce_input BROKER DIR PREFIX TOPIC PARTITIONS: split_input's files into
+# the topic's partitions with kcat.
+produce_input() {
+	local p
+	for ((p = 0; p < $5; p++)); do
+		[ -s "$2/$3$p.tsv" ] || continue
+		kcat -P -b "$1" -t "$4" -p "$p" -K $'\t' -X linger.ms=20 -X batch.num.messages=10000 \
+			-X queue.buffering.max.messages=1000000 <"$2/$3$p.tsv"
+	done
+}
+
+# end_offsets BROKER TOPIC PARTITIONS: the sum of the topic's end offsets.
+end_offsets() {
+	local p
+	kcat -b "$1" -Q $(for ((p = 0; p < $3; p++)); do echo "-t $2:$p:-1"; done) |
+		awk '{s += $NF} END {print s + 0}'
+}

@@ -11,9 +11,14 @@
 #      records and bytes); stop it (SIGTERM);
 #   3. read the changelog topic back with kcat (key records, markers, bytes,
 #      latest value per key) and its .log segment sizes in the broker's dir;
-#   4. instance B, same group, EMPTY state dir: time from exec to /readyz 200,
-#      restore seconds and records per partition (metrics and log), open
-#      windows after the restore (must equal A's), records it re-consumed;
+#   4. produce BACKLOG more records (event times after the first ones), then
+#      instance B, same group, EMPTY state dir: time from exec to /readyz 200,
+#      restore seconds and records per partition (metrics and log), the
+#      restore's wall time (its partitions restore in the background, 2 at a
+#      time), open windows after the restore (must equal A's plus what the
+#      backlog opened: checked with BACKLOG=0), and, sampling /api/status
+#      every 0.2 s, the input records/s B processed on its restored
+#      partitions while others still restored, against its records/s after;
 #   5. delete the run's topics (KEEP_TOPICS=1 keeps them).
 # Then it prints the medians over the REPS repetitions (default 3).
 #
@@ -24,6 +29,7 @@
 # Environment:
 #   RECORDS=500000 KEYS=100000   input size (gen: 1000 records/s of event time,
 #                                so 500k records span 500 s: one open window per key)
+#   BACKLOG=0                    records produced after A stopped, before B starts
 #   COMMIT_INTERVAL=1s           the pipeline's commit_interval
 #   CACHE_BYTES=64MiB            state.cache_bytes
 #   WINDOWD_KAFKA_PORT=9092      broker port on 127.0.0.1 (as scripts/kafka-local.sh)
@@ -31,7 +37,8 @@
 #   KEEP_TOPICS=1                do not delete the topics afterwards
 #
 # Raw measurements: bench/out/restore-raw.tsv (one line per repetition);
-# logs of the last repetition: bench/out/restore-{a,b}.log.
+# logs of the last repetition: bench/out/restore-{a,b}.log, B's samples of
+# /api/status (seconds, records in, restoring): bench/out/restore-samples.tsv.
 set -euo pipefail
 
 reps=${1:-3}
@@ -47,6 +54,7 @@ mkdir -p "$out"
 
 records=${RECORDS:-500000}
 keys=${KEYS:-100000}
+backlog=${BACKLOG:-0}
 partitions=4
 commit_interval=${COMMIT_INTERVAL:-1s}
 cache_bytes=${CACHE_BYTES:-64MiB}
@@ -124,19 +132,16 @@ bin=$tmp/windowd
 go build -o "$bin" ./cmd/windowd
 go build -o "$tmp/gen" ./bench/gen
 
-# Input: gen's JSON lines split into one "key<TAB>value" file per partition.
-"$tmp/gen" -records "$records" -keys "$keys" -partitions "$partitions" |
-	awk -v dir="$tmp" '{
-		p = substr($0, 14, index($0, ",") - 14)
-		rest = substr($0, index($0, ",\"key\":\"") + 8)
-		k = substr(rest, 1, index(rest, "\"") - 1)
-		v = substr(rest, index(rest, "\"value\":") + 8)
-		print k "\t" substr(v, 1, length(v) - 1) > (dir "/p" p ".tsv")
-	}'
-[ "$(cat "$tmp"/p*.tsv | wc -l)" = "$records" ] || die "splitting the generated input failed"
+split_input "$tmp/gen" "$tmp" p "$keys" "$partitions" -records "$records"
+[ "$(cat "$tmp"/p[0-9]*.tsv | wc -l)" = "$records" ] || die "splitting the generated input failed"
+if [ "$backlog" -gt 0 ]; then
+	# event times after the first input's (gen: 1000 records/s from 1700000000000)
+	split_input "$tmp/gen" "$tmp" backlog "$keys" "$partitions" -records "$backlog" -seed 2 -start $((1700000000000 + records + 10000))
+	[ "$(cat "$tmp"/backlog*.tsv | wc -l)" = "$backlog" ] || die "splitting the backlog failed"
+fi
 
 raw=$out/restore-raw.tsv
-cols="rep windows input_records state_writes changelog_records changelog_key_records changelog_markers changelog_bytes_metric changelog_key_bytes latest_value_bytes segment_bytes commits consume_s stop_a_s ready_s restore_s_sum restore_records b_reconsumed b_windows load1 restore_s_parts restore_records_parts"
+cols="rep windows input_records state_writes changelog_records changelog_key_records changelog_markers changelog_bytes_metric changelog_key_bytes latest_value_bytes segment_bytes commits consume_s stop_a_s ready_s restore_s_sum restore_records b_reconsumed b_windows load1 restore_s_parts restore_records_parts restore_s_wall during_rps after_rps"
 tr ' ' '\t' <<<"$cols" >"$raw"
 
 for ((r = 1; r <= reps; r++)); do
@@ -148,13 +153,8 @@ for ((r = 1; r <= reps; r++)); do
 	echo "# rep $r/$reps: topic $topic, load $load" >&2
 	bash scripts/kafka-local.sh topics --create --topic "$topic" --partitions $partitions --replication-factor 1 >/dev/null
 	t0=$(now)
-	for ((p = 0; p < partitions; p++)); do
-		[ -s "$tmp/p$p.tsv" ] || continue
-		kcat -P -b "$broker" -t "$topic" -p "$p" -K $'\t' -X linger.ms=20 -X batch.num.messages=10000 \
-			-X queue.buffering.max.messages=1000000 <"$tmp/p$p.tsv"
-	done
-	produced=$(kcat -b "$broker" -Q $(for ((p = 0; p < partitions; p++)); do echo "-t $topic:$p:-1"; done) |
-		awk '{s += $NF} END {print s + 0}')
+	produce_input "$broker" "$tmp" p "$topic" "$partitions"
+	produced=$(end_offsets "$broker" "$topic" "$partitions")
 	[ "$produced" = "$records" ] || die "produced $produced records, expected $records"
 	echo "#   produced $records records in $(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s" >&2
 
@@ -192,8 +192,7 @@ for ((r = 1; r <= reps; r++)); do
 	clbytes=$(msum windowd_changelog_bytes_total "$m")
 	stop_instance "$loga"
 	stopa=$stop_s
-	clrec_after=$(kcat -b "$broker" -Q $(for ((p = 0; p < partitions; p++)); do echo "-t $cl:$p:-1"; done) |
-		awk '{s += $NF} END {print s + 0}')
+	clrec_after=$(end_offsets "$broker" "$cl" "$partitions")
 	[ "$clrec_after" = "$clrec" ] ||
 		echo "#   note: changelog end offsets sum to $clrec_after after A stopped; A's metric said $clrec before SIGTERM" >&2
 
@@ -209,39 +208,71 @@ for ((r = 1; r <= reps; r++)); do
 	fi
 
 	# --- instance B: empty state dir, same group --------------------------
+	if [ "$backlog" -gt 0 ]; then
+		produce_input "$broker" "$tmp" backlog "$topic" "$partitions"
+		[ "$(end_offsets "$broker" "$topic" "$partitions")" = $((records + backlog)) ] || die "backlog not produced"
+	fi
 	logb=$out/restore-b.log
+	samples=$tmp/samples-b$r
+	: >"$samples"
 	t0=$(now)
 	"$bin" run --config "$tmp/b$r.yaml" >/dev/null 2>"$logb" &
 	pid=$!
 	addr=$(http_addr "$logb" "$pid") || fail_with_log "instance B did not start its HTTP listener" "$logb"
-	while [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/readyz")" != 200 ]; do
+	ready=""
+	while :; do
 		kill -0 "$pid" 2>/dev/null || fail_with_log "instance B exited before /readyz answered 200" "$logb"
+		# seconds since exec, records in, whether a restore runs
+		curl -sf "http://$addr/api/status" |
+			jq -r --arg t "$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}')" \
+				'[$t, (.pipelines[0].records_in // 0), (if .pipelines[0].restore == null then 0 else 1 end)] | @tsv' >>"$samples" || true
+		if [ -z "$ready" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/readyz")" = 200 ]; then
+			ready=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.2f\n", b - a}')
+		fi
+		# with a backlog: until it is consumed too
+		if [ -n "$ready" ]; then
+			[ "$backlog" = 0 ] && break
+			[ "$(tail -1 "$samples" | cut -f2)" -ge "$backlog" ] && break
+		fi
 		awk -v a="$t0" -v b="$(now)" -v l=$wait_limit 'BEGIN {exit !(b - a > l)}' &&
 			fail_with_log "instance B not ready after ${wait_limit}s: $(curl -s "http://$addr/readyz" | tr '\n' ' ')" "$logb"
-		sleep 0.05
+		sleep 0.2
 	done
-	ready=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.2f\n", b - a}')
+	cp "$samples" "$out/restore-samples.tsv"
+	# records/s processed while a restore ran (from the first sample with a
+	# record in), and after the last one (until the backlog was consumed)
+	read -r during after < <(awk -F'\t' '
+		$3 == 1 && $2 > 0 && t1 == "" {t1 = $1; n1 = $2}
+		$3 == 1 {t2 = $1; n2 = $2}
+		$3 == 0 && t2 != "" && t3 == "" {t3 = $1; n3 = $2}
+		$3 == 0 {t4 = $1; n4 = $2}
+		END {
+			d = (t1 != "" && t2 > t1) ? sprintf("%.0f", (n2 - n1) / (t2 - t1)) : "-"
+			a = (t3 != "" && t4 > t3) ? sprintf("%.0f", (n4 - n3) / (t4 - t3)) : "-"
+			print d, a
+		}' "$samples")
 	# the open-windows gauge is refreshed by the poll loop: wait for it
 	for ((i = 0; i < 50; i++)); do
 		curl -sf "http://$addr/metrics" >"$m"
 		bwin=$(msum windowd_open_windows "$m")
-		[ "$bwin" = "$windows" ] && break
+		[ "$bwin" = "$windows" ] || [ "$backlog" -gt 0 ] && break
 		sleep 0.2
 	done
 	rsum=$(awk '/^windowd_restore_seconds\{/ {s += $2} END {printf "%.2f\n", s}' "$m")
+	rmax=$(awk '/^windowd_restore_seconds\{/ && $2 > m {m = $2} END {printf "%.2f\n", m}' "$m")
 	rrec=$(msum windowd_restore_records_total "$m")
 	rparts=$(mparts windowd_restore_seconds "$m" '%.2f')
 	rrparts=$(mparts windowd_restore_records_total "$m" '%d')
-	bin_in=$(msum windowd_records_in_total "$m")
+	bin_in=$(($(msum windowd_records_in_total "$m") - backlog))
 	nlog=$(jq -R -c 'fromjson? | select(.msg == "partition state restored from the changelog")' "$logb" | wc -l)
 	stop_instance "$logb"
-	[ "$bwin" = "$windows" ] || echo "#   MISMATCH: B has $bwin open windows after the restore, A had $windows" >&2
+	[ "$bwin" = "$windows" ] || [ "$backlog" -gt 0 ] || echo "#   MISMATCH: B has $bwin open windows after the restore, A had $windows" >&2
 	[ "$nlog" = "$partitions" ] || echo "#   note: $nlog restore log lines, expected $partitions" >&2
 
 	printf '%s\n' "$r" "$windows" "$in" "$writes" "$clrec" "$keyrecs" "$markers" "$clbytes" "$keybytes" "$latest" \
-		"$segbytes" "$c0" "$consumed" "$stopa" "$ready" "$rsum" "$rrec" "$bin_in" "$bwin" "$load" "$rparts" "$rrparts" |
+		"$segbytes" "$c0" "$consumed" "$stopa" "$ready" "$rsum" "$rrec" "$bin_in" "$bwin" "$load" "$rparts" "$rrparts" "$rmax" "$during" "$after" |
 		paste -sd '\t' >>"$raw"
-	echo "#   windows $windows; state writes $writes; changelog $clrec records ($keyrecs keys, $markers markers), $clbytes B; B ready in ${ready}s, restore ${rsum}s ($rparts), $rrec records" >&2
+	echo "#   windows $windows; state writes $writes; changelog $clrec records ($keyrecs keys, $markers markers), $clbytes B; B ready in ${ready}s, restore ${rmax}s wall ($rparts), $rrec records; records/s during restores $during, after $after" >&2
 	jq -R -r 'fromjson? | select(.msg == "partition state restored from the changelog") |
 		"#     log: partition \(.partition) from_scratch=\(.from_scratch) records=\(.records) bytes=\(.bytes) took=\(.took)s"' "$logb" >&2
 
@@ -265,7 +296,7 @@ latest=$(med_col "$raw" latest_value_bytes)
 seg=$(med_col "$raw" segment_bytes)
 rsum=$(med_col "$raw" restore_s_sum)
 rrec=$(med_col "$raw" restore_records)
-rate=$(awk -F'\t' 'NR > 1 && $16 > 0 {printf "%.0f\n", $17 / $16}' "$raw" | sort -g |
+rate=$(awk -F'\t' 'NR > 1 && $23 > 0 {printf "%.0f\n", $17 / $23}' "$raw" | sort -g |
 	awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
 parts=$(awk -F'\t' 'NR > 1 {n = split($21, a, " "); for (i = 1; i <= n; i++) {split(a[i], kv, "="); print kv[1], kv[2]}}' "$raw" |
 	sort -k1,1n -k2,2g | awk '{v[$1] = v[$1] " " $2; c[$1]++} END {for (p = 0; p < 64; p++) if (p in v) {n = split(v[p], x, " "); m = (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2; printf "%s%d=%s", (s++ ? " " : ""), p, m} print ""}')
@@ -288,10 +319,12 @@ printf '%-44s %s\n' \
 	"input : state writes : changelog key records" "$(ratio "$in" "$keyrecs") : $(ratio "$writes" "$keyrecs") : 1" \
 	"A: commit cycles (incl. 2 at assignment); s" "$(med_col "$raw" commits); $(med_col "$raw" consume_s)   (when the last record was in)" \
 	"B: exec to /readyz 200, s" "$(med_col "$raw" ready_s)" \
+	"B: restore seconds, wall (longest partition)" "$(med_col "$raw" restore_s_wall)" \
 	"B: restore seconds, sum over partitions" "$rsum" \
 	"B: restore seconds per partition" "$parts" \
 	"B: restore records (all partitions)" "$rrec" \
-	"B: restore records/s (records / restore s)" "$rate" \
+	"B: restore records/s (records / wall s)" "$rate" \
+	"B: input records/s while restores ran; after" "$(med_col "$raw" during_rps); $(med_col "$raw" after_rps)   (BACKLOG=$backlog)" \
 	"B: input records consumed again" "$(med_col "$raw" b_reconsumed)"
 echo "# load (1-min) at the start of each repetition: $(awk -F'\t' 'NR > 1 {printf "%s ", $20}' "$raw")"
 echo "# raw: $raw"

@@ -173,6 +173,10 @@ func (s Secret) Reveal() string {
 type State struct {
 	Dir        string // default ./data
 	CacheBytes int64  // byte budget of the in-memory window cache; default 64 MiB
+	// StandbyReplicas is how many other instances keep a warm copy of
+	// each partition's state by tailing its changelog (docs/OPERATIONS.md,
+	// Standby replicas); default 0.
+	StandbyReplicas int
 }
 
 // HTTP configures the metrics and health listener.

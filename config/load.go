@@ -34,6 +34,7 @@ const (
 	DefaultStateDir       = "./data"
 	DefaultCacheBytes     = 64 << 20
 	MinCacheBytes         = 1 << 20
+	MaxStandbyReplicas    = 8
 	DefaultHTTPListen     = "127.0.0.1:9100"
 	DefaultPartitions     = 4
 	DefaultCommitInterval = 1000 // ms, at_least_once
@@ -98,7 +99,7 @@ var (
 	kafkaKeys     = []string{"brokers", "embedded_listen", "client_id", "session_timeout", "compression", "tls", "sasl"}
 	tlsKeys       = []string{"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
-	stateKeys     = []string{"dir", "cache_bytes"}
+	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
 	httpKeys      = []string{"listen"}
 	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
@@ -192,6 +193,8 @@ func (d *decoder) config(data []byte) *Config {
 	state := root.sub("state", stateKeys...)
 	c.State.Dir, _ = opt(state, "dir", c.State.Dir, d.str)
 	c.State.CacheBytes, _ = opt(state, "cache_bytes", c.State.CacheBytes, d.byteSize(MinCacheBytes, "1MiB"))
+	standbys, _ := opt(state, "standby_replicas", 0, d.intIn(0, MaxStandbyReplicas))
+	c.State.StandbyReplicas = int(standbys)
 	c.HTTP.Listen, _ = opt(root.sub("http", httpKeys...), "listen", c.HTTP.Listen, d.address(false))
 	c.ShutdownGrace, _ = opt(root, "shutdown_grace", DefaultShutdownGrace, d.duration(positive))
 	if root.has("generator") {

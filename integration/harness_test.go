@@ -195,6 +195,7 @@ type env struct {
 	lateness    string // the pipeline's allowed_lateness (rebalanceYAML tests); "": 30s
 	repartition bool   // the pipeline has repartition: true (rebalanceYAML tests)
 	progress    bool   // the pipeline writes progress records every 100ms (rebalanceYAML tests)
+	standbys    int    // state.standby_replicas (rebalanceYAML tests)
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

@@ -118,7 +118,7 @@ func TestProgressExactlyOnceCrashLoop(t *testing.T) {
 // read_committed consumer combining every instance's progress.
 func TestProgressFollowsPartitions(t *testing.T) {
 	parallel(t, 50*time.Second) // mostly waits for the stream
-	stateFollowsPartitionsWith(t, "exactly_once", "0s", false, true)
+	stateFollowsPartitionsWith(t, "exactly_once", "0s", false, true, 0)
 }
 
 // reportProgress fails t with the violations of a progress check, and

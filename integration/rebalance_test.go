@@ -108,6 +108,9 @@ func (e *env) writeSteadyConfig(stateDir, sessionTimeout, tail string) string {
 	if e.lateness != "" {
 		yaml = strings.Replace(yaml, "allowed_lateness: 30s", "allowed_lateness: "+e.lateness, 1)
 	}
+	if e.standbys > 0 {
+		yaml = strings.Replace(yaml, "state:\n", fmt.Sprintf("state:\n  standby_replicas: %d\n", e.standbys), 1)
+	}
 	if e.progress {
 		yaml = strings.Replace(yaml, "    output: {topic: "+e.out+"}", "    output: {topic: "+e.out+", progress_interval: 100ms}", 1)
 	}
@@ -388,20 +391,38 @@ func TestStateFollowsPartitionsExactlyOnce(t *testing.T) {
 }
 
 func stateFollowsPartitions(t *testing.T, delivery, lateness string, repartition bool) {
-	stateFollowsPartitionsWith(t, delivery, lateness, repartition, false)
+	stateFollowsPartitionsWith(t, delivery, lateness, repartition, false, 0)
+}
+
+// TestStateFollowsPartitionsStandbyNoLateness is
+// TestStateFollowsPartitionsNoLateness with state.standby_replicas 1: each
+// instance also follows the changelogs of partitions other instances own,
+// and a partition that moves to the instance keeping its standby restores
+// only the changelog's tail (docs/OPERATIONS.md, Standby replicas).
+func TestStateFollowsPartitionsStandbyNoLateness(t *testing.T) {
+	parallel(t, 50*time.Second) // mostly waits for the stream
+	stateFollowsPartitionsWith(t, "at_least_once", "0s", false, false, 1)
+}
+
+// TestStateFollowsPartitionsStandbyExactlyOnceNoLateness is the same under
+// exactly_once.
+func TestStateFollowsPartitionsStandbyExactlyOnceNoLateness(t *testing.T) {
+	parallel(t, 50*time.Second) // mostly waits for the stream
+	stateFollowsPartitionsWith(t, "exactly_once", "0s", false, false, 1)
 }
 
 // stateFollowsPartitionsWith is stateFollowsPartitions, with progress
-// records checked (checkProgress) when progress is set.
-func stateFollowsPartitionsWith(t *testing.T, delivery, lateness string, repartition, progress bool) {
+// records checked (checkProgress) when progress is set, and standbys
+// standby replicas per partition.
+func stateFollowsPartitionsWith(t *testing.T, delivery, lateness string, repartition, progress bool, standbys int) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes rebalancing one consumer group")
 	}
 	windowdBinary(t) // build before the clock matters
 	began := time.Now()
 	e := newRebalanceEnvWith(t, 8, delivery, lateness, repartition)
-	if progress {
-		e.progress = true
+	if progress || standbys > 0 {
+		e.progress, e.standbys = progress, standbys
 		e.cfgPath = e.writeRebalanceConfig(e.stateDir)
 	}
 	names := map[*instance]string{}
@@ -705,6 +726,24 @@ func stateFollowsPartitionsWith(t *testing.T, delivery, lateness string, reparti
 		len(recs), len(want), len(out.got), len(byID), dups)
 	if len(problems) > 0 {
 		t.Fatalf("output differs from replay after the partitions moved:\n%s", strings.Join(problems, "\n"))
+	}
+	if standbys > 0 {
+		// d's partitions moved to b, the last instance, in phase 4: b kept
+		// standbys of all of them (with two members, every partition of
+		// the other).
+		promoted, warm := 0, 0
+		for inst := range names {
+			for _, l := range strings.Split(inst.stderr.String(), "\n") {
+				promoted += strings.Count(l, "standby promoted")
+				if strings.Contains(l, "partition state restored from its standby replica") {
+					warm++
+				}
+			}
+		}
+		t.Logf("%d standbys promoted, %d restored from them", promoted, warm)
+		if warm == 0 {
+			t.Fatal("no standby was promoted: the test did not exercise them")
+		}
 	}
 	if err := b.stop(); err != nil {
 		t.Fatalf("stop b: %v\n%s", err, b.stderr.String())

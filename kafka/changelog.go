@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -58,6 +59,21 @@ func PartitionBounds(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topi
 // afterPoll, or ctx's end, stops it.
 func ReadPartition(ctx context.Context, base []kgo.Opt, topic string, part int32, from, hi int64, log *zap.Logger,
 	apply func(*kgo.Record) error, afterPoll func() error) error {
+	_, err := readPartition(ctx, base, topic, part, from, hi, 0, log, apply, afterPoll)
+	return err
+}
+
+// TailPartition is ReadPartition without an end: it follows the partition
+// as it grows, and runs afterPoll at least every tick, records or not. It
+// stops at the first error of apply or afterPoll (returned), or ctx's end,
+// and returns the offset it would have read next.
+func TailPartition(ctx context.Context, base []kgo.Opt, topic string, part int32, from int64, tick time.Duration, log *zap.Logger,
+	apply func(*kgo.Record) error, afterPoll func() error) (next int64, err error) {
+	return readPartition(ctx, base, topic, part, from, math.MaxInt64, tick, log, apply, afterPoll)
+}
+
+func readPartition(ctx context.Context, base []kgo.Opt, topic string, part int32, from, hi int64, tick time.Duration, log *zap.Logger,
+	apply func(*kgo.Record) error, afterPoll func() error) (int64, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -69,16 +85,26 @@ func ReadPartition(ctx context.Context, base []kgo.Opt, topic string, part int32
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return err
+		return from, err
 	}
 	defer cl.Close()
-	for next := from; next < hi; {
-		fs := cl.PollFetches(ctx)
+	next := from
+	for next < hi {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if tick > 0 {
+			pctx, cancel = context.WithTimeout(ctx, tick)
+		}
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return next, ctx.Err()
 		}
 		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
 		if ferr != nil {
 			log.Warn("reading the changelog failed (retrying)", zap.Int32("partition", part), zap.Error(ferr))
 		}
@@ -101,11 +127,11 @@ func ReadPartition(ctx context.Context, base []kgo.Opt, topic string, part int32
 			}
 		})
 		if aerr != nil {
-			return aerr
+			return next, aerr
 		}
 		if err := afterPoll(); err != nil {
-			return err
+			return next, err
 		}
 	}
-	return nil
+	return next, nil
 }

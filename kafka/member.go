@@ -41,8 +41,9 @@ type Member struct {
 	Before func() error
 	// Step processes one poll's records (Mu held); an error stops the loop.
 	Step func(ctx context.Context, fetches kgo.Fetches) error
-	// Wake, when set, makes a poll waiting for records return at once
-	// (Step then runs with what it has).
+	// Wake, when set, says that Step has work besides records: the next
+	// poll takes only what the client has buffered, without waiting for
+	// more.
 	Wake <-chan struct{}
 	// After, when set, runs with Mu held after each Step and the
 	// rebalance callbacks it let run; an error stops the loop (a failure
@@ -81,19 +82,16 @@ func (m *Member) Run(ctx context.Context) error {
 
 // poll polls once and runs Step; closed reports a closed client.
 func (m *Member) poll(ctx context.Context) (closed bool, err error) {
-	pollCtx, cancel := context.WithTimeout(ctx, PollTimeout)
-	defer cancel()
-	if m.Wake != nil {
-		polled := make(chan struct{})
-		defer close(polled)
-		go func() {
-			select {
-			case <-m.Wake:
-				cancel()
-			case <-polled:
-			}
-		}()
+	wait := PollTimeout
+	select {
+	case <-m.Wake:
+		// Not a canceled context: franz-go returns nothing then, not
+		// even what it has buffered.
+		wait = time.Millisecond
+	default:
 	}
+	pollCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	if m.Hold {
 		m.Mu.Lock()
 		defer m.Mu.Unlock()

@@ -9,9 +9,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeAssignment returns the input partitions the group assigns to
-// member, when the group is stable.
+// DescribeAssignment reads member's partitions of topic from the group's
+// record of its stable assignment.
 func DescribeAssignment(ctx context.Context, adm *kadm.Client, group, topic, member string) (map[int32]bool, error) {
+	all, err := GroupAssignment(ctx, adm, group, topic)
+	if err != nil {
+		return nil, err
+	}
+	parts, ok := all[member]
+	if !ok {
+		return nil, fmt.Errorf("group %s has no member %s", group, member)
+	}
+	owned := map[int32]bool{}
+	for _, part := range parts {
+		owned[part] = true
+	}
+	return owned, nil
+}
+
+// GroupAssignment reads every member's partitions of topic from the
+// group's record of its assignment; an error while the group is not
+// stable (a rebalance is under way).
+func GroupAssignment(ctx context.Context, adm *kadm.Client, group, topic string) (map[string][]int32, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	groups, err := adm.DescribeGroups(dctx, group)
@@ -25,25 +44,21 @@ func DescribeAssignment(ctx context.Context, adm *kadm.Client, group, topic, mem
 	if g.State != "Stable" {
 		return nil, fmt.Errorf("group %s is %s", group, g.State)
 	}
+	out := make(map[string][]int32, len(g.Members))
 	for _, m := range g.Members {
-		if m.MemberID != member {
-			continue
-		}
 		c, ok := m.Assigned.AsConsumer()
 		if !ok {
-			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", group, member)
+			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", group, m.MemberID)
 		}
-		owned := map[int32]bool{}
+		parts := []int32{}
 		for _, t := range c.Topics {
 			if t.Topic == topic {
-				for _, part := range t.Partitions {
-					owned[part] = true
-				}
+				parts = append(parts, t.Partitions...)
 			}
 		}
-		return owned, nil
+		out[m.MemberID] = parts
 	}
-	return nil, fmt.Errorf("group %s has no member %s", group, member)
+	return out, nil
 }
 
 // SetTxnOffsets makes the transaction commit exactly the positions the

@@ -107,7 +107,7 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 			extra = append(extra, part)
 		}
 	}
-	for _, j := range p.rs.list() {
+	for _, j := range p.rs.restoring() {
 		if !owned[j.part] {
 			extra = append(extra, j.part)
 		}

@@ -38,6 +38,7 @@ type metrics struct {
 	restoreRecords   *prometheus.CounterVec
 	restoreSeconds   *prometheus.GaugeVec
 	restoreRemaining *prometheus.GaugeVec
+	standbys         *prometheus.GaugeVec
 	transactions     *prometheus.CounterVec
 
 	// repartitioning (docs/SEMANTICS.md, Repartitioning)
@@ -88,6 +89,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_state_writes_total", Help: "Window state writes to the local store (changelog key records / this is the coalescing ratio)."}, p),
 		restoreRecords:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_restore_records_total", Help: "Changelog records applied when a partition was assigned."}, pp),
 		restoreSeconds:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_restore_seconds", Help: "Duration of the partition's last restore from the changelog."}, pp),
+		standbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_standby_partitions",
+			Help: "Partitions of which this instance keeps a standby replica (state.standby_replicas)."}, p),
 		restoreRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_restore_remaining_records",
 			Help: "Changelog offsets a restore under way still has to read (the partition is absent when it is not restoring)."}, pp),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_transactions_total",
@@ -119,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
-		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.restoreRemaining, m.transactions)
+		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.restoreRemaining, m.standbys, m.transactions)
 	return m
 }
 

@@ -158,7 +158,10 @@ type pipeline struct {
 	inGroup      atomic.Bool  // joined: assigned and not lost since
 	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
 
-	rs            *restores                                  // restores under way (restorejob.go)
+	rs            *restores                                  // restores and standbys under way (restorejob.go)
+	warm          atomic.Pointer[map[int32]int64]            // publishWarm's snapshot (standby.go)
+	sb            standbyPlan                                // this member's standby partitions (standby.go)
+	standbys      int                                        // state.standby_replicas
 	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
 
 	st statusState // the status page's snapshot and recent panes (statusapi.go)
@@ -201,6 +204,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		endTxnErr: deps.faults.EndTxn,
 	}
 	p.rs = newRestores()
+	p.standbys = c.State.StandbyReplicas
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.off.stored = map[int32]int64{}
@@ -273,6 +277,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 			zap.String("key", cfg.Key.String()))
 	}
 	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
+		// Partitions that move go where their state is (standby.go).
+		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
@@ -282,6 +288,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	)
 	if cfg.Watermark.MaxDrift > 0 {
 		opts = append(opts, kgo.FetchMaxWait(alignFetchMaxWait))
+	} else {
+		opts = append(opts, kgo.FetchMaxWait(resumeFetchMaxWait))
 	}
 	// The group may assign partitions as soon as the client exists; the
 	// callbacks wait for mu until the pipeline is complete.

@@ -34,6 +34,11 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 			}
 		}()
 	}
+	if p.standbys > 0 {
+		planCtx, stopPlan := context.WithCancel(ctx)
+		defer stopPlan()
+		go p.planStandbys(planCtx)
+	}
 	m := &kafka.Member{
 		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu.Mutex,
 		// Under exactly_once, mu is held from the poll through step. A
@@ -138,6 +143,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if err != nil {
 		return err
 	}
+	p.reconcileStandbys()
 	if err := p.applyRestores(ctx); err != nil && !errors.Is(err, errRolledBack) {
 		return err
 	}
@@ -181,6 +187,7 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
 		}
 	}
+	p.publishWarm()
 	p.updateMetrics()
 	return nil
 }

@@ -45,6 +45,13 @@ import (
 //
 // At most maxParallelRestores partitions read their changelogs at once.
 
+// resumeFetchMaxWait is how long the broker may hold a fetch that finds no
+// data (franz-go's default is 5 s, the Java consumer's 500 ms). A partition
+// resumed after its restore is fetched only once the fetch in flight over
+// the others returns: with them at their end it waited up to 5 s, and a
+// partition restored early sat idle while the others restored.
+const resumeFetchMaxWait = 500 * time.Millisecond
+
 // maxParallelRestores bounds the partitions of one pipeline that read their
 // changelogs at the same time; the others wait for a slot.
 const maxParallelRestores = 2
@@ -59,6 +66,11 @@ type restoreJob struct {
 	// records and total are the changelog records read so far and the
 	// offsets to read, for readiness and the status page.
 	records, total atomic.Int64
+	pos            atomic.Int64 // changelog offset after the last record read
+	// standby: the partition is not assigned here; its reader follows the
+	// changelog until promote is closed (standby.go).
+	standby atomic.Bool
+	promote chan struct{}
 
 	// The poll loop's (mu held):
 	stats restoreStats
@@ -72,6 +84,9 @@ type restoreBatch struct {
 	begin    bool
 	from, hi int64
 	cold     bool
+	// tail: a standby's batch, flushed on time rather than on size: the
+	// reader has caught up with the changelog.
+	tail bool
 
 	values map[string][]byte
 
@@ -79,6 +94,10 @@ type restoreBatch struct {
 	mk            *marker
 	covers        map[string]int64
 	records, size int64
+	// promoted: the reader was a standby's; before its promotion it had
+	// read standbyRecords of the records.
+	promoted       bool
+	standbyRecords int64
 
 	err error
 }
@@ -108,7 +127,14 @@ func (r *restores) list() []*restoreJob {
 	return out
 }
 
-// restoringPart reports whether part's restore is under way.
+// restoring returns the restores under way of assigned partitions (not
+// standbys), in partition order.
+func (r *restores) restoring() []*restoreJob {
+	jobs := r.list()
+	return slices.DeleteFunc(jobs, func(j *restoreJob) bool { return j.standby.Load() })
+}
+
+// restoringPart reports whether part's restore (or standby) is under way.
 func (p *pipeline) restoringPart(part int32) bool {
 	p.rs.Lock()
 	defer p.rs.Unlock()
@@ -119,13 +145,30 @@ func (p *pipeline) restoringPart(part int32) bool {
 // startRestore pauses newly assigned partition part and starts its restore
 // (mu held).
 func (p *pipeline) startRestore(part int32) {
-	if p.restoringPart(part) {
-		return
-	}
 	p.cl.PauseFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
 	p.eng.Watermarks().HoldRestoring(part)
+	p.rs.Lock()
+	j := p.rs.jobs[part]
+	p.rs.Unlock()
+	if j != nil {
+		if j.standby.Load() {
+			// A warm standby: its reader reads what is left of the
+			// changelog and ends like a restore.
+			j.start = p.now()
+			j.standby.Store(false)
+			close(j.promote)
+			p.log.Info("standby promoted: restoring the rest of the changelog", zap.Int32("partition", part), zap.Int64("records_read", j.records.Load()))
+		}
+		return
+	}
+	p.startReader(part, false)
+}
+
+// startReader starts the reader of part, a restore or a standby (mu held).
+func (p *pipeline) startReader(part int32, standby bool) {
 	ctx, cancel := context.WithCancel(p.prodCtx)
-	j := &restoreJob{part: part, cancel: cancel, done: make(chan struct{}), out: make(chan restoreBatch, 1), start: p.now()}
+	j := &restoreJob{part: part, cancel: cancel, done: make(chan struct{}), out: make(chan restoreBatch, 1), start: p.now(), promote: make(chan struct{})}
+	j.standby.Store(standby)
 	p.rs.Lock()
 	p.rs.jobs[part] = j
 	p.rs.Unlock()
@@ -154,11 +197,14 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 			send(restoreBatch{err: err})
 		}
 	}
-	select {
-	case p.rs.slots <- struct{}{}:
-		defer func() { <-p.rs.slots }()
-	case <-ctx.Done():
-		return
+	standby := j.standby.Load() // at the start: a promoted standby still reads the tail first
+	if !standby {
+		select {
+		case p.rs.slots <- struct{}{}:
+			defer func() { <-p.rs.slots }()
+		case <-ctx.Done():
+			return
+		}
 	}
 	if p.restoreStarts != nil {
 		p.restoreStarts(ctx, j.part)
@@ -185,12 +231,28 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 	}
 	end := restoreBatch{end: true, covers: map[string]int64{}}
 	latest := newLatestValues()
+	if standby {
+		from, err := p.followChangelog(ctx, j, b.from, &end, &latest, send)
+		if err != nil {
+			fail(err)
+			return
+		}
+		// Promoted: the rest of the changelog, as a restore.
+		if _, hi, err = kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, j.part, p.log); err != nil {
+			fail(err)
+			return
+		}
+		b.from = min(from, hi)
+		j.total.Store(end.records + hi - b.from)
+		end.promoted, end.standbyRecords = true, end.records
+	}
 	if b.from < hi {
 		label := strconv.Itoa(int(j.part))
 		remaining := p.m.restoreRemaining.WithLabelValues(p.cfg.Name, label)
 		defer p.m.restoreRemaining.DeleteLabelValues(p.cfg.Name, label)
 		progress := newRestoreProgress(p.now(), hi-b.from)
 		apply := func(r *kgo.Record) error {
+			j.pos.Store(r.Offset + 1)
 			end.records++
 			end.size += int64(len(r.Key) + len(r.Value))
 			if err := p.applyChangelog(j.part, r, &end.mk, end.covers, latest); err != nil {
@@ -204,12 +266,13 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 			}
 			return nil
 		}
+		read := end.records
 		afterPoll := func() error {
 			j.records.Store(end.records)
-			remaining.Set(float64(max(0, hi-b.from-end.records)))
-			if share, rate, ok := progress.due(p.now(), end.records); ok {
+			remaining.Set(float64(max(0, hi-b.from-(end.records-read))))
+			if share, rate, ok := progress.due(p.now(), end.records-read); ok {
 				p.log.Info("restoring partition from the changelog", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic),
-					zap.Int64("records", end.records), zap.Int64("offsets", hi-b.from),
+					zap.Int64("records", end.records-read), zap.Int64("offsets", hi-b.from),
 					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", math.Round(rate)))
 			}
 			return nil
@@ -220,34 +283,41 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 		}
 	}
 	end.values = latest.values
+	end.hi = hi
 	send(end)
 }
 
-// applyRestores applies what the restores have read since the last poll and
-// assigns the partitions whose restore is complete (mu held, at the end of
-// a step: a rollback here leaves nothing of the poll to process).
+// restoreStepBudget bounds the time a step spends applying restore
+// batches (at least one is applied): the records of the other partitions
+// are processed between steps, and a step that applied every batch the
+// readers had made them wait for the whole restore.
+const restoreStepBudget = 100 * time.Millisecond
+
+// applyRestores applies what the restores have read since the last poll,
+// for up to restoreStepBudget, and assigns the partitions whose restore is
+// complete (mu held, at the end of a step: a rollback here leaves nothing
+// of the poll to process).
 func (p *pipeline) applyRestores(ctx context.Context) error {
-	type ready struct {
-		j       *restoreJob
-		batches []restoreBatch
+	if p.eos && p.unsettled() {
+		// Until settleAssignment: ending the transaction now would abort
+		// it. The batches wait in their channels.
+		return nil
 	}
-	var work []ready
-	for _, j := range p.rs.list() {
-		r := ready{j: j}
-	drain:
-		for len(r.batches) < 4 {
+	jobs := p.rs.list()
+	next := func() (*restoreJob, restoreBatch, bool) {
+		for _, j := range jobs {
 			select {
 			case b := <-j.out:
-				r.batches = append(r.batches, b)
+				// Round robin: the job goes last for the next batch.
+				jobs = append(slices.DeleteFunc(jobs, func(o *restoreJob) bool { return o == j }), j)
+				return j, b, true
 			default:
-				break drain
 			}
 		}
-		if len(r.batches) > 0 {
-			work = append(work, r)
-		}
+		return nil, restoreBatch{}, false
 	}
-	if len(work) == 0 {
+	j, b, ok := next()
+	if !ok {
 		return nil
 	}
 	if p.eos {
@@ -257,15 +327,18 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 			return err
 		}
 	}
+	start := p.now()
 	finished := false
-	for _, r := range work {
-		for _, b := range r.batches {
-			done, err := p.applyRestoreBatch(r.j, b)
-			if err != nil {
-				return fatalError{fmt.Errorf("restoring partition %d: %w", r.j.part, err)}
-			}
-			finished = finished || done
+	for ok {
+		done, err := p.applyRestoreBatch(j, b)
+		if err != nil {
+			return fatalError{fmt.Errorf("restoring partition %d: %w", j.part, err)}
 		}
+		finished = finished || done
+		if p.now().Sub(start) >= restoreStepBudget {
+			break
+		}
+		j, b, ok = next()
 	}
 	if p.eos {
 		if err := p.checkpoint(nil); err != nil {
@@ -293,6 +366,10 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 // last (mu held).
 func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, err error) {
 	switch {
+	case b.err != nil && j.standby.Load():
+		p.log.Warn("standby stopped: reading the changelog failed", zap.Int32("partition", j.part), zap.Error(b.err))
+		p.stopStandby(j)
+		return false, nil
 	case b.err != nil:
 		return false, b.err
 	case b.begin:
@@ -312,10 +389,14 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 	if err := p.restoreLatest(j.part, b.values, j.seen); err != nil {
 		return false, err
 	}
+	if b.tail {
+		// Caught up: what follows changes keys it has restored.
+		j.seen = nil
+	}
 	if !b.end {
 		return false, nil
 	}
-	j.stats.records, j.stats.bytes = b.records, b.size
+	j.stats.records, j.stats.bytes = b.records-b.standbyRecords, b.size
 	p.finishRestore(j, b)
 	return true, nil
 }
@@ -350,6 +431,9 @@ func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
 		s.keys[k] = max(s.keys[k], c)
 		s.max = max(s.max, c)
 	}
+	if b.hi > 0 {
+		j.stats.to = b.hi
+	}
 	p.mu.clNext[part] = j.stats.to
 	st := p.partitionState(part)
 	if known {
@@ -370,7 +454,11 @@ func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
 	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.stats.records))
 	p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(j.stats.took.Seconds())
 	rs := j.stats
-	if rs.records > 0 || rs.cold {
+	if b.promoted {
+		p.log.Info("partition state restored from its standby replica", zap.Int32("partition", part),
+			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("standby_records", b.standbyRecords),
+			zap.Int64("tail_records", rs.records), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+	} else if rs.records > 0 || rs.cold {
 		p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
 			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
@@ -411,7 +499,7 @@ func (p *pipeline) stopRestores() {
 // holdRestoring makes the partitions whose restore runs hold the frontier
 // of a new engine (a rollback's).
 func (p *pipeline) holdRestoring() {
-	for _, j := range p.rs.list() {
+	for _, j := range p.rs.restoring() {
 		p.eng.Watermarks().HoldRestoring(j.part)
 	}
 }

@@ -55,6 +55,7 @@ type PipelineStatus struct {
 
 	LastCommit *CommitStatus  `json:"last_commit"` // null before the first
 	Restore    *RestoreStatus `json:"restore"`     // null when no partition restores
+	Standbys   []int32        `json:"standbys"`    // partitions of other members kept warm here
 	Group      GroupStatus    `json:"group"`
 
 	Partitions  []PartitionStatus `json:"partitions"`
@@ -77,7 +78,7 @@ type RestoreStatus struct {
 
 // restoreStatus sums up the restores under way; nil when none runs.
 func (p *pipeline) restoreStatus() *RestoreStatus {
-	jobs := p.rs.list()
+	jobs := p.rs.restoring()
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -341,6 +342,12 @@ func (p *pipeline) statusNow(now time.Time) PipelineStatus {
 	if r := p.restoreStatus(); r != nil {
 		ps.Restore = r
 		ps.Ready, ps.NotReady = p.ready()
+	}
+	ps.Standbys = []int32{}
+	for _, j := range p.rs.list() {
+		if j.standby.Load() {
+			ps.Standbys = append(ps.Standbys, j.part)
+		}
 	}
 	ps.RecentPanes = p.st.ring.recent()
 	return ps
