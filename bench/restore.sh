@@ -30,6 +30,8 @@
 #   RECORDS=500000 KEYS=100000   input size (gen: 1000 records/s of event time,
 #                                so 500k records span 500 s: one open window per key)
 #   BACKLOG=0                    records produced after A stopped, before B starts
+#   B_BIN=path                   the windowd binary of instance B (default: this
+#                                tree's): another build's restore on the same changelog
 #   COMMIT_INTERVAL=1s           the pipeline's commit_interval
 #   CACHE_BYTES=64MiB            state.cache_bytes
 #   WINDOWD_KAFKA_PORT=9092      broker port on 127.0.0.1 (as scripts/kafka-local.sh)
@@ -128,6 +130,7 @@ EOF
 echo "# windowd restore benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs; $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
 echo "# $records records, $keys keys, $partitions partitions; tumbling 1h count+sum; commit_interval $commit_interval; cache_bytes $cache_bytes; broker $broker"
+[ -z "${B_BIN:-}" ] || echo "# instance B runs $B_BIN"
 bin=$tmp/windowd
 go build -o "$bin" ./cmd/windowd
 go build -o "$tmp/gen" ./bench/gen
@@ -216,7 +219,7 @@ for ((r = 1; r <= reps; r++)); do
 	samples=$tmp/samples-b$r
 	: >"$samples"
 	t0=$(now)
-	"$bin" run --config "$tmp/b$r.yaml" >/dev/null 2>"$logb" &
+	"${B_BIN:-$bin}" run --config "$tmp/b$r.yaml" >/dev/null 2>"$logb" &
 	pid=$!
 	addr=$(http_addr "$logb" "$pid") || fail_with_log "instance B did not start its HTTP listener" "$logb"
 	ready=""

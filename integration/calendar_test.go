@@ -84,14 +84,7 @@ func TestCalendarRestoreFromChangelog(t *testing.T) {
 	if v, _ := b.metric(t, "windowd_restore_records_total"); v == 0 {
 		t.Fatal("B restored no changelog record: the test did not exercise the restore")
 	}
-	if v, _ := b.metric(t, "windowd_late_dropped_total"); v != 0 {
-		t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
-	}
-	late := e.reader(e.late)
-	late.poll(time.Second)
-	if len(late.got) != 0 {
-		t.Fatalf("%d records dropped as late, e.g. %s", len(late.got), late.got[0].value)
-	}
+	e.expectNothingLate(b)
 	if err := b.stop(); err != nil {
 		t.Fatalf("stop: %v\n%s", err, b.stderr.String())
 	}

@@ -417,6 +417,20 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	t.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
 
+// expectNothingLate fails the test when inst dropped a record as late
+// (its metric) or the late topic holds one.
+func (e *env) expectNothingLate(inst *instance) {
+	e.t.Helper()
+	if v, _ := inst.metric(e.t, "windowd_late_dropped_total"); v != 0 {
+		e.t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
+	}
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	if len(late.got) != 0 {
+		e.t.Fatalf("%d records dropped as late, e.g. %s", len(late.got), late.got[0].value)
+	}
+}
+
 // waitRecordsIn waits until the instance has consumed n input records.
 func (inst *instance) waitRecordsIn(t *testing.T, n int) {
 	t.Helper()

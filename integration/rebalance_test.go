@@ -382,6 +382,13 @@ func TestRepartitionScaleIn(t *testing.T) {
 	stateFollowsPartitions(t, "at_least_once", "0s", true)
 }
 
+// TestRepartitionScaleInStandby is TestRepartitionScaleIn with standby
+// replicas of the internal partitions' state.
+func TestRepartitionScaleInStandby(t *testing.T) {
+	parallel(t, 55*time.Second) // mostly waits for the stream
+	stateFollowsPartitionsWith(t, "at_least_once", "0s", true, false, 1)
+}
+
 // TestStateFollowsPartitionsExactlyOnce is the same under exactly_once:
 // every rebalance aborts the transactions open across it, and a
 // read_committed reader must see each pane id once.

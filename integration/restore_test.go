@@ -126,14 +126,7 @@ func restoreInBackground(t *testing.T, delivery string) {
 	if v, _ := b.metric(t, "windowd_restore_records_total", "partition", "1"); v == 0 {
 		t.Fatal("B restored no changelog record of partition 1: the test did not exercise the restore")
 	}
-	if v, _ := b.metric(t, "windowd_late_dropped_total"); v != 0 {
-		t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
-	}
-	late := e.reader(e.late)
-	late.poll(time.Second)
-	if len(late.got) != 0 {
-		t.Fatalf("%d records dropped as late, e.g. %s", len(late.got), late.got[0].value)
-	}
+	e.expectNothingLate(b)
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,12 @@ import (
 //     last batch has not been applied leaves no changelog position for the
 //     partition, so the next one starts over (a cold one from an emptied
 //     shard).
+//   - A standby replica (standby.go) is a job whose partition is not
+//     assigned here: its reader follows the changelog until the partition
+//     is assigned, and then ends as a restore.
 //
-// At most maxParallelRestores partitions read their changelogs at once.
+// At most maxParallelRestores partitions read their changelogs at once
+// (standbys do not count).
 
 // resumeFetchMaxWait is how long the broker may hold a fetch that finds no
 // data (franz-go's default is 5 s, the Java consumer's 500 ms). A partition
@@ -56,7 +60,7 @@ const resumeFetchMaxWait = 500 * time.Millisecond
 // changelogs at the same time; the others wait for a slot.
 const maxParallelRestores = 2
 
-// restoreJob is the restore of one assigned partition.
+// restoreJob is the restore of one assigned partition, or a standby.
 type restoreJob struct {
 	part   int32
 	cancel context.CancelFunc
