@@ -28,7 +28,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	parts := assigned[p.cfg.Input.Topic]
 	if err := p.assign(ctx, parts); err != nil {
 		if ctx.Err() == nil {
-			p.mu.failed = fmt.Errorf("restoring partitions %v: %w", parts, err)
+			p.mu.failed = fmt.Errorf("assigning partitions %v: %w", parts, err)
 		}
 		return
 	}
