@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +235,7 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 		return
 	}
 	end := restoreBatch{end: true, covers: map[string]int64{}}
-	latest := newLatestValues()
+	latest := newLatestValues(0)
 	if standby {
 		from, err := p.followChangelog(ctx, j, b.from, &end, &latest, send)
 		if err != nil {
@@ -266,7 +267,7 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 				if !send(restoreBatch{values: latest.values}) {
 					return ctx.Err()
 				}
-				latest = newLatestValues()
+				latest = newLatestValues(len(latest.values))
 			}
 			return nil
 		}
@@ -432,6 +433,7 @@ func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
 			s = &skipSet{keys: map[string]int64{}}
 			p.mu.skip[part] = s
 		}
+		k = strings.Clone(k) // not the restore batch's slab
 		s.keys[k] = max(s.keys[k], c)
 		s.max = max(s.max, c)
 	}

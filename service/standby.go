@@ -144,7 +144,7 @@ func (p *pipeline) followChangelog(ctx context.Context, j *restoreJob, from int6
 		if !send(restoreBatch{values: (*latest).values, tail: tail}) {
 			return ctx.Err()
 		}
-		*latest, last = newLatestValues(), p.now()
+		*latest, last = newLatestValues(len((*latest).values)), p.now()
 		return nil
 	}
 	apply := func(r *kgo.Record) error {
