@@ -92,6 +92,7 @@ func (p *pipeline) checkpoint(acks *changelogAcks) error {
 	p.off.Lock()
 	p.off.stored = offsets
 	p.off.Unlock()
+	p.publishWarm()
 	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
 	return nil
 }

@@ -187,7 +187,6 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 			p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
 		}
 	}
-	p.publishWarm()
 	p.updateMetrics()
 	return nil
 }

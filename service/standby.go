@@ -126,7 +126,9 @@ func (p *pipeline) warmPositions() map[int32]int64 {
 	return out
 }
 
-// publishWarm refreshes what warmPositions reads of local state (mu held).
+// publishWarm refreshes what warmPositions reads of local state: the
+// changelog positions the last checkpoint holds (mu held; loadMeta and
+// checkpoint call it, a join metadata needs nothing fresher).
 func (p *pipeline) publishWarm() {
 	m := maps.Clone(p.mu.clNext)
 	p.warm.Store(&m)
