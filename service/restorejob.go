@@ -257,18 +257,13 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 		defer p.m.restoreRemaining.DeleteLabelValues(p.cfg.Name, label)
 		progress := newRestoreProgress(p.now(), hi-b.from)
 		apply := func(r *kgo.Record) error {
-			j.pos.Store(r.Offset + 1)
-			end.records++
-			end.size += int64(len(r.Key) + len(r.Value))
-			if err := p.applyChangelog(j.part, r, &end.mk, end.covers, latest); err != nil {
+			if full, err := p.readRecord(j, r, &end, latest); err != nil || !full {
 				return err
 			}
-			if latest.bytes >= restoreBatchBytes {
-				if !send(restoreBatch{values: latest.values}) {
-					return ctx.Err()
-				}
-				latest = newLatestValues(len(latest.values))
+			if !send(restoreBatch{values: latest.values}) {
+				return ctx.Err()
 			}
+			latest = newLatestValues(len(latest.values))
 			return nil
 		}
 		read := end.records
@@ -290,6 +285,19 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 	end.values = latest.values
 	end.hi = hi
 	send(end)
+}
+
+// readRecord takes changelog record r of j into the batch being read
+// (latest) and what the reader keeps across batches (end), and reports
+// whether latest is full (restoreBatchBytes) and due to be handed over.
+func (p *pipeline) readRecord(j *restoreJob, r *kgo.Record, end *restoreBatch, latest *latestValues) (full bool, err error) {
+	j.pos.Store(r.Offset + 1)
+	end.records++
+	end.size += int64(len(r.Key) + len(r.Value))
+	if err := p.applyChangelog(j.part, r, &end.mk, end.covers, latest); err != nil {
+		return false, err
+	}
+	return latest.bytes >= restoreBatchBytes, nil
 }
 
 // restoreStepBudget bounds the time a step spends applying restore

@@ -150,16 +150,10 @@ func (p *pipeline) followChangelog(ctx context.Context, j *restoreJob, from int6
 		return nil
 	}
 	apply := func(r *kgo.Record) error {
-		j.pos.Store(r.Offset + 1)
-		end.records++
-		end.size += int64(len(r.Key) + len(r.Value))
-		if err := p.applyChangelog(j.part, r, &end.mk, end.covers, *latest); err != nil {
+		if full, err := p.readRecord(j, r, end, *latest); err != nil || !full {
 			return err
 		}
-		if (*latest).bytes >= restoreBatchBytes {
-			return flush(false)
-		}
-		return nil
+		return flush(false)
 	}
 	afterPoll := func() error {
 		j.records.Store(end.records)
