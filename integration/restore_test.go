@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,15 +25,39 @@ import (
 // /readyz says what restores, but no window closes. Once the restore runs,
 // the output holds every pane replay computes, and nothing is late with
 // allowed_lateness 0s.
-func TestRestoreInBackground(t *testing.T) { restoreInBackground(t, "") }
+func TestRestoreInBackground(t *testing.T) {
+	restoreInBackground(t, "", restoreCase{partitions: 2, held: []int32{1}, runs: 0})
+}
 
 // TestRestoreInBackgroundExactlyOnce is TestRestoreInBackground under
 // exactly_once (restored batches are checkpointed between transactions).
-func TestRestoreInBackgroundExactlyOnce(t *testing.T) { restoreInBackground(t, "exactly_once") }
+func TestRestoreInBackgroundExactlyOnce(t *testing.T) {
+	restoreInBackground(t, "exactly_once", restoreCase{partitions: 2, held: []int32{1}, runs: 0})
+}
 
-func restoreInBackground(t *testing.T, delivery string) {
+// TestRestoreNothingToReadJoinsAtOnce: a partition whose changelog holds
+// nothing to read does not wait for a restore slot. Partitions 0 and 1
+// have state and their restores are held, taking both slots; partition 2
+// had no record before, so its records are processed meanwhile (they
+// waited for a slot before the fix, and a backfill's partitions started
+// apart).
+func TestRestoreNothingToReadJoinsAtOnce(t *testing.T) {
+	restoreInBackground(t, "", restoreCase{partitions: 3, held: []int32{0, 1}, runs: 2, fresh: true})
+}
+
+// restoreCase is a run of restoreInBackground: B holds the restores of
+// held while partition runs is processed; with fresh, partition runs has
+// no record in the first half (its changelog is empty).
+type restoreCase struct {
+	partitions int32
+	held       []int32
+	runs       int32
+	fresh      bool
+}
+
+func restoreInBackground(t *testing.T, delivery string, c restoreCase) {
 	parallel(t, 25*time.Second)
-	e := newEnv(t, 2, "")
+	e := newEnv(t, c.partitions, "")
 	edits := map[string]string{
 		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
 		"      late: {every: 0s}\n":   "",
@@ -55,6 +80,9 @@ func restoreInBackground(t *testing.T, delivery string) {
 			u := fmt.Sprintf("u%d-%d", p, rng.Intn(8))
 			ts := base + int64(i)*250 - int64(rng.Intn(1500))
 			h := i * 2 / perPartition
+			if c.fresh && p == c.runs {
+				h = 1
+			}
 			halves[h] = append(halves[h], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
 			if h == 1 {
 				secondOf[p]++
@@ -94,7 +122,7 @@ func restoreInBackground(t *testing.T, delivery string) {
 
 	gate := make(chan struct{})
 	b := e.startInProcessWith(service.Faults{RestoreStarts: func(ctx context.Context, part int32) {
-		if part == 1 {
+		if slices.Contains(c.held, part) {
 			select {
 			case <-gate:
 			case <-ctx.Done():
@@ -102,29 +130,33 @@ func restoreInBackground(t *testing.T, delivery string) {
 		}
 	}})
 	produce(t, e.in, halves[1])
-	waitFor(t, "partition 0's records processed while partition 1 restores", 60*time.Second, func() bool {
-		v, _ := b.metric(t, "windowd_records_in_total", "partition", "0")
-		return int(v) >= secondOf[0]
+	waitFor(t, fmt.Sprintf("partition %d's records processed while partitions %v restore", c.runs, c.held), 60*time.Second, func() bool {
+		v, _ := b.metric(t, "windowd_records_in_total", "partition", fmt.Sprint(c.runs))
+		return int(v) >= secondOf[c.runs]
 	})
-	if v, _ := b.metric(t, "windowd_records_in_total", "partition", "1"); v != 0 {
-		t.Fatalf("%v records of partition 1 processed before its state was restored", v)
+	for _, part := range c.held {
+		if v, _ := b.metric(t, "windowd_records_in_total", "partition", fmt.Sprint(part)); v != 0 {
+			t.Fatalf("%v records of partition %d processed before its state was restored", v, part)
+		}
 	}
-	if code, body := httpGet(t, "http://"+b.httpAddr+"/readyz"); code != 503 || !strings.Contains(body, "restoring partitions [1]") {
-		t.Fatalf("/readyz while partition 1 restores: %d %q", code, body)
+	if code, body := httpGet(t, "http://"+b.httpAddr+"/readyz"); code != 503 || !strings.Contains(body, fmt.Sprintf("restoring partitions %v", c.held)) {
+		t.Fatalf("/readyz while partitions %v restore: %d %q", c.held, code, body)
 	}
 	if v, _ := b.metric(t, "windowd_panes_total", "timing", "EARLY"); v == 0 {
-		t.Fatal("no early pane written while partition 1 restores: partition 0 was not processed")
+		t.Fatalf("no early pane written while partitions %v restore: partition %d was not processed", c.held, c.runs)
 	}
 	if v, _ := b.metric(t, "windowd_panes_total", "timing", "ON_TIME"); v != 0 {
-		t.Fatalf("%v on-time panes while partition 1 restores: the frontier was not held", v)
+		t.Fatalf("%v on-time panes while partitions %v restore: the frontier was not held", v, c.held)
 	}
 
 	close(gate)
 	produce(t, e.in, flush)
 	e.waitCommitted(t, 60*time.Second)
 	checkAgainstReplay(t, e, want)
-	if v, _ := b.metric(t, "windowd_restore_records_total", "partition", "1"); v == 0 {
-		t.Fatal("B restored no changelog record of partition 1: the test did not exercise the restore")
+	for _, part := range c.held {
+		if v, _ := b.metric(t, "windowd_restore_records_total", "partition", fmt.Sprint(part)); v == 0 {
+			t.Fatalf("B restored no changelog record of partition %d: the test did not exercise the restore", part)
+		}
 	}
 	e.expectNothingLate(b)
 	if err := b.stop(); err != nil {

@@ -48,7 +48,7 @@ import (
 //     is assigned, and then ends as a restore.
 //
 // At most maxParallelRestores partitions read their changelogs at once
-// (standbys do not count).
+// (standbys, and restores with nothing to read, do not count).
 
 // resumeFetchMaxWait is how long the broker may hold a fetch that finds no
 // data (franz-go's default is 5 s, the Java consumer's 500 ms). A partition
@@ -203,17 +203,6 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 		}
 	}
 	standby := j.standby.Load() // at the start: a promoted standby still reads the tail first
-	if !standby {
-		select {
-		case p.rs.slots <- struct{}{}:
-			defer func() { <-p.rs.slots }()
-		case <-ctx.Done():
-			return
-		}
-	}
-	if p.restoreStarts != nil {
-		p.restoreStarts(ctx, j.part)
-	}
 	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, j.part, p.log)
 	if err != nil {
 		fail(err)
@@ -231,6 +220,22 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 		b.cold = true
 	}
 	j.total.Store(hi - b.from)
+	if !standby && b.from < hi {
+		// Only a restore with records to read waits for a slot: the
+		// partitions whose state is already local (or that have none)
+		// join at once and together, not one slot after another (their
+		// consumers resuming at different times made a backfill's
+		// partitions start apart, before watermark alignment could act).
+		select {
+		case p.rs.slots <- struct{}{}:
+			defer func() { <-p.rs.slots }()
+		case <-ctx.Done():
+			return
+		}
+	}
+	if p.restoreStarts != nil {
+		p.restoreStarts(ctx, j.part)
+	}
 	if !send(b) {
 		return
 	}
