@@ -38,9 +38,10 @@ func TestRestoreInBackgroundExactlyOnce(t *testing.T) {
 // TestRestoreNothingToReadJoinsAtOnce: a partition whose changelog holds
 // nothing to read does not wait for a restore slot. Partitions 0 and 1
 // have state and their restores are held, taking both slots; partition 2
-// had no record before, so its records are processed meanwhile (they
-// waited for a slot before the fix, and a backfill's partitions started
-// apart).
+// had no record before, so its records are processed meanwhile. (Waiting
+// for a slot, a partition with nothing to restore started after the
+// others, and a backfill's partitions ran apart before watermark
+// alignment could act.)
 func TestRestoreNothingToReadJoinsAtOnce(t *testing.T) {
 	restoreInBackground(t, "", restoreCase{partitions: 3, held: []int32{0, 1}, runs: 2, fresh: true})
 }
