@@ -52,10 +52,7 @@ port=${WINDOWD_KAFKA_PORT:-9092}
 broker=127.0.0.1:$port
 wait_limit=300
 
-need_kcat
-for t in curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
-bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
-	die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"
+need_broker
 
 tmp=$(mktemp -d)
 pids=()

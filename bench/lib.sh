@@ -26,6 +26,15 @@ need_kcat() {
 		die "needs kcat: apt-get install kcat failed"
 }
 
+# need_broker checks for the tools a run against the local broker uses
+# (kcat, curl, jq, go) and that the broker on $broker answers.
+need_broker() {
+	need_kcat
+	for t in curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
+	bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
+		die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"
+}
+
 # msum NAME FILE: the sum of the samples of Prometheus metric NAME in FILE
 # (a /metrics scrape).
 msum() { awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}' "$2"; }

@@ -65,10 +65,7 @@ broker=127.0.0.1:$port
 kafka_dir=${WINDOWD_KAFKA_DIR:-/tmp/windowd-kafka}
 wait_limit=300 # seconds A may take to consume, B to become ready
 
-need_kcat
-for t in curl jq go; do command -v "$t" >/dev/null || die "needs $t"; done
-bash scripts/kafka-local.sh status >/dev/null 2>&1 ||
-	die "no broker answering on $broker: start one with 'bash scripts/kafka-local.sh start'"
+need_broker
 
 tmp=$(mktemp -d)
 pid=""
