@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -42,62 +41,15 @@ type restoreStats struct {
 	took     time.Duration
 }
 
-// A restore keeps only the latest value of each key it reads (what
-// compaction keeps of the changelog), up to restoreBatchBytes of keys and
-// values, and then hands them to the poll loop to apply: a key logged in
-// several commit cycles is restored once per batch, not once per record.
-const restoreBatchBytes = 16 << 20
-
-// maxSeenKeys bounds the keys a cold restore remembers having restored;
-// past it, a key not remembered is looked up in the state like any other.
-const maxSeenKeys = 4 << 20
-
-// latestValues is a restore's batch of latest values by key.
-type latestValues struct {
-	values map[string][]byte // nil: the key's windows were deleted
-	bytes  int
-	// slab holds the batch's keys and values, copied out of the fetch's
-	// buffers (which are not ours to keep) in chunks of slabChunk: one
-	// allocation per chunk, not two per changelog record, which left a
-	// cold restore a sixth of its time in the garbage collector.
-	slab []byte
-}
-
-const slabChunk = 1 << 20
-
-// newLatestValues is an empty batch sized for about hint keys (the
-// previous batch's).
-func newLatestValues(hint int) *latestValues {
-	return &latestValues{values: make(map[string][]byte, hint)}
-}
-
-// keep copies b into the slab and returns the copy. Bytes in the slab are
-// never written again, so a string may point into it.
-func (l *latestValues) keep(b []byte) []byte {
-	if len(l.slab)+len(b) > cap(l.slab) {
-		l.slab = make([]byte, 0, max(slabChunk, len(b)))
-	}
-	off := len(l.slab)
-	l.slab = append(l.slab, b...)
-	return l.slab[off:len(l.slab):len(l.slab)]
-}
-
-// restoreLatest applies a batch of latest values to part (mu held). seen,
-// in a restore into an emptied shard (cold), holds the keys applied so
-// far: a key not in it has no state to look up and replace; nil otherwise.
-func (p *pipeline) restoreLatest(part int32, values map[string][]byte, seen map[string]struct{}) error {
+// restoreLatest applies a batch of latest values to part (mu held).
+func (p *pipeline) restoreLatest(part int32, entries []restoreEntry) error {
 	return p.store.untracked(func() error {
-		for key, value := range values {
+		for _, e := range entries {
 			restore := p.eng.RestoreKey
-			if seen != nil && len(seen) < maxSeenKeys {
-				if _, ok := seen[key]; !ok {
-					// A copy: key points into the batch's slab,
-					// which the set would keep alive.
-					seen[strings.Clone(key)] = struct{}{}
-					restore = p.eng.RestoreNewKey
-				}
+			if e.fresh {
+				restore = p.eng.RestoreNewKey
 			}
-			if err := restore(part, key, value); err != nil {
+			if err := restore(part, e.key, e.value); err != nil {
 				return err
 			}
 		}
@@ -108,21 +60,14 @@ func (p *pipeline) restoreLatest(part int32, values map[string][]byte, seen map[
 // applyChangelog reads one changelog record of part into the restore's
 // state: a marker, or a key's latest value into latest (the restore's
 // reader; it touches nothing of the pipeline's).
-func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers map[string]int64, latest *latestValues) error {
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers *coverLog, latest *latestValues) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
 		if err != nil {
 			return fmt.Errorf("changelog %s[%d] offset %d: %w", p.clTopic, part, r.Offset, err)
 		}
 		*mk = &m
-		// Marker positions never decrease along the log (each owner
-		// resumes from the last one), so a key covered up to this
-		// marker's position cannot be ahead of the final one.
-		for k, c := range covers {
-			if c <= m.position {
-				delete(covers, k)
-			}
-		}
+		covers.marked(m.position)
 		return nil
 	}
 	if len(r.Key) == 0 || r.Key[0] != 'k' {
@@ -133,7 +78,7 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers
 	for _, h := range r.Headers {
 		if h.Key == headerCovers {
 			if c, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && c >= 0 {
-				covers[key] = c
+				covers.add(key, c)
 			}
 		}
 	}

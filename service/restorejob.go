@@ -79,8 +79,7 @@ type restoreJob struct {
 
 	// The poll loop's (mu held):
 	stats restoreStats
-	seen  map[string]struct{} // see restoreLatest
-	begun bool                // the first batch was applied
+	begun bool // the first batch was applied
 }
 
 // restoreBatch is what a reader hands the poll loop: first the bounds
@@ -89,15 +88,12 @@ type restoreBatch struct {
 	begin    bool
 	from, hi int64
 	cold     bool
-	// tail: a standby's batch, flushed on time rather than on size: the
-	// reader has caught up with the changelog.
-	tail bool
 
-	values map[string][]byte
+	entries []restoreEntry // in key order
 
 	end           bool
 	mk            *marker
-	covers        map[string]int64
+	covers        coverLog
 	records, size int64
 	// promoted: the reader was a standby's; before its promotion it had
 	// read standbyRecords of the records.
@@ -239,8 +235,12 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 	if !send(b) {
 		return
 	}
-	end := restoreBatch{end: true, covers: map[string]int64{}}
-	latest := newLatestValues(0)
+	end := restoreBatch{end: true}
+	var seen *seenKeys // see latestValues
+	if b.cold {
+		seen = newSeenKeys(hi - b.from)
+	}
+	latest := newLatestValues(0, seen)
 	if standby {
 		from, err := p.followChangelog(ctx, j, b.from, &end, &latest, send)
 		if err != nil {
@@ -265,10 +265,10 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 			if full, err := p.readRecord(j, r, &end, latest); err != nil || !full {
 				return err
 			}
-			if !send(restoreBatch{values: latest.values}) {
+			if !send(restoreBatch{entries: latest.entries()}) {
 				return ctx.Err()
 			}
-			latest = newLatestValues(len(latest.values))
+			latest = newLatestValues(len(latest.values), latest.seen)
 			return nil
 		}
 		read := end.records
@@ -287,7 +287,7 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 			return
 		}
 	}
-	end.values = latest.values
+	end.entries = latest.entries()
 	end.hi = hi
 	send(end)
 }
@@ -299,7 +299,7 @@ func (p *pipeline) readRecord(j *restoreJob, r *kgo.Record, end *restoreBatch, l
 	j.pos.Store(r.Offset + 1)
 	end.records++
 	end.size += int64(len(r.Key) + len(r.Value))
-	if err := p.applyChangelog(j.part, r, &end.mk, end.covers, latest); err != nil {
+	if err := p.applyChangelog(j.part, r, &end.mk, &end.covers, latest); err != nil {
 		return false, err
 	}
 	return latest.bytes >= restoreBatchBytes, nil
@@ -396,7 +396,6 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 		if !b.cold {
 			return false, nil
 		}
-		j.seen = map[string]struct{}{}
 		if err := p.dropPartition(j.part); err != nil {
 			return false, err
 		}
@@ -404,12 +403,8 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 		// together: a crash mid-restore then restarts it from scratch.
 		return false, p.putLocalMeta(p.offsetsToStore())
 	}
-	if err := p.restoreLatest(j.part, b.values, j.seen); err != nil {
+	if err := p.restoreLatest(j.part, b.entries); err != nil {
 		return false, err
-	}
-	if b.tail {
-		// Caught up: what follows changes keys it has restored.
-		j.seen = nil
 	}
 	if !b.end {
 		return false, nil
@@ -438,7 +433,7 @@ func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
 	resume, known := p.off.stored[part]
 	p.off.Unlock()
 	s := p.mu.skip[part]
-	for k, c := range b.covers {
+	for k, c := range b.covers.latest() {
 		if known && c <= resume {
 			continue
 		}

@@ -142,11 +142,19 @@ func (p *pipeline) publishWarm() {
 func (p *pipeline) followChangelog(ctx context.Context, j *restoreJob, from int64, end *restoreBatch, latest **latestValues,
 	send func(restoreBatch) bool) (int64, error) {
 	last := p.now()
+	// tail: the batch is flushed on time rather than on size, the reader
+	// has caught up with the changelog.
 	flush := func(tail bool) error {
-		if !send(restoreBatch{values: (*latest).values, tail: tail}) {
+		entries := (*latest).entries()
+		seen := (*latest).seen
+		if tail {
+			// Caught up: what follows changes keys it has restored.
+			seen = nil
+		}
+		if !send(restoreBatch{entries: entries}) {
 			return ctx.Err()
 		}
-		*latest, last = newLatestValues(len((*latest).values)), p.now()
+		*latest, last = newLatestValues(len((*latest).values), seen), p.now()
 		return nil
 	}
 	apply := func(r *kgo.Record) error {
