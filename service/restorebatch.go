@@ -41,10 +41,18 @@ type latestValues struct {
 
 const slabChunk = 1 << 20
 
-// newLatestValues is an empty batch sized for about hint keys (the
-// previous batch's); seen as in latestValues.
-func newLatestValues(hint int, seen *seenKeys) *latestValues {
-	return &latestValues{values: make(map[string][]byte, hint), seen: seen}
+// newLatestValues is an empty first batch; seen as in latestValues.
+func newLatestValues(seen *seenKeys) *latestValues {
+	return &latestValues{values: map[string][]byte{}, seen: seen}
+}
+
+// next is the batch that follows l, once l's entries are handed over: it
+// takes l's map, emptied, whose table keeps the size it grew to (a new map
+// per batch grew again from nothing, and the old one was garbage the size
+// of a batch).
+func (l *latestValues) next() *latestValues {
+	clear(l.values)
+	return &latestValues{values: l.values, seen: l.seen}
 }
 
 // keep copies b into the slab and returns the copy. Bytes in the slab are

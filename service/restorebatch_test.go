@@ -14,7 +14,7 @@ import (
 // state).
 func TestRestoreBatchEntries(t *testing.T) {
 	seen := newSeenKeys(100)
-	l := newLatestValues(0, seen)
+	l := newLatestValues(seen)
 	for _, k := range []string{"u10", "u1", "u1\x00", "", "u123456789", "u12345678", "\xff", "u2"} {
 		l.values[k] = []byte("v" + k)
 	}
@@ -34,7 +34,9 @@ func TestRestoreBatchEntries(t *testing.T) {
 		t.Fatalf("keys not in byte order (or lost): %q", keys)
 	}
 
-	next := newLatestValues(len(l.values), l.seen)
+	// The next batch reuses the map; what was handed over stays as it was.
+	handed := fmt.Sprint(got)
+	next := l.next()
 	next.values["u1"], next.values["u3"], next.values["gone"] = []byte("x"), []byte("y"), []byte("z")
 	fresh := map[string]bool{}
 	for _, e := range next.entries() {
@@ -43,8 +45,11 @@ func TestRestoreBatchEntries(t *testing.T) {
 	if want := map[string]bool{"u1": false, "gone": false, "u3": true}; fmt.Sprint(fresh) != fmt.Sprint(want) {
 		t.Fatalf("second batch fresh = %v, want %v", fresh, want)
 	}
+	if fmt.Sprint(got) != handed {
+		t.Fatalf("the first batch changed after the next one was read: %s, was %s", fmt.Sprint(got), handed)
+	}
 
-	warm := newLatestValues(0, nil)
+	warm := newLatestValues(nil)
 	warm.values["u1"] = []byte("v")
 	if e := warm.entries(); e[0].fresh {
 		t.Fatal("a restore that is not cold marked a key fresh")

@@ -240,7 +240,7 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 	if b.cold {
 		seen = newSeenKeys(hi - b.from)
 	}
-	latest := newLatestValues(0, seen)
+	latest := newLatestValues(seen)
 	if standby {
 		from, err := p.followChangelog(ctx, j, b.from, &end, &latest, send)
 		if err != nil {
@@ -268,7 +268,7 @@ func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int6
 			if !send(restoreBatch{entries: latest.entries()}) {
 				return ctx.Err()
 			}
-			latest = newLatestValues(len(latest.values), latest.seen)
+			latest = latest.next()
 			return nil
 		}
 		read := end.records

@@ -145,16 +145,14 @@ func (p *pipeline) followChangelog(ctx context.Context, j *restoreJob, from int6
 	// tail: the batch is flushed on time rather than on size, the reader
 	// has caught up with the changelog.
 	flush := func(tail bool) error {
-		entries := (*latest).entries()
-		seen := (*latest).seen
-		if tail {
-			// Caught up: what follows changes keys it has restored.
-			seen = nil
-		}
-		if !send(restoreBatch{entries: entries}) {
+		if !send(restoreBatch{entries: (*latest).entries()}) {
 			return ctx.Err()
 		}
-		*latest, last = newLatestValues(len((*latest).values), seen), p.now()
+		*latest, last = (*latest).next(), p.now()
+		if tail {
+			// Caught up: what follows changes keys it has restored.
+			(*latest).seen = nil
+		}
 		return nil
 	}
 	apply := func(r *kgo.Record) error {
