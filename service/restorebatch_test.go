@@ -12,7 +12,7 @@ import (
 // fresh exactly the keys no earlier batch had (a key marked fresh is written
 // without looking up the state it replaces: one wrongly fresh loses that
 // state).
-func TestRestoreBatchEntries(t *testing.T) {
+func TestRestoreBatchHandOver(t *testing.T) {
 	seen := newSeenKeys(100)
 	l := newLatestValues(seen)
 	for _, k := range []string{"u10", "u1", "u1\x00", "", "u123456789", "u12345678", "\xff", "u2"} {
