@@ -46,11 +46,16 @@ func newLatestValues(seen *seenKeys) *latestValues {
 	return &latestValues{values: map[string][]byte{}, seen: seen}
 }
 
-// next is the batch that follows l, once l's entries are handed over: it
-// takes l's map, emptied, whose table keeps the size it grew to (a new map
-// per batch grew again from nothing, and the old one was garbage the size
-// of a batch).
+// next is the batch that follows l, once l's entries are handed over.
+// After a full batch it takes l's map, emptied, whose table keeps the size
+// it grew to (a new map per batch grew again from nothing, and the old one
+// was garbage the size of a batch). After one handed over before it filled
+// (a standby's, caught up) it starts a map sized for as many keys: a table
+// the size of a full batch would stay allocated while the standby runs.
 func (l *latestValues) next() *latestValues {
+	if l.bytes < restoreBatchBytes {
+		return &latestValues{values: make(map[string][]byte, len(l.values)), seen: l.seen}
+	}
 	clear(l.values)
 	return &latestValues{values: l.values, seen: l.seen}
 }

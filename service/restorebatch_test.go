@@ -49,6 +49,18 @@ func TestRestoreBatchHandOver(t *testing.T) {
 		t.Fatalf("the first batch changed after the next one was read: %s, was %s", fmt.Sprint(got), handed)
 	}
 
+	// A full batch's map is reused by the next; what it handed over
+	// stays as it was.
+	full := newLatestValues(nil)
+	full.values["a"] = []byte("1")
+	full.bytes = restoreBatchBytes
+	fe := full.entries()
+	after := full.next()
+	after.values["a"], after.values["b"] = []byte("2"), []byte("3")
+	if len(fe) != 1 || fe[0].key != "a" || string(fe[0].value) != "1" {
+		t.Fatalf("a full batch's entries changed after the next batch was read: %+v", fe)
+	}
+
 	warm := newLatestValues(nil)
 	warm.values["u1"] = []byte("v")
 	if e := warm.entries(); e[0].fresh {
