@@ -34,7 +34,8 @@ func TestRestoreBatchHandOver(t *testing.T) {
 		t.Fatalf("keys not in byte order (or lost): %q", keys)
 	}
 
-	// The next batch reuses the map; what was handed over stays as it was.
+	// The next batch (after one that did not fill: a new map); what was
+	// handed over stays as it was.
 	handed := fmt.Sprint(got)
 	next := l.next()
 	next.values["u1"], next.values["u3"], next.values["gone"] = []byte("x"), []byte("y"), []byte("z")
