@@ -236,11 +236,16 @@ func replayFormat(t *testing.T, p *config.Pipeline, url string, recs []input, pa
 // replay computes for the same bytes, and each kind of bad record (no
 // magic byte, an unknown schema id, a payload its schema does not read) is
 // a dead letter with its reason while the rest flows on.
+//
+// The -expr cases read the value only through expressions (filter,
+// key.expr, timestamp.expr, an aggregate's expr), which see the decoded
+// value in both stages of a repartitioned pipeline as in one.
 func TestFormatsAgainstRegistry(t *testing.T) {
-	for _, name := range []string{"avro", "protobuf", "avro-repartition"} {
+	for _, name := range []string{"avro", "protobuf", "avro-repartition", "avro-expr", "protobuf-expr-repartition"} {
 		t.Run(name, func(t *testing.T) {
 			parallel(t, 15*time.Second)
 			format, repartitioned := strings.CutSuffix(name, "-repartition")
+			format, exprs := strings.CutSuffix(format, "-expr")
 			url := registryURL(t)
 			cl := srClient(t, url)
 			subject := uniqueName(t, "value")
@@ -253,10 +258,20 @@ func TestFormatsAgainstRegistry(t *testing.T) {
 				// Stage 1 decodes the value for its key, stage 2 again.
 				e.editConfig(map[string]string{"    commit_interval: 200ms\n": "    commit_interval: 200ms\n    repartition: true\n"})
 			}
+			if exprs {
+				e.editConfig(map[string]string{
+					"    key: {field: user}\n":                   "    filter: 'value.x < 90.0'\n    key: {expr: 'value.user + \"!\"'}\n",
+					"    timestamp: {field: ts}\n":               "    timestamp: {expr: 'int(value.ts)'}\n",
+					"      - {name: total, op: sum, field: x}\n": "      - {name: total, op: sum, expr: 'value.x * 2.0'}\n",
+				})
+			}
 			stream := formatStream(enc(t, cl, subject), e.partitions, 400)
 			want := replayFormat(t, &e.cfg.Pipelines[0], url, stream, int(e.partitions))
 			if finalCount(want) < 20 {
 				t.Fatalf("test stream too small: %d final panes", finalCount(want))
+			}
+			if exprs && !strings.Contains(want[0], `!","window"`) {
+				t.Fatalf("replay's panes are not keyed by the key expression: %s", want[0])
 			}
 			good := stream[0].value
 			head := 5 // the header of a v1 value: with the message index [0] for Protobuf
@@ -289,6 +304,9 @@ func TestFormatsAgainstRegistry(t *testing.T) {
 			}
 			if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
 				t.Fatalf("windowd_late_dropped_total = %v, want 0", v)
+			}
+			if v, _ := inst.metric(t, "windowd_filtered_total"); exprs && v == 0 {
+				t.Fatal("windowd_filtered_total = 0: the filter kept every record")
 			}
 			if err := inst.stop(); err != nil {
 				t.Fatal(err)

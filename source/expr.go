@@ -76,12 +76,19 @@ func (d *Decoder) UsesRecordTimestamp() bool { return d.tsIdx < 0 && (d.x == nil
 // does a record's Headers matter.
 func (d *Decoder) UsesExpressions() bool { return d.x != nil }
 
-// filter runs the filter: ErrFiltered, a dead-letter reason, or nil.
+// filter sets the expressions' variables for rec and runs the filter:
+// ErrFiltered, a dead-letter reason, or nil. value is the JSON object the
+// decoder reads: rec.Value itself, or for an Avro or Protobuf value the
+// object it decoded into binBuf (never the wire bytes).
 func (d *Decoder) filter(rec *Record) error {
 	for i, j := range d.x.memberIdx {
 		d.x.found.Results[i] = d.results[j]
 	}
-	d.x.act.Set(rec.Value, rec.Key, rec.Headers, rec.Partition, rec.Offset, rec.Timestamp)
+	value := rec.Value
+	if d.bin != nil {
+		value = d.binBuf
+	}
+	d.x.act.Set(value, rec.Key, rec.Headers, rec.Partition, rec.Offset, rec.Timestamp)
 	if d.x.filter == nil {
 		return nil
 	}
