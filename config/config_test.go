@@ -473,8 +473,8 @@ c.yaml:11:29: pipelines[0].repartition_partitions: must be between 1 and 10000`}
 		`c.yaml:6:41: pipelines[0].window.gap: gap is only valid for session windows`},
 	{"size and offset on session",
 		with(map[string]string{"window": "    window: {type: session, gap: 5s, size: 1m, offset: 1s}"}),
-		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling, hopping and calendar windows
-c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and hopping windows`},
+		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling, hopping, calendar and cumulate windows
+c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling, hopping and cumulate windows`},
 	{"missing window type",
 		with(map[string]string{"window": "    window: {size: 10s}"}),
 		`c.yaml:6:5: pipelines[0].window.type: required`},
@@ -489,7 +489,7 @@ c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling and h
 		`c.yaml:6:36: pipelines[0].window.unit: invalid value "fortnight" (want hour, day, week, month or year)
 c.yaml:6:58: pipelines[0].window.time_zone: unknown time zone "Europe/Roma" (use an IANA name like "Europe/Rome")
 c.yaml:6:77: pipelines[0].window.size: must be between 1 and 10000
-c.yaml:6:88: pipelines[0].window.offset: offset is only valid for tumbling and hopping windows`},
+c.yaml:6:88: pipelines[0].window.offset: offset is only valid for tumbling, hopping and cumulate windows`},
 	{"calendar hop greater than size, week_start with days, Local",
 		with(map[string]string{"window": "    window:\n      type: calendar\n      unit: day\n      time_zone: Local\n      size: 2\n      hop: 3\n      week_start: sunday"}),
 		`c.yaml:9:18: pipelines[0].window.time_zone: unknown time zone "Local" (use an IANA name like "Europe/Rome")
@@ -499,9 +499,31 @@ c.yaml:12:7: pipelines[0].window.week_start: week_start is only valid with unit:
 		with(map[string]string{"window": "    window: {type: calendar, size: 1d}"}),
 		`c.yaml:6:5: pipelines[0].window.unit: required
 c.yaml:6:36: pipelines[0].window.size: expected an integer, got "1d"`},
+	{"cumulate: step that does not divide size, zone without unit",
+		with(map[string]string{"window": "    window: {type: cumulate, size: 10s, step: 3s, time_zone: UTC}"}),
+		`c.yaml:6:47: pipelines[0].window.step: step (3s) must divide size (10s)
+c.yaml:6:51: pipelines[0].window.time_zone: time_zone is only valid with unit (calendar periods)`},
+	{"cumulate: no step, no size",
+		with(map[string]string{"window": "    window: {type: cumulate}"}),
+		`c.yaml:6:5: pipelines[0].window.step: required
+c.yaml:6:5: pipelines[0].window.size: required`},
+	{"cumulate: too many windows per record, gap",
+		with(map[string]string{"window": "    window: {type: cumulate, size: 1h, step: 1ms, gap: 1s}"}),
+		`c.yaml:6:46: pipelines[0].window.step: size / step is 3600000 windows for every record, more than 10000: use a larger step
+c.yaml:6:51: pipelines[0].window.gap: gap is only valid for session windows`},
+	{"cumulate calendar: step not whole hours of a day, size with unit",
+		with(map[string]string{"window": "    window: {type: cumulate, unit: day, step: 5h, size: 1d, time_zone: Europe/Rome}"}),
+		`c.yaml:6:47: pipelines[0].window.step: step (5h) must be a whole number of hours that divides a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)
+c.yaml:6:51: pipelines[0].window.size: size is only valid without unit: a calendar period is one unit`},
+	{"cumulate calendar: hour unit; week step",
+		with(map[string]string{"window": "    window: {type: cumulate, unit: hour, step: 10m}"}),
+		`c.yaml:6:36: pipelines[0].window.unit: cumulate periods are days, weeks, months or years; for an hour use size: 1h`},
+	{"cumulate calendar: a week's step",
+		with(map[string]string{"window": "    window: {type: cumulate, unit: week, step: 48h, week_start: sunday}"}),
+		`c.yaml:6:48: pipelines[0].window.step: step (48h) must divide a week: 24h or 168h`},
 	{"bad window type",
 		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
-		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping, session or calendar)`},
+		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping, session, calendar or cumulate)`},
 	{"expression syntax error: the column CEL gives, after the quote",
 		with(nil, "    filter: 'value.amount > '"),
 		`c.yaml:9:29: pipelines[0].filter: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},

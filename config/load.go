@@ -108,7 +108,7 @@ var (
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source", "max_future"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift"}
-	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "unit", "time_zone", "week_start"}
+	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "step", "unit", "time_zone", "week_start"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
@@ -119,7 +119,7 @@ var (
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
-	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}}
+	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}, {"cumulate", windowing.Cumulate}}
 	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
 	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
 	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}, {"quantiles", windowing.Quantiles}, {"top_k", windowing.TopK}}
@@ -134,13 +134,14 @@ var (
 		required bool
 		validFor string
 	}{
-		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Calendar}, true, "tumbling, hopping and calendar"},
+		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Calendar, windowing.Cumulate}, true, "tumbling, hopping, calendar and cumulate"},
 		{"hop", []windowing.WindowKind{windowing.Hopping, windowing.Calendar}, true, "hopping and calendar"},
 		{"gap", []windowing.WindowKind{windowing.Session}, true, "session"},
-		{"offset", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping}, false, "tumbling and hopping"},
-		{"unit", []windowing.WindowKind{windowing.Calendar}, true, "calendar"},
-		{"time_zone", []windowing.WindowKind{windowing.Calendar}, false, "calendar"},
-		{"week_start", []windowing.WindowKind{windowing.Calendar}, false, "calendar"},
+		{"offset", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Cumulate}, false, "tumbling, hopping and cumulate"},
+		{"step", []windowing.WindowKind{windowing.Cumulate}, true, "cumulate"},
+		{"unit", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, true, "calendar and cumulate"},
+		{"time_zone", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, false, "calendar and cumulate"},
+		{"week_start", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, false, "calendar and cumulate"},
 	}
 
 	pipelineNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
@@ -610,6 +611,9 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	if kindOK && kind == windowing.Calendar {
 		return d.calendar(m)
 	}
+	if kindOK && kind == windowing.Cumulate {
+		return d.cumulate(m)
+	}
 	size, sizeOK := opt(m, "size", 0, d.duration(positive))
 	hop, hopOK := opt(m, "hop", 0, d.duration(positive))
 	gap, _ := opt(m, "gap", 0, d.duration(positive))
@@ -675,6 +679,69 @@ func (d *decoder) calendar(m *mapping) windowing.WindowSpec {
 		Unit: unit, Zone: zone, Size: size, Hop: hop, WeekStart: weekStart,
 	}}
 }
+
+// cumulate decodes `type: cumulate` (docs/SEMANTICS.md, Cumulating
+// windows): a fixed period (size, offset) or a calendar one (unit,
+// time_zone, week_start), and the step between window ends.
+func (d *decoder) cumulate(m *mapping) windowing.WindowSpec {
+	for _, f := range windowFields {
+		if !slices.Contains(f.kinds, windowing.Cumulate) && m.has(f.name) {
+			d.errorf(m.keyAt(f.name), m.child(f.name), "%s is only valid for %s windows", f.name, f.validFor)
+		}
+	}
+	m.require("step")
+	step, stepOK := opt(m, "step", 0, d.duration(positive))
+	if !m.has("unit") {
+		for _, f := range []string{"time_zone", "week_start"} {
+			if m.has(f) {
+				d.errorf(m.keyAt(f), m.child(f), "%s is only valid with unit (calendar periods)", f)
+			}
+		}
+		m.require("size")
+		size, sizeOK := opt(m, "size", 0, d.duration(positive))
+		offset, _ := opt(m, "offset", 0, d.duration(anySign))
+		if sizeOK && stepOK && step > 0 {
+			switch {
+			case size%step != 0:
+				d.errorf(m.valueAt("step"), m.child("step"), "step (%s) must divide size (%s)", m.raw("step"), m.raw("size"))
+			case size/step > MaxWindowsPerRecord:
+				d.errorf(m.valueAt("step"), m.child("step"), "size / step is %d windows for every record, more than %d: use a larger step", size/step, MaxWindowsPerRecord)
+			}
+		}
+		return windowing.WindowSpec{Kind: windowing.Cumulate, Size: size, Step: step, Offset: offset}
+	}
+	for _, f := range []string{"size", "offset"} {
+		if m.has(f) {
+			d.errorf(m.keyAt(f), m.child(f), "%s is only valid without unit: a calendar period is one unit", f)
+		}
+	}
+	unit, unitOK := req(m, "unit", oneOf(d, calendarUnits))
+	zone, _ := opt(m, "time_zone", time.UTC, d.timeZone)
+	weekStart, _ := opt(m, "week_start", time.Monday, oneOf(d, weekdays))
+	if unitOK && unit != windowing.Week && m.has("week_start") {
+		d.errorf(m.keyAt("week_start"), m.child("week_start"), "week_start is only valid with unit: week")
+	}
+	if unitOK && stepOK {
+		switch {
+		case unit == windowing.Hour:
+			d.errorf(m.valueAt("unit"), m.child("unit"), "cumulate periods are days, weeks, months or years; for an hour use size: 1h")
+		case unit == windowing.Day && (step%msPerHour != 0 || msPerDay%step != 0):
+			d.errorf(m.valueAt("step"), m.child("step"), "step (%s) must be a whole number of hours that divides a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)", m.raw("step"))
+		case unit == windowing.Week && step != msPerDay && step != 7*msPerDay:
+			d.errorf(m.valueAt("step"), m.child("step"), "step (%s) must divide a week: 24h or 168h", m.raw("step"))
+		case (unit == windowing.Month || unit == windowing.Year) && step%msPerDay != 0:
+			d.errorf(m.valueAt("step"), m.child("step"), "step (%s) must be a whole number of days (24h, 48h, …)", m.raw("step"))
+		}
+	}
+	return windowing.WindowSpec{Kind: windowing.Cumulate, Step: step, Calendar: &windowing.CalendarSpec{
+		Unit: unit, Zone: zone, Size: 1, Hop: 1, WeekStart: weekStart,
+	}}
+}
+
+const (
+	msPerHour = int64(time.Hour / time.Millisecond)
+	msPerDay  = 24 * msPerHour
+)
 
 // timeZone accepts an IANA time zone name. "Local" is refused: it would
 // depend on the machine.

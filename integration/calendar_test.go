@@ -21,9 +21,37 @@ import (
 // dropped as late, and B restored from the changelog.
 func TestCalendarRestoreFromChangelog(t *testing.T) {
 	parallel(t, 20*time.Second)
+	killAndRestore(t, "{type: calendar, unit: day, time_zone: Europe/Rome}", func(w gjson.Result) bool {
+		return w.Get("end").Int()-w.Get("start").Int() == 25*3600_000 && w.Get("local_start").Str == "2026-10-25T00:00:00+02:00"
+	})
+}
+
+// TestCumulateRestoreFromChangelog: cumulating windows of a local day in
+// Europe/Rome, every 3 hours (sliced: the steps are in the state and the
+// changelog), over the 2026 DST end, as TestCalendarRestoreFromChangelog:
+// kill -9, state dir deleted, restore from the changelog; every pane
+// replay computes, nothing late.
+func TestCumulateRestoreFromChangelog(t *testing.T) {
+	parallel(t, 20*time.Second)
+	killAndRestore(t, "{type: cumulate, unit: day, step: 3h, time_zone: Europe/Rome}", func(w gjson.Result) bool {
+		// 25 October's first window, to where the clock first reads
+		// 03:00, holds the repeated hour: four hours.
+		return w.Get("end").Int()-w.Get("start").Int() == 4*3600_000 && w.Get("local_start").Str == "2026-10-25T00:00:00+02:00"
+	})
+}
+
+// killAndRestore runs the pipeline with window (allowed_lateness 0s) over
+// records every 10 minutes of event time from 23 to 27 October 2026:
+// instance A takes the first half, commits and is killed (kill -9), its
+// state dir is deleted, and B restores from the changelog and takes the
+// rest. The output must hold every pane replay computes, one of which
+// special must accept (the window the test is about), with nothing
+// dropped as late and B having restored from the changelog.
+func killAndRestore(t *testing.T, window string, special func(window gjson.Result) bool) {
+	t.Helper()
 	e := newEnv(t, 2, "")
 	e.editConfig(map[string]string{
-		"    window: {type: tumbling, size: 10s}\n": "    window: {type: calendar, unit: day, time_zone: Europe/Rome}\n",
+		"    window: {type: tumbling, size: 10s}\n": "    window: " + window + "\n",
 		"    allowed_lateness: 30s\n":               "    allowed_lateness: 0s\n",
 		"      late: {every: 0s}\n":                 "",
 	})
@@ -54,17 +82,16 @@ func TestCalendarRestoreFromChangelog(t *testing.T) {
 		t.Fatalf("replay reported errors (the stream has no late or bad record): %v", errs[:min(len(errs), 5)])
 	}
 	var want []string
-	long := false
+	found := false
 	for _, p := range out {
 		if strings.HasPrefix(gjson.Get(p, "key").Str, "flush") {
 			continue
 		}
 		want = append(want, p)
-		w := gjson.Get(p, "window")
-		long = long || w.Get("end").Int()-w.Get("start").Int() == 25*3600_000 && w.Get("local_start").Str == "2026-10-25T00:00:00+02:00"
+		found = found || special(gjson.Get(p, "window"))
 	}
-	if finalCount(want) < 8*4 || !long {
-		t.Fatalf("test stream too small: %d final panes, the 25-hour day among them: %v", finalCount(want), long)
+	if finalCount(want) < 8*4 || !found {
+		t.Fatalf("test stream too small: %d final panes, the window the test is about among them: %v", finalCount(want), found)
 	}
 
 	a := e.startProcess()

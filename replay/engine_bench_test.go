@@ -39,6 +39,8 @@ var engineShapes = []struct {
 	{"tumbling-24h-country", "../bench/tumbling-24h-country.yaml", false},
 	{"calendar-day-country", "../bench/calendar-day-country.yaml", false},
 	{"calendar-7d-1d-country", "../bench/calendar-7d-1d-country.yaml", false},
+	{"cumulate-1d-1h-country", "../bench/cumulate-1d-1h-country.yaml", false},
+	{"cumulate-day-1h-country", "../bench/cumulate-day-1h-country.yaml", false},
 	// count + avg against count + quantiles of x (docs/PERFORMANCE.md,
 	// Sketch aggregates).
 	{"tumbling-10s-country-avg", "../bench/tumbling-10s-country-avg.yaml", false},

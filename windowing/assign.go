@@ -27,12 +27,16 @@ type Assigner struct {
 	size, hop, offset int64 // offset normalised to [0, hop)
 	slice             int64 // slice length of a sliced spec (ms); 0: not sliced
 	cal               *calendar
+	cum               *cumulate
 }
 
 // NewAssigner returns the assigner of a tumbling, hopping or calendar spec.
 func NewAssigner(w WindowSpec) Assigner {
-	if w.Kind == Calendar {
+	switch w.Kind {
+	case Calendar:
 		return Assigner{cal: newCalendar(*w.Calendar)}
+	case Cumulate:
+		return Assigner{cum: newCumulate(w)}
 	}
 	hop := w.Hop
 	if w.Kind == Tumbling || hop <= 0 {
@@ -49,6 +53,9 @@ func NewAssigner(w WindowSpec) Assigner {
 func (a *Assigner) Windows(dst []Span, t int64) []Span {
 	if a.cal != nil {
 		return a.cal.windows(dst, t)
+	}
+	if a.cum != nil {
+		return a.cum.windows(dst, t)
 	}
 	r := floorMod(floorMod(t, a.hop)-a.offset, a.hop)
 	if t < math.MinInt64+r {
@@ -93,6 +100,9 @@ func (a *Assigner) setSlice(n int64) {
 func (a *Assigner) sliceStart(t int64) int64 {
 	if a.cal != nil {
 		return a.cal.sliceStart(t)
+	}
+	if a.cum != nil {
+		return a.cum.sliceStart(t)
 	}
 	// As Windows does, without overflow: (t - offset) mod G is at most
 	// (t - offset) mod H, which Windows found representable.

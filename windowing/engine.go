@@ -130,6 +130,7 @@ type Engine struct {
 	retract    Pane
 	encBuf     []byte
 	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
+	byEnd      bool    // windows are named by their end (cumulate: one start, many ends)
 	merged     []accum // a sliced window's aggregates as its pane shows them
 	slicedTook bool    // the current record went into a slice
 	fetch      []cacheKey
@@ -172,6 +173,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		catching: map[uint32]int64{},
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
+	e.byEnd = spec.Window.Kind == Cumulate
 	if spec.Window.Kind != Session {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
@@ -179,7 +181,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	}
 	e.pane.Values = make([]Value, len(spec.Aggregates))
 	e.retract.Values = make([]Value, len(spec.Aggregates))
-	if spec.Window.Kind == Calendar {
+	if spec.Window.Calendar != nil {
 		e.pane.Zone, e.retract.Zone = spec.Window.Calendar.Zone, spec.Window.Calendar.Zone
 	}
 	if b, err := store.GetMeta(metaFrontier); err != nil {
@@ -500,7 +502,7 @@ func (e *Engine) timerWindow(t Timer, ks *keyState) (*keyState, *window, error) 
 			return nil, nil, err
 		}
 	}
-	w := ks.find(t.Start)
+	w := ks.findNamed(t.Start, e.byEnd)
 	if w == nil {
 		return nil, nil, fmt.Errorf("windowing: timer for key %q window start %d has no window", t.Key, t.Start)
 	}
@@ -675,7 +677,7 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 		if expired(e.f, sp.End, e.spec.AllowedLateness) {
 			continue // expired: dropped for this window
 		}
-		w := ks.find(sp.Start)
+		w := ks.findSpan(sp, e.byEnd)
 		if w == nil {
 			var err error
 			if w, err = e.newWindow(ks, sp.Start, sp.End); err != nil {
@@ -780,7 +782,7 @@ func (e *Engine) setEventTimer(ks *keyState, w *window, deadline int64) error {
 	if deadline < e.nextEvent {
 		e.nextEvent = deadline
 	}
-	return e.store.AddTimer(Timer{Kind: EventTimer, Deadline: deadline, Shard: ks.shard, Key: ks.key, Start: w.start})
+	return e.store.AddTimer(timerOf(EventTimer, deadline, ks, w, e.byEnd))
 }
 
 func (e *Engine) setProc(ks *keyState, w *window, deadline int64) error {
@@ -788,12 +790,12 @@ func (e *Engine) setProc(ks *keyState, w *window, deadline int64) error {
 	if deadline < e.nextProc {
 		e.nextProc = deadline
 	}
-	return e.store.AddTimer(Timer{Kind: ProcTimer, Deadline: deadline, Shard: ks.shard, Key: ks.key, Start: w.start})
+	return e.store.AddTimer(timerOf(ProcTimer, deadline, ks, w, e.byEnd))
 }
 
 // dropTimers removes both of w's timers from the indexes.
 func (e *Engine) dropTimers(ks *keyState, w *window) error {
-	if err := e.store.DeleteTimer(Timer{Kind: EventTimer, Deadline: w.timer, Shard: ks.shard, Key: ks.key, Start: w.start}); err != nil {
+	if err := e.store.DeleteTimer(timerOf(EventTimer, w.timer, ks, w, e.byEnd)); err != nil {
 		return err
 	}
 	return e.cancelProc(ks, w)
@@ -804,7 +806,7 @@ func (e *Engine) cancelProc(ks *keyState, w *window) error {
 		return nil
 	}
 	w.hasProc = false
-	return e.store.DeleteTimer(Timer{Kind: ProcTimer, Deadline: w.proc, Shard: ks.shard, Key: ks.key, Start: w.start})
+	return e.store.DeleteTimer(timerOf(ProcTimer, w.proc, ks, w, e.byEnd))
 }
 
 func (e *Engine) deleteWindow(ks *keyState, w *window) error {

@@ -120,6 +120,29 @@ func (ks *keyState) find(start int64) *window {
 	return nil
 }
 
+// findSpan returns the key's window sp, or nil (byEnd: as Engine.byEnd).
+func (ks *keyState) findSpan(sp Span, byEnd bool) *window {
+	if byEnd {
+		return ks.findNamed(sp.End, true)
+	}
+	return ks.find(sp.Start)
+}
+
+// findNamed returns the window a timer names (timerOf): by its start, or
+// by its end when byEnd. Windows in (start, end) order of one start and
+// distinct ends are in end order too.
+func (ks *keyState) findNamed(name int64, byEnd bool) *window {
+	if !byEnd {
+		return ks.find(name)
+	}
+	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].end >= name })
+	if i < len(ks.windows) && ks.windows[i].end == name {
+		return ks.windows[i]
+	}
+	return nil
+}
+
+// insert adds w in (start, end) order.
 func (ks *keyState) insert(w *window) {
 	if ks.windows == nil {
 		ks.windows = ks.slots[:0]
@@ -131,7 +154,10 @@ func (ks *keyState) insert(w *window) {
 		clear(ks.slots[:])
 		ks.windows = ws
 	}
-	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= w.start })
+	i := sort.Search(len(ks.windows), func(i int) bool {
+		x := ks.windows[i]
+		return x.start > w.start || x.start == w.start && x.end >= w.end
+	})
 	ks.windows = append(ks.windows, nil)
 	copy(ks.windows[i+1:], ks.windows[i:])
 	ks.windows[i] = w

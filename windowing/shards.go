@@ -43,7 +43,7 @@ func (e *Engine) DropShard(p int32) error {
 			return fmt.Errorf("key %q: %w", key, err)
 		}
 		keys = append(keys, key)
-		timers = appendTimers(timers, ks)
+		timers = appendTimers(timers, ks, e.byEnd)
 		e.open -= int64(len(ks.windows))
 		return nil
 	})
@@ -97,15 +97,27 @@ func (x timerIndex) has(t Timer) bool {
 	return false
 }
 
-// appendTimers appends the timers of every window of ks.
-func appendTimers(dst []Timer, ks *keyState) []Timer {
+// appendTimers appends the timers of every window of ks (byEnd: as
+// Engine.byEnd).
+func appendTimers(dst []Timer, ks *keyState, byEnd bool) []Timer {
 	for _, w := range ks.windows {
-		dst = append(dst, Timer{Kind: EventTimer, Deadline: w.timer, Shard: ks.shard, Key: ks.key, Start: w.start})
+		dst = append(dst, timerOf(EventTimer, w.timer, ks, w, byEnd))
 		if w.hasProc {
-			dst = append(dst, Timer{Kind: ProcTimer, Deadline: w.proc, Shard: ks.shard, Key: ks.key, Start: w.start})
+			dst = append(dst, timerOf(ProcTimer, w.proc, ks, w, byEnd))
 		}
 	}
 	return dst
+}
+
+// timerOf is w's timer of kind with deadline. A timer names its window by
+// the window's start, or by its end when byEnd (cumulating windows share
+// their start; the ends of a key's windows are distinct).
+func timerOf(kind TimerKind, deadline int64, ks *keyState, w *window, byEnd bool) Timer {
+	name := w.start
+	if byEnd {
+		name = w.end
+	}
+	return Timer{Kind: kind, Deadline: deadline, Shard: ks.shard, Key: ks.key, Start: name}
 }
 
 // RestoreKey replaces the windows of (partition p, key) with value, as
@@ -146,8 +158,8 @@ func (e *Engine) restoreKey(p int32, key string, value []byte, fresh bool) error
 	// only those it adds are added. Deleting and adding back every timer
 	// cost the timer set a sort of its pending additions per key restored
 	// again (BenchmarkRestoreKeyRepeated: 34k records/s before).
-	e.oldTimers = appendTimers(e.oldTimers[:0], old)
-	e.timers = appendTimers(e.timers[:0], nks)
+	e.oldTimers = appendTimers(e.oldTimers[:0], old, e.byEnd)
+	e.timers = appendTimers(e.timers[:0], nks, e.byEnd)
 	inOld, inNew := newTimerIndex(e.oldTimers), newTimerIndex(e.timers)
 	for _, t := range e.oldTimers {
 		if !inNew.has(t) {

@@ -49,9 +49,19 @@ const sliceBaseSize = 80 // slice struct, slice slot
 // calendar windows is gcd(size, hop) units, aligned like the windows).
 func sliceLen(spec *Spec, opts *Options) int64 {
 	w := spec.Window
-	if w.Kind == Calendar {
+	switch w.Kind {
+	case Calendar:
 		w.Size, w.Hop = w.Calendar.Size, w.Calendar.Hop
-	} else if w.Kind != Hopping {
+	case Cumulate:
+		// The slices are the steps (cumulate.go); a calendar period's
+		// steps have no fixed length, and a fixed period of one step
+		// is a tumbling window.
+		w.Hop = w.Step
+		if w.Calendar != nil {
+			w.Size = math.MaxInt64
+		}
+	case Hopping:
+	default:
 		return 0
 	}
 	if opts.NoSlicing || w.Hop <= 0 || w.Hop >= w.Size || spec.Mode == Discarding {
@@ -67,6 +77,9 @@ func sliceLen(spec *Spec, opts *Options) int64 {
 		default:
 			return 0
 		}
+	}
+	if w.Kind == Cumulate {
+		return w.Step
 	}
 	g, h := w.Size, w.Hop
 	for h != 0 {
@@ -129,7 +142,7 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 	sl := ks.findSlice(start)
 	if sl == nil {
 		for _, w := range e.spans {
-			if expired(e.f, w.End, e.spec.AllowedLateness) || ks.find(w.Start) != nil {
+			if expired(e.f, w.End, e.spec.AllowedLateness) || ks.findSpan(w, e.byEnd) != nil {
 				continue
 			}
 			if _, err := e.newWindow(ks, w.Start, w.End); err != nil {

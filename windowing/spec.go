@@ -11,6 +11,7 @@ const (
 	Hopping
 	Session
 	Calendar
+	Cumulate
 )
 
 // String returns the configuration name of the kind.
@@ -24,6 +25,8 @@ func (k WindowKind) String() string {
 		return "session"
 	case Calendar:
 		return "calendar"
+	case Cumulate:
+		return "cumulate"
 	}
 	return fmt.Sprintf("WindowKind(%d)", uint8(k))
 }
@@ -32,11 +35,12 @@ func (k WindowKind) String() string {
 // milliseconds of event time. Tumbling windows have Hop == Size.
 type WindowSpec struct {
 	Kind     WindowKind
-	Size     int64         // tumbling and hopping
+	Size     int64         // tumbling, hopping and fixed cumulate (the period)
 	Hop      int64         // hopping (equal to Size for tumbling)
 	Gap      int64         // session
-	Offset   int64         // tumbling and hopping
-	Calendar *CalendarSpec // calendar (calendar.go)
+	Offset   int64         // tumbling, hopping and fixed cumulate
+	Step     int64         // cumulate: between two window ends (cumulate.go)
+	Calendar *CalendarSpec // calendar; calendar cumulate: the period's unit (calendar.go)
 }
 
 // ClosingPolicy says what happens when a window expires after its on-time step.
