@@ -473,7 +473,7 @@ c.yaml:11:29: pipelines[0].repartition_partitions: must be between 1 and 10000`}
 		`c.yaml:6:41: pipelines[0].window.gap: gap is only valid for session windows`},
 	{"size and offset on session",
 		with(map[string]string{"window": "    window: {type: session, gap: 5s, size: 1m, offset: 1s}"}),
-		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling, hopping, calendar and cumulate windows
+		`c.yaml:6:38: pipelines[0].window.size: size is only valid for tumbling, hopping, sliding, calendar and cumulate windows
 c.yaml:6:48: pipelines[0].window.offset: offset is only valid for tumbling, hopping and cumulate windows`},
 	{"missing window type",
 		with(map[string]string{"window": "    window: {size: 10s}"}),
@@ -522,8 +522,8 @@ c.yaml:6:51: pipelines[0].window.size: size is only valid without unit: a calend
 		with(map[string]string{"window": "    window: {type: cumulate, unit: week, step: 48h, week_start: sunday}"}),
 		`c.yaml:6:48: pipelines[0].window.step: step (48h) must divide a week: 24h or 168h`},
 	{"bad window type",
-		with(map[string]string{"window": "    window: {type: sliding, size: 10s}"}),
-		`c.yaml:6:20: pipelines[0].window.type: invalid value "sliding" (want tumbling, hopping, session, calendar or cumulate)`},
+		with(map[string]string{"window": "    window: {type: slidin, size: 10s}"}),
+		`c.yaml:6:20: pipelines[0].window.type: invalid value "slidin" (want tumbling, hopping, session, calendar, cumulate or sliding)`},
 	{"expression syntax error: the column CEL gives, after the quote",
 		with(nil, "    filter: 'value.amount > '"),
 		`c.yaml:9:29: pipelines[0].filter: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},

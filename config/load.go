@@ -119,7 +119,7 @@ var (
 	timeFormats  = []choice[TimeFormat]{{"unix_s", UnixS}, {"unix_ms", UnixMS}, {"unix_us", UnixUS}, {"unix_ns", UnixNS}, {"rfc3339", RFC3339}}
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = []choice[watermark.Strategy]{{"bounded_out_of_orderness", watermark.BoundedOutOfOrderness}, {"monotonic", watermark.Monotonic}}
-	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}, {"cumulate", windowing.Cumulate}}
+	windowKinds  = []choice[windowing.WindowKind]{{"tumbling", windowing.Tumbling}, {"hopping", windowing.Hopping}, {"session", windowing.Session}, {"calendar", windowing.Calendar}, {"cumulate", windowing.Cumulate}, {"sliding", windowing.Sliding}}
 	closings     = []choice[windowing.ClosingPolicy]{{"always", windowing.ClosingAlways}, {"if_changed", windowing.ClosingIfChanged}, {"never", windowing.ClosingNever}}
 	modes        = []choice[windowing.Mode]{{"accumulating", windowing.Accumulating}, {"discarding", windowing.Discarding}, {"retracting", windowing.Retracting}}
 	aggOps       = []choice[windowing.AggOp]{{"count", windowing.Count}, {"sum", windowing.Sum}, {"min", windowing.Min}, {"max", windowing.Max}, {"avg", windowing.Avg}, {"distinct_approx", windowing.DistinctApprox}, {"quantiles", windowing.Quantiles}, {"top_k", windowing.TopK}}
@@ -134,7 +134,7 @@ var (
 		required bool
 		validFor string
 	}{
-		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Calendar, windowing.Cumulate}, true, "tumbling, hopping, calendar and cumulate"},
+		{"size", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Sliding, windowing.Calendar, windowing.Cumulate}, true, "tumbling, hopping, sliding, calendar and cumulate"},
 		{"hop", []windowing.WindowKind{windowing.Hopping, windowing.Calendar}, true, "hopping and calendar"},
 		{"gap", []windowing.WindowKind{windowing.Session}, true, "session"},
 		{"offset", []windowing.WindowKind{windowing.Tumbling, windowing.Hopping, windowing.Cumulate}, false, "tumbling, hopping and cumulate"},
@@ -625,6 +625,8 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	switch kind {
 	case windowing.Tumbling:
 		return windowing.WindowSpec{Kind: kind, Size: size, Hop: size, Offset: offset}
+	case windowing.Sliding:
+		return windowing.WindowSpec{Kind: kind, Size: size}
 	case windowing.Hopping:
 		if m.has("size") && m.has("hop") && sizeOK && hopOK && hop > size {
 			d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%s) must not exceed size (%s)", m.raw("hop"), m.raw("size"))

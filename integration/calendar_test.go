@@ -40,6 +40,18 @@ func TestCumulateRestoreFromChangelog(t *testing.T) {
 	})
 }
 
+// TestSlidingRestoreFromChangelog: sliding windows of 2 hours, as
+// TestCalendarRestoreFromChangelog: kill -9, state dir deleted, restore
+// from the changelog. A window of a record after the restore holds the
+// key's records from before the kill, which B has only from the
+// changelog; every pane replay computes, nothing late.
+func TestSlidingRestoreFromChangelog(t *testing.T) {
+	parallel(t, 20*time.Second)
+	killAndRestore(t, "{type: sliding, size: 2h}", func(w gjson.Result) bool {
+		return w.Get("end").Int()-w.Get("start").Int() == 2*3600_000
+	})
+}
+
 // killAndRestore runs the pipeline with window (allowed_lateness 0s) over
 // records every 10 minutes of event time from 23 to 27 October 2026:
 // instance A takes the first half, commits and is killed (kill -9), its

@@ -3,7 +3,6 @@ package replay
 import (
 	"fmt"
 	"math/rand"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +140,9 @@ func cumGot(t *testing.T, out string, discarding bool) map[cumWindow]cumTotals {
 	return got
 }
 
-func cumPipeline(t *testing.T, window, lateness, trigger, mode string) *config.Pipeline {
+// cumPipeline is the test pipeline of window: count n, sum s, min lo, max
+// hi of x, and the extra aggregates (", {...}").
+func cumPipeline(t *testing.T, window, lateness, trigger, mode, extra string) *config.Pipeline {
 	t.Helper()
 	cfg, err := config.Parse("c.yaml", []byte(`pipelines:
   - name: c
@@ -152,7 +153,7 @@ func cumPipeline(t *testing.T, window, lateness, trigger, mode string) *config.P
     window: `+window+`
     allowed_lateness: `+lateness+`
 `+trigger+`    accumulation: `+mode+`
-    aggregates: [{name: n, op: count}, {name: s, op: sum, field: x}, {name: lo, op: min, field: x}, {name: hi, op: max, field: x}]
+    aggregates: [{name: n, op: count}, {name: s, op: sum, field: x}, {name: lo, op: min, field: x}, {name: hi, op: max, field: x}`+extra+`]
     output: {topic: out}
 `))
 	if err != nil {
@@ -216,36 +217,13 @@ func TestCumulateBruteForce(t *testing.T) {
 		lateness := fmt.Sprintf("%dms", span)
 		name := fmt.Sprintf("seed%d", seed)
 		t.Run(name, func(t *testing.T) {
-			p := cumPipeline(t, window, lateness, trigger, mode)
+			p := cumPipeline(t, window, lateness, trigger, mode, "")
 			sum, out, errs := replayString(t, p, in.String(), 2)
 			if sum.LateDropped != 0 || sum.DeadLetters != 0 {
 				t.Fatalf("%s %s %s: %d dropped, %d dead letters: %s", window, trigger, mode, sum.LateDropped, sum.DeadLetters, errs)
 			}
-			want := cumExpected(recs, windowsOf)
-			got := cumGot(t, out, mode == "discarding")
-			var keys []cumWindow
-			for w := range want {
-				keys = append(keys, w)
-			}
-			for w := range got {
-				if _, ok := want[w]; !ok {
-					keys = append(keys, w)
-				}
-			}
-			sort.Slice(keys, func(i, j int) bool {
-				a, b := keys[i], keys[j]
-				return a.key < b.key || a.key == b.key && (a.start < b.start || a.start == b.start && a.end < b.end)
-			})
-			for _, w := range keys {
-				g, gok := got[w]
-				x, wok := want[w]
-				if mode == "discarding" {
-					x.min, x.max = 0, 0
-				}
-				if gok != wok || g != x {
-					t.Errorf("%s %s %s: window %v: got %+v (emitted %v), want %+v (exists %v)", window, strings.TrimSpace(trigger), mode, w, g, gok, x, wok)
-				}
-			}
+			what := fmt.Sprintf("%s %s %s", window, strings.TrimSpace(trigger), mode)
+			checkWindows(t, what, cumGot(t, out, mode == "discarding"), cumExpected(recs, windowsOf), mode == "discarding")
 		})
 	}
 }

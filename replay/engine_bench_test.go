@@ -41,6 +41,9 @@ var engineShapes = []struct {
 	{"calendar-7d-1d-country", "../bench/calendar-7d-1d-country.yaml", false},
 	{"cumulate-1d-1h-country", "../bench/cumulate-1d-1h-country.yaml", false},
 	{"cumulate-day-1h-country", "../bench/cumulate-day-1h-country.yaml", false},
+	// Sliding windows against tumbling-10s-key: every record of the last
+	// hour per key is state, so the config sizes state.cache_bytes for it.
+	{"sliding-1h-key", "../bench/sliding-1h-key.yaml", false},
 	// count + avg against count + quantiles of x (docs/PERFORMANCE.md,
 	// Sketch aggregates).
 	{"tumbling-10s-country-avg", "../bench/tumbling-10s-country-avg.yaml", false},
@@ -190,8 +193,8 @@ func BenchmarkEngine(b *testing.B) {
 		if !shape.noSlicing && shape.name == "tumbling-10s-key" {
 			b.Run("decode-only-key", func(b *testing.B) { benchDecodeOnly(b, p, in) })
 		}
-		noSlicing := shape.noSlicing
-		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk, noSlicing) })
+		noSlicing, cache := shape.noSlicing, int(cfg.State.CacheBytes)
+		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk, noSlicing, cache) })
 	}
 	for _, shape := range engineShapes {
 		if shape.noSlicing {
@@ -233,7 +236,7 @@ func (c *perRecord) report(b *testing.B, records int) {
 	b.ReportMetric(float64(c.bytes)/total, "B/record")
 }
 
-func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool) {
+func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int) {
 	var alloc perRecord
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -248,7 +251,7 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 			b.Fatal(err)
 		}
 		sink := &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)}
-		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing})
+		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing, CacheBytes: cacheBytes})
 		if err != nil {
 			b.Fatal(err)
 		}

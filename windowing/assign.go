@@ -28,6 +28,7 @@ type Assigner struct {
 	slice             int64 // slice length of a sliced spec (ms); 0: not sliced
 	cal               *calendar
 	cum               *cumulate
+	sliding           bool // the record's own sliding window (sliding.go)
 }
 
 // NewAssigner returns the assigner of a tumbling, hopping or calendar spec.
@@ -37,6 +38,8 @@ func NewAssigner(w WindowSpec) Assigner {
 		return Assigner{cal: newCalendar(*w.Calendar)}
 	case Cumulate:
 		return Assigner{cum: newCumulate(w)}
+	case Sliding:
+		return Assigner{size: w.Size, sliding: true}
 	}
 	hop := w.Hop
 	if w.Kind == Tumbling || hop <= 0 {
@@ -56,6 +59,14 @@ func (a *Assigner) Windows(dst []Span, t int64) []Span {
 	}
 	if a.cum != nil {
 		return a.cum.windows(dst, t)
+	}
+	if a.sliding {
+		// Of the windows holding t only its own is certain to exist:
+		// (t − size, t].
+		if t == math.MaxInt64 || t < math.MinInt64+a.size {
+			return dst
+		}
+		return append(dst, Span{t - a.size + 1, t + 1})
 	}
 	r := floorMod(floorMod(t, a.hop)-a.offset, a.hop)
 	if t < math.MinInt64+r {

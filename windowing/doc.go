@@ -1,5 +1,5 @@
 // Package windowing is windowd's event-time windowing engine: it assigns
-// decoded records (Event) to tumbling, hopping, session, calendar or cumulating windows
+// decoded records (Event) to tumbling, hopping, session, sliding, calendar or cumulating windows
 // per group key, keeps their partial aggregates and trigger state, tracks the
 // frontier over the input partitions' watermarks (package watermark), and
 // emits panes and dropped records to an Emitter. docs/SEMANTICS.md is its

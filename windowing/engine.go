@@ -129,13 +129,16 @@ type Engine struct {
 	pane       Pane
 	retract    Pane
 	encBuf     []byte
-	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
-	byEnd      bool    // windows are named by their end (cumulate: one start, many ends)
-	merged     []accum // a sliced window's aggregates as its pane shows them
-	slicedTook bool    // the current record went into a slice
-	fetch      []cacheKey
-	fetchKeys  []string
-	dueKeys    []*keyState // prefetch: the cached key state of each timer, or nil
+	sliceLen   int64 // hopping windows by slicing: the slice length; 0: off
+	byEnd      bool  // windows are named by their end (cumulate: one start, many ends)
+	// slideIndexed: sliding windows merge a range of slices through a
+	// slideIndex (sliding.go).
+	slideIndexed bool
+	merged       []accum // a sliced window's aggregates as its pane shows them
+	slicedTook   bool    // the current record went into a slice
+	fetch        []cacheKey
+	fetchKeys    []string
+	dueKeys      []*keyState // prefetch: the cached key state of each timer, or nil
 	// freeWindows are deleted windows of len(spec.Aggregates) aggregates,
 	// zeroed, for newWindow to reuse (at most maxFreeWindows): in a pipeline
 	// whose windows hold about one record each, a window per record is
@@ -174,7 +177,8 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
 	e.byEnd = spec.Window.Kind == Cumulate
-	if spec.Window.Kind != Session {
+	e.slideIndexed = spec.Window.Kind == Sliding && slideIndexed(spec.Aggregates)
+	if spec.Window.Kind != Session && spec.Window.Kind != Sliding {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
 		e.assigner.setSlice(e.sliceLen)
@@ -355,9 +359,12 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	e.outOfRange = false
 	e.slicedTook = false
 	var err error
-	if e.spec.Window.Kind == Session {
+	switch e.spec.Window.Kind {
+	case Session:
 		err = e.assignSession(ks, ev, now)
-	} else {
+	case Sliding:
+		err = e.assignSliding(ks, ev, now)
+	default:
 		err = e.assignFixed(ks, ev, now)
 	}
 	if err != nil {
@@ -520,6 +527,9 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 		return err
 	}
 	ks.dirty = true
+	if w.retired {
+		return e.deleteWindow(ks, w) // a sliding key's slices are all past use
+	}
 	if ks.sliced {
 		if err := e.deriveSliced(ks, w); err != nil {
 			return err
@@ -534,7 +544,7 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 					return err
 				}
 			}
-			return e.deleteWindow(ks, w)
+			return e.retireOrDelete(ks, w)
 		}
 		w.onTimeDone = true
 		if err := e.cancelProc(ks, w); err != nil {
@@ -553,7 +563,7 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 			return err
 		}
 	}
-	return e.deleteWindow(ks, w)
+	return e.retireOrDelete(ks, w)
 }
 
 // fireProc runs a due early or late processing-time trigger (ks: as for
@@ -820,6 +830,9 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 	ks.dirty = true
 	if ks.sliced {
 		e.dropSlices(ks)
+	}
+	if ks.sliding {
+		e.dropSlides(ks)
 	}
 	e.recycle(w)
 	return nil

@@ -25,6 +25,7 @@ type window struct {
 	proc       int64 // deadline of its processing-time timer, when hasProc
 	last       *lastPane
 	paneSeq    uint64 // sliced key: its seq at the window's last pane
+	retired    bool   // sliding key: expired, kept for its slices (sliding.go)
 }
 
 // lateProc reports whether w's processing-time timer, pending or to be
@@ -86,7 +87,12 @@ type keyState struct {
 	dirty bool
 	// sliced: the windows hold no aggregates; slices (in start order) do,
 	// and seq counts the key's records (slices.go).
-	sliced  bool
+	sliced bool
+	// sliding: the windows hold their aggregates and the slices (one per
+	// record time, in time order) what new windows start from; index is
+	// their slideIndex, built when needed (sliding.go).
+	sliding bool
+	index   *slideIndex
 	key     string
 	windows []*window // backed by slots while it fits there
 	size    int       // approximate bytes, for the cache budget
@@ -199,25 +205,31 @@ const (
 	flagSettled
 	flagHasProc
 	flagHasLast
+	flagRetired
 )
 
-// Key state encodings: per-window aggregates (1), or sliced (2): windows
-// with their paneSeq instead of aggregates, then seq and the slices.
+// Key state encodings: per-window aggregates (1), sliced (2): windows
+// with their paneSeq instead of aggregates, then seq and the slices, or
+// sliding (3): windows as in 1, then seq and the slices as in 2.
 //
 // The quantiles and top_k aggregates and RawValue in a last pane extended
 // both encodings without a new version: they occur only in the state of a
 // pipeline that has those aggregates, which a version without them cannot
 // run, and state written before them never holds them.
 const (
-	keyStateVersion       = 1
-	keyStateVersionSliced = 2
+	keyStateVersion        = 1
+	keyStateVersionSliced  = 2
+	keyStateVersionSliding = 3
 )
 
 // encodeKeyState appends the binary form of ks's windows.
 func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
-	if ks.sliced {
+	switch {
+	case ks.sliced:
 		b = append(b, keyStateVersionSliced)
-	} else {
+	case ks.sliding:
+		b = append(b, keyStateVersionSliding)
+	default:
 		b = append(b, keyStateVersion)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
@@ -237,6 +249,9 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 		}
 		if w.last != nil {
 			flags |= flagHasLast
+		}
+		if w.retired {
+			flags |= flagRetired
 		}
 		b = append(b, flags)
 		b = binary.AppendVarint(b, w.start)
@@ -275,7 +290,7 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 			}
 		}
 	}
-	if ks.sliced {
+	if ks.sliced || ks.sliding {
 		b = binary.AppendUvarint(b, ks.seq)
 		b = binary.AppendUvarint(b, uint64(len(ks.slices)))
 		for _, sl := range ks.slices {
@@ -437,11 +452,14 @@ func (d *decoder) bytes(n uint64) []byte {
 // decodeKeyState fills ks.windows from b (which it does not retain).
 func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	d := decoder{b: b}
+	ks.index = nil
 	switch d.byte1() {
 	case keyStateVersion:
-		ks.sliced = false
+		ks.sliced, ks.sliding = false, false
 	case keyStateVersionSliced:
-		ks.sliced = true
+		ks.sliced, ks.sliding = true, false
+	case keyStateVersionSliding:
+		ks.sliced, ks.sliding = false, true
 	default:
 		return errCorruptState
 	}
@@ -466,6 +484,7 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		w.lateSeen = flags&flagLateSeen != 0
 		w.settled = flags&flagSettled != 0
 		w.hasProc = flags&flagHasProc != 0
+		w.retired = flags&flagRetired != 0
 		w.start = d.varint()
 		w.end = d.varint()
 		w.nextIndex = uint32(d.uvarint())
@@ -507,7 +526,7 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		ks.windows = append(ks.windows, w)
 	}
 	ks.slices = ks.slices[:0]
-	if ks.sliced {
+	if ks.sliced || ks.sliding {
 		ks.seq = d.uvarint()
 		n := d.uvarint()
 		if n > uint64(len(b)) {

@@ -12,6 +12,7 @@ const (
 	Session
 	Calendar
 	Cumulate
+	Sliding
 )
 
 // String returns the configuration name of the kind.
@@ -27,6 +28,8 @@ func (k WindowKind) String() string {
 		return "calendar"
 	case Cumulate:
 		return "cumulate"
+	case Sliding:
+		return "sliding"
 	}
 	return fmt.Sprintf("WindowKind(%d)", uint8(k))
 }
@@ -35,7 +38,7 @@ func (k WindowKind) String() string {
 // milliseconds of event time. Tumbling windows have Hop == Size.
 type WindowSpec struct {
 	Kind     WindowKind
-	Size     int64         // tumbling, hopping and fixed cumulate (the period)
+	Size     int64         // tumbling, hopping, sliding and fixed cumulate (the period)
 	Hop      int64         // hopping (equal to Size for tumbling)
 	Gap      int64         // session
 	Offset   int64         // tumbling, hopping and fixed cumulate
