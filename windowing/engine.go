@@ -129,16 +129,13 @@ type Engine struct {
 	pane       Pane
 	retract    Pane
 	encBuf     []byte
-	sliceLen   int64 // hopping windows by slicing: the slice length; 0: off
-	byEnd      bool  // windows are named by their end (cumulate: one start, many ends)
-	// slideIndexed: sliding windows merge a range of slices through a
-	// slideIndex (sliding.go).
-	slideIndexed bool
-	merged       []accum // a sliced window's aggregates as its pane shows them
-	slicedTook   bool    // the current record went into a slice
-	fetch        []cacheKey
-	fetchKeys    []string
-	dueKeys      []*keyState // prefetch: the cached key state of each timer, or nil
+	sliceLen   int64   // hopping windows by slicing: the slice length; 0: off
+	byEnd      bool    // windows are named by their end (cumulate: one start, many ends)
+	merged     []accum // a sliced window's aggregates as its pane shows them
+	slicedTook bool    // the current record went into a slice
+	fetch      []cacheKey
+	fetchKeys  []string
+	dueKeys    []*keyState // prefetch: the cached key state of each timer, or nil
 	// freeWindows are deleted windows of len(spec.Aggregates) aggregates,
 	// zeroed, for newWindow to reuse (at most maxFreeWindows): in a pipeline
 	// whose windows hold about one record each, a window per record is
@@ -177,7 +174,6 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
 	e.byEnd = spec.Window.Kind == Cumulate
-	e.slideIndexed = spec.Window.Kind == Sliding && slideIndexed(spec.Aggregates)
 	if spec.Window.Kind != Session && spec.Window.Kind != Sliding {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
@@ -936,6 +932,9 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 			return nil, fmt.Errorf("key %q: %w", key, err)
 		}
 		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
+		if ks.slide != nil {
+			ks.size += ks.slide.len() * sliceBaseSize
+		}
 	}
 	e.cache.put(ks)
 	e.cacheBytes += ks.size

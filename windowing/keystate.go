@@ -88,11 +88,10 @@ type keyState struct {
 	// sliced: the windows hold no aggregates; slices (in start order) do,
 	// and seq counts the key's records (slices.go).
 	sliced bool
-	// sliding: the windows hold their aggregates and the slices (one per
-	// record time, in time order) what new windows start from; index is
-	// their slideIndex, built when needed (sliding.go).
+	// sliding: the windows hold their aggregates and slide the key's
+	// records merged per time, what new windows start from (sliding.go).
 	sliding bool
-	index   *slideIndex
+	slide   *slides
 	key     string
 	windows []*window // backed by slots while it fits there
 	size    int       // approximate bytes, for the cache budget
@@ -290,7 +289,10 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 			}
 		}
 	}
-	if ks.sliced || ks.sliding {
+	if ks.sliding {
+		return appendSlide(b, ks, specs)
+	}
+	if ks.sliced {
 		b = binary.AppendUvarint(b, ks.seq)
 		b = binary.AppendUvarint(b, uint64(len(ks.slices)))
 		for _, sl := range ks.slices {
@@ -304,6 +306,55 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// appendSlide appends a sliding key's records as a sliced key's slices
+// (the seq and each slice's lastF and seq are 0).
+func appendSlide(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
+	b = binary.AppendUvarint(b, 0)
+	n := 0
+	if ks.slide != nil {
+		n = ks.slide.len()
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	if n == 0 {
+		return b, nil
+	}
+	err := ks.slide.each(func(t int64, acc []accum) error {
+		b = binary.AppendVarint(b, t)
+		b = binary.AppendVarint(b, 0)
+		b = binary.AppendUvarint(b, 0)
+		var err error
+		b, err = appendAccums(b, acc, specs)
+		return err
+	})
+	return b, err
+}
+
+// slide decodes a sliding key's records (appendSlide).
+func (d *decoder) slide(ks *keyState, specs []AggSpec) error {
+	d.uvarint()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		return errCorruptState
+	}
+	ks.slide = newSlides(specs)
+	prev := int64(math.MinInt64)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		t := d.varint()
+		d.varint()
+		d.uvarint()
+		acc, err := d.accums(specs)
+		if err != nil {
+			return err
+		}
+		if i > 0 && t <= prev {
+			return errCorruptState
+		}
+		prev = t
+		ks.slide.load(t, acc)
+	}
+	return nil
 }
 
 // appendAccums appends the binary form of one set of accumulators.
@@ -452,7 +503,7 @@ func (d *decoder) bytes(n uint64) []byte {
 // decodeKeyState fills ks.windows from b (which it does not retain).
 func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	d := decoder{b: b}
-	ks.index = nil
+	ks.slide = nil
 	switch d.byte1() {
 	case keyStateVersion:
 		ks.sliced, ks.sliding = false, false
@@ -526,7 +577,12 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		ks.windows = append(ks.windows, w)
 	}
 	ks.slices = ks.slices[:0]
-	if ks.sliced || ks.sliding {
+	if ks.sliding {
+		if err := d.slide(ks, specs); err != nil {
+			return err
+		}
+	}
+	if ks.sliced {
 		ks.seq = d.uvarint()
 		n := d.uvarint()
 		if n > uint64(len(b)) {

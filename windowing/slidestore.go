@@ -1,0 +1,457 @@
+package windowing
+
+import "sort"
+
+// A slideStore holds a sliding key's records merged per event time
+// (sliding.go): the aggregates of the records at each time, in time order.
+type slideStore interface {
+	// add adds a record at t; fresh: t had no record before.
+	add(t int64, in []Input) (fresh bool)
+	// rangeInto merges the times from lo through hi into dst.
+	rangeInto(lo, hi int64, dst []accum)
+	// dropThrough removes the times at or below limit and returns how
+	// many went.
+	dropThrough(limit int64) int
+	// len is the number of times held.
+	len() int
+	// each calls fn for every time in order, with its aggregates.
+	each(fn func(t int64, acc []accum) error) error
+	// load appends time t, after every time held, with aggregates acc.
+	load(t int64, acc []accum)
+}
+
+// slides is a keyState's slideStore behind one pointer (the keyState
+// stays in its size class).
+type slides struct{ slideStore }
+
+// newSlides returns the store of specs: a tree of merged subtrees when
+// every aggregate merges in constant time, else sorted arrays.
+func newSlides(specs []AggSpec) *slides {
+	if slideIndexed(specs) {
+		return &slides{newSlideTree(specs)}
+	}
+	return &slides{&slideFlat{specs: specs}}
+}
+
+// slideIndexed reports whether the aggregates of specs all merge in
+// constant time (count, sum, avg, min, max): a slideTree serves them.
+func slideIndexed(specs []AggSpec) bool {
+	for _, a := range specs {
+		switch a.Op {
+		case Count, Sum, Avg, Min, Max:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// cheapAcc is an accum of count, sum, avg, min or max: a value count and
+// the sum, minimum or maximum.
+type cheapAcc struct {
+	n int64
+	f float64
+}
+
+func (a *cheapAcc) add(op AggOp, x float64) {
+	switch op {
+	case Sum, Avg:
+		a.f += x
+	case Min:
+		if a.n == 0 || x < a.f {
+			a.f = x
+		}
+	case Max:
+		if a.n == 0 || x > a.f {
+			a.f = x
+		}
+	}
+	a.n++
+}
+
+func (a *cheapAcc) merge(op AggOp, b cheapAcc) {
+	if b.n == 0 {
+		return
+	}
+	switch op {
+	case Sum, Avg:
+		a.f += b.f
+	case Min:
+		if a.n == 0 || b.f < a.f {
+			a.f = b.f
+		}
+	case Max:
+		if a.n == 0 || b.f > a.f {
+			a.f = b.f
+		}
+	}
+	a.n += b.n
+}
+
+// slideTree is a treap of the times, keyed by time, each node with the
+// merge of its subtree, so that adding a record, inserting a time and
+// merging a range take O(log n) merges. Its nodes and their aggregates
+// live in two slabs (a cold key is a few cache lines a level, not an
+// object per time).
+type slideTree struct {
+	ops   []AggOp
+	nodes []slideNode // nodes[0] stands for no node
+	vals  []cheapAcc  // node i: its own aggregates, then its subtree's
+	root  int32
+	free  int32 // freed nodes, linked through left
+	n     int
+	seed  uint64
+	buf   []accum // each's
+}
+
+type slideNode struct {
+	t           int64
+	prio        uint32
+	left, right int32
+}
+
+func newSlideTree(specs []AggSpec) *slideTree {
+	x := &slideTree{nodes: make([]slideNode, 1), seed: 0x9e3779b97f4a7c15}
+	for _, s := range specs {
+		x.ops = append(x.ops, s.Op)
+	}
+	x.vals = make([]cheapAcc, 2*len(x.ops))
+	return x
+}
+
+func (x *slideTree) own(i int32) []cheapAcc {
+	k := len(x.ops)
+	return x.vals[2*int(i)*k : (2*int(i)+1)*k]
+}
+
+func (x *slideTree) sub(i int32) []cheapAcc {
+	k := len(x.ops)
+	return x.vals[(2*int(i)+1)*k : (2*int(i)+2)*k]
+}
+
+// prio draws a node priority (splitmix64).
+func (x *slideTree) prio() uint32 {
+	x.seed += 0x9e3779b97f4a7c15
+	z := x.seed
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return uint32(z ^ (z >> 31))
+}
+
+// alloc returns a new node at t with no aggregates.
+func (x *slideTree) alloc(t int64) int32 {
+	i := x.free
+	if i != 0 {
+		x.free = x.nodes[i].left
+	} else {
+		i = int32(len(x.nodes))
+		x.nodes = append(x.nodes, slideNode{})
+		for range 2 * len(x.ops) {
+			x.vals = append(x.vals, cheapAcc{})
+		}
+	}
+	x.nodes[i] = slideNode{t: t, prio: x.prio()}
+	clear(x.own(i))
+	x.n++
+	return i
+}
+
+// fix recomputes the merge of node i's subtree.
+func (x *slideTree) fix(i int32) {
+	nd := &x.nodes[i]
+	s := x.sub(i)
+	copy(s, x.own(i))
+	if nd.left != 0 {
+		for j, b := range x.sub(nd.left) {
+			s[j].merge(x.ops[j], b)
+		}
+	}
+	if nd.right != 0 {
+		for j, b := range x.sub(nd.right) {
+			s[j].merge(x.ops[j], b)
+		}
+	}
+}
+
+func (x *slideTree) add(t int64, in []Input) bool {
+	fresh := false
+	x.root = x.addAt(x.root, t, in, &fresh)
+	return fresh
+}
+
+// addAt adds a record at t to the subtree i and returns its new root.
+func (x *slideTree) addAt(i int32, t int64, in []Input, fresh *bool) int32 {
+	if i == 0 {
+		i = x.alloc(t)
+		x.addOwn(i, in)
+		x.fix(i)
+		*fresh = true
+		return i
+	}
+	nd := &x.nodes[i]
+	switch {
+	case t < nd.t:
+		l := x.addAt(nd.left, t, in, fresh)
+		nd = &x.nodes[i] // the slab may have grown
+		nd.left = l
+		if x.nodes[l].prio > nd.prio { // rotate right
+			nd.left, x.nodes[l].right = x.nodes[l].right, i
+			x.fix(i)
+			x.fix(l)
+			return l
+		}
+	case t > nd.t:
+		r := x.addAt(nd.right, t, in, fresh)
+		nd = &x.nodes[i]
+		nd.right = r
+		if x.nodes[r].prio > nd.prio { // rotate left
+			nd.right, x.nodes[r].left = x.nodes[r].left, i
+			x.fix(i)
+			x.fix(r)
+			return r
+		}
+	default:
+		x.addOwn(i, in)
+	}
+	x.fix(i)
+	return i
+}
+
+func (x *slideTree) addOwn(i int32, in []Input) {
+	own := x.own(i)
+	for j, op := range x.ops {
+		own[j].add(op, in[j].Num)
+	}
+}
+
+func (x *slideTree) rangeInto(lo, hi int64, dst []accum) {
+	i := x.root
+	for i != 0 {
+		nd := &x.nodes[i]
+		switch {
+		case nd.t < lo:
+			i = nd.right
+		case nd.t > hi:
+			i = nd.left
+		default:
+			// i is in the range: the part of its left subtree at or
+			// above lo, i, the part of its right subtree at or below hi.
+			x.from(nd.left, lo, dst)
+			x.into(dst, x.own(i))
+			x.through(nd.right, hi, dst)
+			return
+		}
+	}
+}
+
+// from merges the times of subtree i at or above lo into dst.
+func (x *slideTree) from(i int32, lo int64, dst []accum) {
+	for i != 0 {
+		nd := &x.nodes[i]
+		if nd.t < lo {
+			i = nd.right
+			continue
+		}
+		if nd.right != 0 {
+			x.into(dst, x.sub(nd.right))
+		}
+		x.into(dst, x.own(i))
+		i = nd.left
+	}
+}
+
+// through merges the times of subtree i at or below hi into dst.
+func (x *slideTree) through(i int32, hi int64, dst []accum) {
+	for i != 0 {
+		nd := &x.nodes[i]
+		if nd.t > hi {
+			i = nd.left
+			continue
+		}
+		if nd.left != 0 {
+			x.into(dst, x.sub(nd.left))
+		}
+		x.into(dst, x.own(i))
+		i = nd.right
+	}
+}
+
+// into merges src into dst.
+func (x *slideTree) into(dst []accum, src []cheapAcc) {
+	for j, b := range src {
+		if b.n == 0 {
+			continue
+		}
+		a := &dst[j]
+		c := cheapAcc{a.n, a.f}
+		c.merge(x.ops[j], b)
+		a.n, a.f = c.n, c.f
+	}
+}
+
+func (x *slideTree) dropThrough(limit int64) int {
+	i := x.root
+	for i != 0 && x.nodes[i].left != 0 {
+		i = x.nodes[i].left
+	}
+	if i == 0 || x.nodes[i].t > limit {
+		return 0 // nothing to drop: no fix on the way
+	}
+	before := x.n
+	x.root = x.dropAt(x.root, limit)
+	return before - x.n
+}
+
+// dropAt removes the times of subtree i at or below limit and returns its
+// new root.
+func (x *slideTree) dropAt(i int32, limit int64) int32 {
+	for i != 0 && x.nodes[i].t <= limit {
+		next := x.nodes[i].right
+		x.release(x.nodes[i].left)
+		x.nodes[i].left = x.free
+		x.free = i
+		x.n--
+		i = next
+	}
+	if i == 0 {
+		return 0
+	}
+	x.nodes[i].left = x.dropAt(x.nodes[i].left, limit)
+	x.fix(i)
+	return i
+}
+
+// release frees every node of subtree i.
+func (x *slideTree) release(i int32) {
+	for i != 0 {
+		nd := x.nodes[i]
+		x.release(nd.left)
+		x.nodes[i].left = x.free
+		x.free = i
+		x.n--
+		i = nd.right
+	}
+}
+
+func (x *slideTree) len() int { return x.n }
+
+func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
+	if cap(x.buf) < len(x.ops) {
+		x.buf = make([]accum, len(x.ops))
+	}
+	return x.eachAt(x.root, fn)
+}
+
+func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
+	for i != 0 {
+		if err := x.eachAt(x.nodes[i].left, fn); err != nil {
+			return err
+		}
+		acc := x.buf[:len(x.ops)]
+		for j, c := range x.own(i) {
+			acc[j] = accum{n: c.n, f: c.f}
+		}
+		if err := fn(x.nodes[i].t, acc); err != nil {
+			return err
+		}
+		i = x.nodes[i].right
+	}
+	return nil
+}
+
+func (x *slideTree) load(t int64, acc []accum) {
+	fresh := false
+	x.root = x.loadAt(x.root, t, acc, &fresh)
+}
+
+// loadAt is addAt for a time not held, with its aggregates.
+func (x *slideTree) loadAt(i int32, t int64, acc []accum, fresh *bool) int32 {
+	if i == 0 {
+		i = x.alloc(t)
+		for j, a := range acc {
+			x.own(i)[j] = cheapAcc{a.n, a.f}
+		}
+		x.fix(i)
+		return i
+	}
+	// Loads come in time order: always to the right.
+	r := x.loadAt(x.nodes[i].right, t, acc, fresh)
+	x.nodes[i].right = r
+	if x.nodes[r].prio > x.nodes[i].prio {
+		x.nodes[i].right, x.nodes[r].left = x.nodes[r].left, i
+		x.fix(i)
+		x.fix(r)
+		return r
+	}
+	x.fix(i)
+	return i
+}
+
+// slideFlat holds the times in sorted arrays: for aggregates whose merge
+// costs more than a constant (sketches), a range is merged time by time.
+type slideFlat struct {
+	specs []AggSpec
+	times []int64
+	accs  []accum // len(times) × len(specs)
+}
+
+func (x *slideFlat) at(i int) []accum {
+	k := len(x.specs)
+	return x.accs[i*k : (i+1)*k]
+}
+
+func (x *slideFlat) add(t int64, in []Input) bool {
+	i := sort.Search(len(x.times), func(i int) bool { return x.times[i] >= t })
+	fresh := i == len(x.times) || x.times[i] != t
+	if fresh {
+		k := len(x.specs)
+		x.times = append(x.times, 0)
+		copy(x.times[i+1:], x.times[i:])
+		x.times[i] = t
+		x.accs = append(x.accs, make([]accum, k)...)
+		copy(x.accs[(i+1)*k:], x.accs[i*k:])
+		clear(x.accs[i*k : (i+1)*k])
+	}
+	acc := x.at(i)
+	for j := range x.specs {
+		acc[j].add(&x.specs[j], &in[j])
+	}
+	return fresh
+}
+
+func (x *slideFlat) rangeInto(lo, hi int64, dst []accum) {
+	i := sort.Search(len(x.times), func(i int) bool { return x.times[i] >= lo })
+	for ; i < len(x.times) && x.times[i] <= hi; i++ {
+		for j, a := range x.at(i) {
+			// The sketches of one aggregate share their parameters:
+			// merges cannot fail.
+			_ = dst[j].merge(&x.specs[j], &a)
+		}
+	}
+}
+
+func (x *slideFlat) dropThrough(limit int64) int {
+	n := sort.Search(len(x.times), func(i int) bool { return x.times[i] > limit })
+	k := len(x.specs)
+	x.times = append(x.times[:0], x.times[n:]...)
+	copy(x.accs, x.accs[n*k:])
+	clear(x.accs[len(x.accs)-n*k:])
+	x.accs = x.accs[:len(x.accs)-n*k]
+	return n
+}
+
+func (x *slideFlat) len() int { return len(x.times) }
+
+func (x *slideFlat) each(fn func(t int64, acc []accum) error) error {
+	for i, t := range x.times {
+		if err := fn(t, x.at(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *slideFlat) load(t int64, acc []accum) {
+	x.times = append(x.times, t)
+	x.accs = append(x.accs, acc...)
+}

@@ -1,0 +1,114 @@
+package windowing
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// Both slide stores against a brute-force list of records: random adds
+// (new times in any order, ties), range merges and drops, over many
+// seeds, with the tree's freed nodes reused.
+func TestSlideStores(t *testing.T) {
+	specs := []AggSpec{{Name: "n", Op: Count}, {Name: "s", Op: Sum}, {Name: "lo", Op: Min}, {Name: "hi", Op: Max}, {Name: "a", Op: Avg}}
+	type rec struct {
+		t int64
+		x float64
+	}
+	for seed := range 300 {
+		rng := rand.New(rand.NewSource(int64(seed)))
+		stores := map[string]slideStore{"tree": newSlideTree(specs), "flat": &slideFlat{specs: specs}}
+		var recs []rec
+		dropped := int64(-1 << 62)
+		for step := range 400 {
+			switch op := rng.Intn(10); {
+			case op < 6:
+				r := rec{t: dropped + 1 + rng.Int63n(200), x: float64(rng.Intn(100) - 30)}
+				if len(recs) > 0 && rng.Intn(4) == 0 {
+					r.t = recs[rng.Intn(len(recs))].t // a tie
+				}
+				fresh := true
+				for _, o := range recs {
+					fresh = fresh && o.t != r.t
+				}
+				in := make([]Input, len(specs))
+				for i := range in {
+					in[i].Num = r.x
+				}
+				for name, s := range stores {
+					if got := s.add(r.t, in); got != fresh {
+						t.Fatalf("seed %d step %d: %s.add(%d) fresh %v, want %v", seed, step, name, r.t, got, fresh)
+					}
+				}
+				recs = append(recs, r)
+			case op < 9:
+				lo := dropped + rng.Int63n(220) - 10
+				hi := lo + rng.Int63n(120)
+				var want [5]accum
+				for _, r := range recs {
+					if lo <= r.t && r.t <= hi {
+						for i := range specs {
+							want[i].add(&specs[i], &Input{Num: r.x})
+						}
+					}
+				}
+				for name, s := range stores {
+					got := make([]accum, len(specs))
+					s.rangeInto(lo, hi, got)
+					for i := range specs {
+						if got[i].n != want[i].n || got[i].f != want[i].f {
+							t.Fatalf("seed %d step %d: %s.rangeInto(%d, %d) %s = %+v, want %+v", seed, step, name, lo, hi, specs[i].Name, got[i], want[i])
+						}
+					}
+				}
+			default:
+				dropped += rng.Int63n(40)
+				times := map[int64]bool{}
+				kept := recs[:0]
+				for _, r := range recs {
+					if r.t <= dropped {
+						times[r.t] = true
+					} else {
+						kept = append(kept, r)
+					}
+				}
+				recs = kept
+				for name, s := range stores {
+					if n := s.dropThrough(dropped); n != len(times) {
+						t.Fatalf("seed %d step %d: %s.dropThrough dropped %d times, want %d", seed, step, name, n, len(times))
+					}
+				}
+			}
+			distinct := map[int64]bool{}
+			for _, r := range recs {
+				distinct[r.t] = true
+			}
+			for name, s := range stores {
+				if s.len() != len(distinct) {
+					t.Fatalf("seed %d step %d: %s.len() = %d, want %d", seed, step, name, s.len(), len(distinct))
+				}
+			}
+		}
+		// each and load round-trip the tree.
+		tree := stores["tree"]
+		copyOf := newSlideTree(specs)
+		var prev int64 = -1 << 62
+		if err := tree.each(func(t0 int64, acc []accum) error {
+			if t0 <= prev {
+				t.Fatalf("seed %d: each out of order: %d after %d", seed, t0, prev)
+			}
+			prev = t0
+			copyOf.load(t0, acc)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		a, b := make([]accum, len(specs)), make([]accum, len(specs))
+		tree.rangeInto(-1<<62, 1<<62, a)
+		copyOf.rangeInto(-1<<62, 1<<62, b)
+		for i := range a {
+			if a[i].n != b[i].n || a[i].f != b[i].f {
+				t.Fatalf("seed %d: loaded copy differs: %+v against %+v", seed, b, a)
+			}
+		}
+	}
+}
