@@ -1,7 +1,8 @@
 // Package codec is the one encoding of windowd's small binary formats:
 // the offsets, changelog positions, skip sets and upstream tables kept in
 // local state, the changelog's partition markers, and the repartition
-// topic's marker and upstream headers. Each format is a sequence of
+// topic's marker and upstream headers, and JSON string literals
+// (jsonstring.go). Each binary format is a sequence of
 // varints, bytes and length-prefixed strings written by a Writer and read
 // back by a Reader; every format is versioned by its owner where it lives
 // on a topic.

@@ -33,7 +33,7 @@ import (
 	"github.com/google/cel-go/interpreter"
 	"github.com/tidwall/gjson"
 
-	"github.com/windowd/windowd/windowing"
+	"github.com/windowd/windowd/codec"
 )
 
 // Want is what an expression's result must be.
@@ -270,7 +270,7 @@ func (p *Program) Text(a *Activation) (string, error) {
 func appendJSON(b *strings.Builder, v ref.Val) error {
 	switch x := v.(type) {
 	case types.String:
-		b.Write(windowing.AppendJSONString(nil, string(x)))
+		b.Write(codec.AppendJSONString(nil, string(x)))
 	case types.Bool:
 		b.WriteString(strconv.FormatBool(bool(x)))
 	case types.Int:
@@ -313,7 +313,7 @@ func appendJSON(b *strings.Builder, v ref.Val) error {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.Write(windowing.AppendJSONString(nil, k))
+			b.Write(codec.AppendJSONString(nil, k))
 			b.WriteByte(':')
 			if err := appendJSON(b, x.Get(types.String(k))); err != nil {
 				return err

@@ -24,6 +24,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/schema"
@@ -249,7 +250,7 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 		missed = r.spans[len(r.spans)-1]
 	}
 	b := append(r.buf[:0], `{"late_dropped":{"reason":`...)
-	b = windowing.AppendJSONString(b, reason.String())
+	b = codec.AppendJSONString(b, reason.String())
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, r.line, 10)
 	b = append(b, `,"partition":`...)
@@ -257,7 +258,7 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, ev.Offset, 10)
 	b = append(b, `,"key":`...)
-	b = windowing.AppendJSONString(b, ev.Key)
+	b = codec.AppendJSONString(b, ev.Key)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ev.Time, 10)
 	b = append(b, `,"window":{"start":`...)
@@ -279,7 +280,7 @@ func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []
 		return nil
 	}
 	b := append(r.buf[:0], `{"dead_letter":{"error":`...)
-	b = windowing.AppendJSONString(b, reason)
+	b = codec.AppendJSONString(b, reason)
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, r.line, 10)
 	if partition >= 0 {
@@ -295,7 +296,7 @@ func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []
 		b = strconv.AppendInt(b, r.lineAt, 10)
 	}
 	b = append(b, `,"input":`...)
-	b = windowing.AppendJSONString(b, string(raw[:min(len(raw), MaxEchoBytes)]))
+	b = codec.AppendJSONString(b, string(raw[:min(len(raw), MaxEchoBytes)]))
 	if size > MaxEchoBytes {
 		b = append(b, `,"input_bytes":`...)
 		b = strconv.AppendInt(b, size, 10)

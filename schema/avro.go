@@ -12,7 +12,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/windowd/windowd/windowing"
+	"github.com/windowd/windowd/codec"
 )
 
 // The Avro binary encoding is read here, straight from the payload, by a
@@ -173,7 +173,7 @@ func (c *avroCompiler) compile(s avro.Schema, path []string) (avroOp, error) {
 	case *avro.EnumSchema:
 		symbols := make([][]byte, len(s.Symbols()))
 		for i, sym := range s.Symbols() {
-			symbols[i] = windowing.AppendJSONString(nil, sym)
+			symbols[i] = codec.AppendJSONString(nil, sym)
 		}
 		return func(r *avroReader, b []byte) []byte {
 			i := r.long()
@@ -252,7 +252,7 @@ func (c *avroCompiler) record(s *avro.RecordSchema, path []string) (avroOp, erro
 			ops[i] = op
 			continue
 		}
-		name := windowing.AppendJSONString(nil, f.Name())
+		name := codec.AppendJSONString(nil, f.Name())
 		if written > 0 {
 			name = append([]byte{','}, name...)
 		}
@@ -448,7 +448,7 @@ func primitive(t avro.Type) avroOp {
 
 // appendJSONBytes appends the string v as a JSON string.
 func appendJSONBytes(b, v []byte) []byte {
-	return windowing.AppendJSONString(b, unsafe.String(unsafe.SliceData(v), len(v)))
+	return codec.AppendJSONString(b, unsafe.String(unsafe.SliceData(v), len(v)))
 }
 
 // logical returns the op of a logical type (nil: read the underlying type

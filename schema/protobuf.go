@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/windowd/windowd/windowing"
+	"github.com/windowd/windowd/codec"
 )
 
 // protoMainFile is the name the registry's schema text gets when compiled.
@@ -510,7 +510,7 @@ func appendProtoValue(b []byte, v protoreflect.Value, pv *protoValue) ([]byte, e
 		}
 		return append(b, "false"...), nil
 	case pkString:
-		return windowing.AppendJSONString(b, v.String()), nil
+		return codec.AppendJSONString(b, v.String()), nil
 	case pkBytes:
 		return appendBase64(b, v.Bytes()), nil
 	case pkEnum:
@@ -571,7 +571,7 @@ func appendProtoMap(b []byte, m protoreflect.Map, f *protoField) ([]byte, error)
 		}
 		switch f.key.kind {
 		case pkString:
-			b = windowing.AppendJSONString(b, k.String())
+			b = codec.AppendJSONString(b, k.String())
 		case pkInt:
 			b = append(b, '"')
 			b = strconv.AppendInt(b, k.Int(), 10)

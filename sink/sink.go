@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -155,7 +156,7 @@ func ProgressRecord(topic string, part int32, pr *Progress) *kgo.Record {
 // replay --progress prints the same line).
 func AppendProgressJSON(b []byte, pr *Progress) []byte {
 	b = append(b, `{"progress":{"pipeline":`...)
-	b = windowing.AppendJSONString(b, pr.Pipeline)
+	b = codec.AppendJSONString(b, pr.Pipeline)
 	b = append(b, `,"frontier":`...)
 	b = strconv.AppendInt(b, pr.Frontier, 10)
 	b = append(b, `,"final_through":`...)

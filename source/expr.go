@@ -9,6 +9,7 @@ import (
 	"github.com/dgryski/go-metro"
 	"github.com/tidwall/gjson"
 
+	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/windowing"
@@ -104,7 +105,7 @@ func (d *Decoder) filter(rec *Record) error {
 
 // compositeKey is the compact JSON array of the key fields' values
 // (docs/SEMANTICS.md, Records and keys): strings in one canonical escaping
-// (the panes', windowing.AppendJSONString), so that equal values give
+// (the panes', codec.AppendJSONString), so that equal values give
 // equal keys however the record wrote them.
 func (d *Decoder) compositeKey() (string, error) {
 	b := append(d.keyBuf[:0], '[')
@@ -123,7 +124,7 @@ func (d *Decoder) compositeKey() (string, error) {
 			if esc := LoneSurrogate(r); esc != "" {
 				return "", fail(d.keyFieldErrs[i].name + " has a lone surrogate escape " + esc + ", which is no character (docs/SEMANTICS.md, Records and keys)")
 			}
-			b = windowing.AppendJSONString(b, r.Str)
+			b = codec.AppendJSONString(b, r.Str)
 		case gjson.JSON:
 			b = expr.AppendCompact(b, r.Raw)
 		default:

@@ -4,7 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // Timing says where a pane stands relative to the frontier and the window end.
@@ -67,14 +68,14 @@ func (p *Pane) AppendID(b []byte) []byte {
 // Output, with aggregates named by specs, in spec order.
 func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, `{"key":`...)
-	b = AppendJSONString(b, p.Key)
+	b = codec.AppendJSONString(b, p.Key)
 	b = appendWindowPart(b, p.Start, p.End, p.Zone)
 	b = appendPaneFields(b, p)
 	for i := range specs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendJSONString(b, specs[i].Name)
+		b = codec.AppendJSONString(b, specs[i].Name)
 		b = append(b, ':')
 		b = AppendValue(b, p.value(i))
 	}
@@ -91,7 +92,7 @@ func appendWindowPart(b []byte, start, end int64, zone *time.Location) []byte {
 	b = strconv.AppendInt(b, end, 10)
 	if zone != nil {
 		b = append(b, `,"time_zone":`...)
-		b = AppendJSONString(b, zone.String())
+		b = codec.AppendJSONString(b, zone.String())
 		b = append(b, `,"local_start":"`...)
 		b = AppendLocal(b, start, zone)
 		b = append(b, `","local_end":"`...)
@@ -163,7 +164,7 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 		if i > 0 {
 			name = append(name, ',')
 		}
-		name = AppendJSONString(name, specs[i].Name)
+		name = codec.AppendJSONString(name, specs[i].Name)
 		e.names = append(e.names, append(name, ':'))
 	}
 	return e
@@ -172,7 +173,7 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 // Append appends the pane as AppendJSON(b, p, specs) does.
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
-	b = AppendJSONString(b, p.Key)
+	b = codec.AppendJSONString(b, p.Key)
 	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, zone: p.Zone}
 	if e.head == nil || h != e.last {
 		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End, p.Zone), p)
@@ -262,86 +263,4 @@ func appendFewDecimals(b []byte, f, abs float64) ([]byte, bool) {
 		return b, true
 	}
 	return b, false
-}
-
-const hexDigits = "0123456789abcdef"
-
-// plainJSONByte marks the bytes a JSON string literal holds as they are:
-// printable ASCII but for the quote and the backslash.
-var plainJSONByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// plainPrefix returns the length of the longest prefix of s that needs
-// no escape in a JSON string literal: len(s) for most keys, which
-// AppendJSONString then copies whole.
-func plainPrefix(s string) int {
-	for i := 0; i < len(s); i++ {
-		if !plainJSONByte[s[i]] {
-			return i
-		}
-	}
-	return len(s)
-}
-
-// AppendJSONString appends s as a JSON string literal. It is lossless
-// (docs/SEMANTICS.md, Output): a byte that is not part of valid UTF-8 is
-// written as the lone surrogate escape \udc80 … \udcff of its value (0x80 …
-// 0xff, Python's "surrogateescape"), which no valid UTF-8 text is written
-// as, so strings that differ in an invalid byte print differently. Valid
-// UTF-8 takes the plain paths below, unchanged.
-func AppendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	i := plainPrefix(s)
-	if i == len(s) {
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	start := 0
-	for i < len(s) {
-		c := s[i]
-		if plainJSONByte[c] {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', 'd', 'c', hexDigits[c>>4], hexDigits[c&0xf])
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

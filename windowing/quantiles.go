@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // This file holds the quantiles aggregate (docs/SEMANTICS.md, Aggregates):
@@ -276,7 +278,7 @@ func appendQuantiles(b []byte, spec *AggSpec, q *quantileSketch, n int64) []byte
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendJSONString(b, qu.Text)
+		b = codec.AppendJSONString(b, qu.Text)
 		b = append(b, ':')
 		if n == 0 || q == nil {
 			b = append(b, "null"...)

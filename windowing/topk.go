@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // This file holds the top_k aggregate (docs/SEMANTICS.md, Aggregates): a
@@ -181,7 +183,7 @@ func appendTopK(b []byte, spec *AggSpec, t *topK) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"value":`...)
-		b = AppendJSONString(b, e.v)
+		b = codec.AppendJSONString(b, e.v)
 		b = append(b, `,"count":`...)
 		b = strconv.AppendUint(b, e.n, 10)
 		b = append(b, `,"error":`...)

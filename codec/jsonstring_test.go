@@ -1,4 +1,4 @@
-package windowing
+package codec
 
 import (
 	"math/rand"
@@ -74,6 +74,22 @@ func TestAppendJSONStringLossless(t *testing.T) {
 		seen[lit] = s
 		if utf8.ValidString(s) && gjson.Parse(lit).Str != s {
 			t.Fatalf("valid UTF-8 %q renders as %s, which JSON reads as %q", s, lit, gjson.Parse(lit).Str)
+		}
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:        `"plain"`,
+		"q\"b\\s":      `"q\"b\\s"`,
+		"nl\n\t\r\x01": `"nl\n\t\r\u0001"`,
+		"bad\xffutf8":  `"bad\udcffutf8"`,
+		"\xed\xa0\x80": `"\udced\udca0\udc80"`, // UTF-8 of a surrogate is not valid UTF-8
+		"\ufffd":       "\"\ufffd\"",
+		"é\u2028":      `"é\u2028"`,
+	} {
+		if got := string(AppendJSONString(nil, in)); got != want {
+			t.Errorf("AppendJSONString(%q) = %s, want %s", in, got, want)
 		}
 	}
 }
