@@ -43,7 +43,7 @@ const (
 	headerCovers  = "covers"
 	markerVersion = 1
 	// markerVersionUpstream: version 1 followed by the partition's
-	// upstream table (repartitioned pipelines, repartition.go).
+	// upstream table (repartitioned pipelines, stage2.go).
 	markerVersionUpstream = 2
 )
 

@@ -99,7 +99,7 @@ type pipeline struct {
 	// nil for JSON.
 	reg   *schema.Registry
 	wait  *registryWait
-	rp    *stage2        // repartition: true (repartition.go); nil otherwise
+	rp    *stage2        // repartition: true (stage2.go); nil otherwise
 	split *splitDetector // key.field without repartition: notices split keys
 
 	prodCtx    context.Context // produce context: lives until the pipeline is closed
