@@ -93,6 +93,12 @@ func cumExpected(recs []cumRecord, windowsOf func(t int64) (int64, []int64)) map
 			want[cumWindow{r.key, lo, e}] = cumTotals{}
 		}
 	}
+	fillTotals(want, recs)
+	return want
+}
+
+// fillTotals sets the aggregates of every window of want over recs.
+func fillTotals(want map[cumWindow]cumTotals, recs []cumRecord) {
 	for w := range want {
 		var c cumTotals
 		for _, r := range recs {
@@ -102,7 +108,6 @@ func cumExpected(recs []cumRecord, windowsOf func(t int64) (int64, []int64)) map
 		}
 		want[w] = c
 	}
-	return want
 }
 
 // cumGot reads the replay's panes: each window's final aggregates (in

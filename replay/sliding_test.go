@@ -19,15 +19,7 @@ func slidingExpected(recs []cumRecord, size int64) map[cumWindow]cumTotals {
 	for _, r := range recs {
 		want[cumWindow{r.key, r.t - size + 1, r.t + 1}] = cumTotals{}
 	}
-	for w := range want {
-		var c cumTotals
-		for _, r := range recs {
-			if r.key == w.key && w.start <= r.t && r.t < w.end {
-				c.add(r.x)
-			}
-		}
-		want[w] = c
-	}
+	fillTotals(want, recs)
 	return want
 }
 
