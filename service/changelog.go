@@ -30,6 +30,8 @@ import (
 //	                   "covers": the input offset below which the value
 //	                   holds every record of the key.
 //	key 'm'            the partition marker (encodeMarker).
+//	key 'd'            the pipeline's definition (definition.go): what
+//	                   the key values mean.
 //
 // A cycle's records can be written only in part (a crash before its marker):
 // compaction may then have removed a key's previous value, so the restored
@@ -165,6 +167,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		if _, assigned := p.mu.parts[part]; !assigned {
 			continue // released: its state is not this instance's to log
 		}
+		p.logDefinition(part, acks)
 		covers := []byte("-1")
 		if st := p.mu.parts[part]; st != nil && st.position >= 0 {
 			covers = strconv.AppendInt(nil, st.position, 10)
@@ -195,6 +198,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
 			continue
 		}
+		p.logDefinition(part, acks)
 		gen, _ := p.eng.Watermarks().Generator(part)
 		mk := marker{position: st.position, gen: gen, frontier: p.eng.Frontier()}
 		if p.rp != nil {
@@ -205,6 +209,19 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 	}
 	return acks
+}
+
+// logDefinition writes the pipeline's definition to part's changelog once
+// per assignment, and again when it changed (definition.go), ahead of the
+// partition's key records (mu held).
+func (p *pipeline) logDefinition(part int32, acks *changelogAcks) {
+	if p.mu.defLogged[part] == p.mu.defSeq {
+		return
+	}
+	p.mu.defLogged[part] = p.mu.defSeq
+	r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: definitionKey, Value: p.defBytes}
+	p.cl.Produce(p.prodCtx, r, acks.done)
+	p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 }
 
 // changelogWritten records a cycle whose changelog records were all

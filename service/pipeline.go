@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/evolve"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/schema"
@@ -72,7 +73,11 @@ type pipeline struct {
 	dec    *source.Decoder
 	stdout *lockedWriter
 
-	clTopic  string    // the changelog topic
+	clTopic string // the changelog topic
+	// def: the definition the state is kept under (definition.go), and
+	// its stored form.
+	def      *evolve.Definition
+	defBytes []byte
 	baseOpts []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
 	engOpts  windowing.Options
 
@@ -129,6 +134,8 @@ type pipeline struct {
 		countedEvictions int64
 		gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
 		faultAfter       int             // Faults.ExitAfterChangelog; 0: off
+		defSeq           int             // counts changes of defBytes
+		defLogged        map[int32]int   // defSeq last written to each partition's changelog
 
 		// exactly_once (exactlyonce.go)
 		txnRecords bool // the open transaction holds produced records
@@ -207,6 +214,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	p.standbys = c.State.StandbyReplicas
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
+	p.mu.defLogged = map[int32]int{}
 	p.off.stored = map[int32]int64{}
 	p.mu.faultAfter = deps.faults.ExitAfterChangelog
 	if cfg.OutputStdout {
@@ -238,7 +246,14 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 		db.Close()
 		return nil, err
 	}
+	if err := p.planState(inputs, dir); err != nil {
+		db.Close()
+		return nil, err
+	}
 	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, p.store, p, p.engOpts)
+	if err == nil {
+		err = p.storeDefinition()
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)

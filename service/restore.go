@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -60,7 +61,7 @@ func (p *pipeline) restoreLatest(part int32, entries []restoreEntry) error {
 // applyChangelog reads one changelog record of part into the restore's
 // state: a marker, or a key's latest value into latest (the restore's
 // reader; it touches nothing of the pipeline's).
-func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers *coverLog, latest *latestValues) error {
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[]byte, covers *coverLog, latest *latestValues) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
 		if err != nil {
@@ -68,6 +69,10 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, covers
 		}
 		*mk = &m
 		covers.marked(m.position)
+		return nil
+	}
+	if len(r.Key) == 1 && r.Key[0] == definitionKey[0] {
+		*def = bytes.Clone(r.Value)
 		return nil
 	}
 	if len(r.Key) == 0 || r.Key[0] != 'k' {
@@ -109,6 +114,7 @@ func (p *pipeline) dropPartition(part int32) error {
 	p.off.Unlock()
 	delete(p.mu.clNext, part)
 	delete(p.mu.skip, part)
+	delete(p.mu.defLogged, part)
 	delete(p.store.dirty, part)
 	if p.rp != nil {
 		delete(p.rp.ups, part)

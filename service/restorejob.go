@@ -93,6 +93,7 @@ type restoreBatch struct {
 
 	end           bool
 	mk            *marker
+	def           []byte // the last definition record read (definition.go)
 	covers        coverLog
 	records, size int64
 	// promoted: the reader was a standby's; before its promotion it had
@@ -299,7 +300,7 @@ func (p *pipeline) readRecord(j *restoreJob, r *kgo.Record, end *restoreBatch, l
 	j.pos.Store(r.Offset + 1)
 	end.records++
 	end.size += int64(len(r.Key) + len(r.Value))
-	if err := p.applyChangelog(j.part, r, &end.mk, &end.covers, latest); err != nil {
+	if err := p.applyChangelog(j.part, r, &end.mk, &end.def, &end.covers, latest); err != nil {
 		return false, err
 	}
 	return latest.bytes >= restoreBatchBytes, nil
@@ -408,6 +409,14 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 	}
 	if !b.end {
 		return false, nil
+	}
+	if b.def != nil {
+		if err := p.adoptDefinition(j.part, b.def); err != nil {
+			return false, err
+		}
+	}
+	if err := p.eng.FinishLayouts(j.part); err != nil {
+		return false, err
 	}
 	j.stats.records, j.stats.bytes = b.records-b.standbyRecords, b.size
 	p.finishRestore(j, b)

@@ -58,6 +58,9 @@ type Options struct {
 	// NoSlicing aggregates every hopping window for itself even where
 	// slicing applies (slices.go); for tests and benchmarks.
 	NoSlicing bool
+	// Evolve continues state stored under an earlier definition
+	// (layout.go); nil: the state's definition is the spec's.
+	Evolve *Evolution
 }
 
 // Stats are running counters of one engine.
@@ -100,6 +103,9 @@ type Engine struct {
 	emit     Emitter
 	wm       *watermark.Frontier
 	f        int64 // frontier as last acted upon
+	codec    stateCodec
+	pending  []pendingKey // restored keys of layouts not known yet (layout.go)
+	sealed   int64        // windows ending at or before it have expired (Evolution.Sealed)
 
 	cache      keyCache
 	cacheBytes int
@@ -173,6 +179,14 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		catching: map[uint32]int64{},
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
+	e.codec = stateCodec{specs: e.spec.Aggregates, mode: spec.Mode}
+	e.sealed = watermark.MinTime
+	if ev := opts.Evolve; ev != nil {
+		e.codec.gen, e.codec.layouts, e.sealed = ev.Gen, ev.Layouts, ev.Sealed
+		for _, l := range ev.Layouts {
+			l.Aggregates = prepareAggregates(l.Aggregates)
+		}
+	}
 	e.byEnd = spec.Window.Kind == Cumulate
 	if spec.Window.Kind != Session && spec.Window.Kind != Sliding {
 		e.assigner = NewAssigner(spec.Window)
@@ -212,7 +226,19 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	if e.nextProc, err = e.nextDeadline(ProcTimer, e.doneProc); err != nil {
 		return nil, err
 	}
+	if ev := opts.Evolve; ev != nil && ev.Rearm {
+		if err := e.rearm(ev.PriorLateness); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// expired reports whether the window ending at end has expired: by the
+// frontier and allowed_lateness, or sealed by an earlier, smaller
+// lateness (Evolution.Sealed).
+func (e *Engine) expired(end int64) bool {
+	return expired(e.f, end, e.spec.AllowedLateness) || end <= e.sealed
 }
 
 // after returns the first deadline past done.
@@ -607,6 +633,7 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 		w = allocWindow(nAcc)
 	}
 	w.start, w.end = start, end
+	w.mode, w.partial = e.spec.Mode, 0
 	if closed(e.f, end) {
 		w.onTimeDone = true
 		w.lateSeen = true
@@ -680,7 +707,7 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 	e.spans = e.assigner.Windows(e.spans[:0], ev.Time)
 	e.outOfRange = len(e.spans) == 0
 	for _, sp := range e.spans {
-		if expired(e.f, sp.End, e.spec.AllowedLateness) {
+		if e.expired(sp.End) {
 			continue // expired: dropped for this window
 		}
 		w := ks.findSpan(sp, e.byEnd)
@@ -715,7 +742,7 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		}
 	}
 	if first < 0 {
-		if expired(e.f, end, e.spec.AllowedLateness) {
+		if e.expired(end) {
 			return nil // expired: dropped
 		}
 		w, err := e.newWindow(ks, start, end)
@@ -750,7 +777,8 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		if ok, d := a.procOf(late); ok && (!hasProc || d < proc) {
 			hasProc, proc = true, d
 		}
-		if e.spec.Mode == Retracting && a.last != nil {
+		survivor.partial |= a.partial
+		if a.mode == Retracting && a.last != nil {
 			if err := e.emitRetraction(ks, a.last); err != nil {
 				return err
 			}
@@ -851,7 +879,7 @@ func (e *Engine) recycle(w *window) {
 // emitPane emits w's current content as a pane (after the retraction of
 // its previous pane in retracting mode) and resets its trigger state.
 func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) error {
-	retract, remember, discard := accumulation(e.spec.Mode, final)
+	retract, remember, discard := accumulation(w.mode, final)
 	if retract && w.last != nil {
 		if err := e.emitRetraction(ks, w.last); err != nil {
 			return err
@@ -860,7 +888,8 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	}
 	p := &e.pane
 	p.Key, p.Start, p.End = ks.key, w.start, w.end
-	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, e.spec.Mode, false
+	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
+	p.Partial = partialOf(ks, w)
 	acc := w.acc
 	if ks.sliced {
 		acc = e.merged // deriveSliced ran when the window's timer fired
@@ -893,7 +922,8 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r := &e.retract
 	r.Key, r.Start, r.End = ks.key, l.start, l.end
-	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, e.spec.Mode, true
+	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, Retracting, true
+	r.Partial = 0
 	copy(r.Values, l.values)
 	e.stats.Retractions++
 	return e.emit.Pane(r)
@@ -928,7 +958,7 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 	ks := &keyState{shard: shard, key: key}
 	ks.size = keyBaseSize + len(key)
 	if b != nil {
-		if err := decodeKeyState(b, ks, e.spec.Aggregates); err != nil {
+		if err := e.codec.decode(b, ks); err != nil {
 			return nil, fmt.Errorf("key %q: %w", key, err)
 		}
 		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
@@ -994,7 +1024,7 @@ func (e *Engine) flush() error {
 			}
 		} else {
 			var err error
-			e.encBuf, err = encodeKeyState(e.encBuf[:0], ks, e.spec.Aggregates)
+			e.encBuf, err = e.codec.encode(e.encBuf[:0], ks)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,8 @@ type window struct {
 	last       *lastPane
 	paneSeq    uint64 // sliced key: its seq at the window's last pane
 	retired    bool   // sliding key: expired, kept for its slices (sliding.go)
+	mode       Mode   // the accumulation mode it was opened under (layout.go)
+	partial    uint64 // aggregates added after it opened: bit i, aggregate i (layout.go)
 }
 
 // lateProc reports whether w's processing-time timer, pending or to be
@@ -209,7 +211,11 @@ const (
 
 // Key state encodings: per-window aggregates (1), sliced (2): windows
 // with their paneSeq instead of aggregates, then seq and the slices, or
-// sliding (3): windows as in 1, then seq and the slices as in 2.
+// sliding (3): windows as in 1, then seq and the slices as in 2. Once the
+// pipeline's definition has changed (layout.go), 4, 5 and 6 are 1, 2 and
+// 3 tagged: the layout's gen follows the version, each window has its
+// mode and partial mask after its timers, each slice its partial mask
+// after its seq, and a sliding key its partial mask and partialTo last.
 //
 // The quantiles and top_k aggregates and RawValue in a last pane extended
 // both encodings without a new version: they occur only in the state of a
@@ -219,17 +225,32 @@ const (
 	keyStateVersion        = 1
 	keyStateVersionSliced  = 2
 	keyStateVersionSliding = 3
+	keyStateTagged         = 3 // added to a version: tagged with a layout gen
 )
 
-// encodeKeyState appends the binary form of ks's windows.
+// encodeKeyState appends the binary form of ks's windows, untagged.
 func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
+	c := stateCodec{specs: specs}
+	return c.encode(b, ks)
+}
+
+// encode appends the binary form of ks's windows: tagged with c.gen once
+// the definition has changed.
+func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
+	specs := c.specs
+	tagged := c.gen > 0
+	v := byte(keyStateVersion)
 	switch {
 	case ks.sliced:
-		b = append(b, keyStateVersionSliced)
+		v = keyStateVersionSliced
 	case ks.sliding:
-		b = append(b, keyStateVersionSliding)
-	default:
-		b = append(b, keyStateVersion)
+		v = keyStateVersionSliding
+	}
+	if tagged {
+		b = append(b, v+keyStateTagged)
+		b = binary.AppendUvarint(b, uint64(c.gen))
+	} else {
+		b = append(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
 	for _, w := range ks.windows {
@@ -261,6 +282,10 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 		if w.hasProc {
 			b = binary.AppendVarint(b, w.proc)
 		}
+		if tagged {
+			b = append(b, byte(w.mode))
+			b = binary.AppendUvarint(b, w.partial)
+		}
 		if ks.sliced {
 			b = binary.AppendUvarint(b, w.paneSeq)
 		} else {
@@ -290,7 +315,17 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 		}
 	}
 	if ks.sliding {
-		return appendSlide(b, ks, specs)
+		var err error
+		if b, err = appendSlide(b, ks, specs); err != nil || !tagged {
+			return b, err
+		}
+		var partial uint64
+		var to int64
+		if ks.slide != nil {
+			partial, to = ks.slide.partial, ks.slide.partialTo
+		}
+		b = binary.AppendUvarint(b, partial)
+		return binary.AppendVarint(b, to), nil
 	}
 	if ks.sliced {
 		b = binary.AppendUvarint(b, ks.seq)
@@ -299,6 +334,9 @@ func encodeKeyState(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 			b = binary.AppendVarint(b, sl.start)
 			b = binary.AppendVarint(b, sl.lastF)
 			b = binary.AppendUvarint(b, sl.seq)
+			if tagged {
+				b = binary.AppendUvarint(b, sl.partial)
+			}
 			var err error
 			if b, err = appendAccums(b, sl.acc, specs); err != nil {
 				return nil, err
@@ -500,11 +538,30 @@ func (d *decoder) bytes(n uint64) []byte {
 	return v
 }
 
-// decodeKeyState fills ks.windows from b (which it does not retain).
+// decodeKeyState fills ks.windows from b (which it does not retain),
+// untagged state of specs.
 func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
+	c := stateCodec{specs: specs}
+	return c.decode(b, ks)
+}
+
+// decode fills ks.windows from b (which it does not retain), carrying
+// state of an earlier layout to the current aggregates (layout.go).
+func (c *stateCodec) decode(b []byte, ks *keyState) error {
 	d := decoder{b: b}
 	ks.slide = nil
-	switch d.byte1() {
+	v := d.byte1()
+	tagged := v > keyStateTagged
+	var gen uint32
+	if tagged {
+		v -= keyStateTagged
+		g := d.uvarint()
+		if g > math.MaxUint32 {
+			return errCorruptState
+		}
+		gen = uint32(g)
+	}
+	switch v {
 	case keyStateVersion:
 		ks.sliced, ks.sliding = false, false
 	case keyStateVersionSliced:
@@ -513,6 +570,10 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		ks.sliced, ks.sliding = false, true
 	default:
 		return errCorruptState
+	}
+	specs, mode, carry, err := c.layout(gen)
+	if err != nil {
+		return err
 	}
 	n := d.uvarint()
 	if n > uint64(len(b)) {
@@ -543,6 +604,11 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		w.timer = d.varint()
 		if w.hasProc {
 			w.proc = d.varint()
+		}
+		w.mode, w.partial = mode, 0
+		if tagged {
+			w.mode = Mode(d.byte1())
+			w.partial = d.uvarint()
 		}
 		if ks.sliced {
 			w.paneSeq = d.uvarint()
@@ -581,6 +647,10 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		if err := d.slide(ks, specs); err != nil {
 			return err
 		}
+		if tagged {
+			ks.slide.partial = d.uvarint()
+			ks.slide.partialTo = d.varint()
+		}
 	}
 	if ks.sliced {
 		ks.seq = d.uvarint()
@@ -590,6 +660,9 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 		}
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			sl := &slice{start: d.varint(), lastF: d.varint(), seq: d.uvarint()}
+			if tagged {
+				sl.partial = d.uvarint()
+			}
 			var err error
 			if sl.acc, err = d.accums(specs); err != nil {
 				return err
@@ -602,6 +675,9 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 	}
 	if len(d.b) != 0 {
 		return errCorruptState
+	}
+	if carry != nil {
+		c.carry(ks, carry)
 	}
 	return nil
 }

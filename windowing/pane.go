@@ -46,6 +46,10 @@ type Pane struct {
 	// Zone is the time zone of a calendar window (nil for other windows):
 	// its pane also shows the window's local bounds.
 	Zone *time.Location
+	// Partial: bit i set when aggregate i was added to the pipeline after
+	// the window opened, so its value covers only the records since
+	// (docs/OPERATIONS.md, Changing a deployed pipeline).
+	Partial uint64
 }
 
 // ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop duplicates by.
@@ -79,7 +83,23 @@ func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 		b = append(b, ':')
 		b = AppendValue(b, p.value(i))
 	}
-	return append(b, "}}"...)
+	return appendPartial(b, p.Partial, specs)
+}
+
+// appendPartial closes a pane's aggregates and the pane, with the names of
+// the aggregates in the partial mask first: `},"partial":["s"]}`.
+func appendPartial(b []byte, partial uint64, specs []AggSpec) []byte {
+	if partial == 0 {
+		return append(b, "}}"...)
+	}
+	b = append(b, `},"partial":[`...)
+	for i, name := range partialNames(nil, partial, specs) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = codec.AppendJSONString(b, name)
+	}
+	return append(b, "]}"...)
 }
 
 // appendWindowPart appends what follows a pane's key up to its timing:
@@ -139,6 +159,7 @@ func (p *Pane) value(i int) Value {
 // a pane field differs (a frontier step fires one pane per key, all of
 // one window, timing, index and mode).
 type PaneJSON struct {
+	specs []AggSpec
 	names [][]byte // each aggregate's `"name":`, after a comma but the first
 	head  []byte   // the window part and the pane fields of the last pane written
 	last  paneHead // what head was formatted from; valid when head != nil
@@ -158,7 +179,7 @@ type paneHead struct {
 
 // NewPaneJSON returns a PaneJSON for panes of the aggregates specs.
 func NewPaneJSON(specs []AggSpec) *PaneJSON {
-	e := &PaneJSON{}
+	e := &PaneJSON{specs: specs}
 	for i := range specs {
 		var name []byte
 		if i > 0 {
@@ -184,7 +205,7 @@ func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 		b = append(b, name...)
 		b = AppendValue(b, p.value(i))
 	}
-	return append(b, "}}"...)
+	return appendPartial(b, p.Partial, e.specs)
 }
 
 // AppendValue appends v as a JSON value: integers as integers, numbers in

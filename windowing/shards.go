@@ -1,7 +1,9 @@
 package windowing
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -39,7 +41,7 @@ func (e *Engine) DropShard(p int32) error {
 	ks := &keyState{shard: shard}
 	err := e.store.ScanShard(shard, func(key string, value []byte) error {
 		ks.key, ks.windows = key, ks.windows[:0]
-		if err := decodeKeyState(value, ks, e.spec.Aggregates); err != nil {
+		if err := e.codec.decode(value, ks); err != nil {
 			return fmt.Errorf("key %q: %w", key, err)
 		}
 		keys = append(keys, key)
@@ -136,10 +138,21 @@ func (e *Engine) RestoreNewKey(p int32, key string, value []byte) error {
 }
 
 func (e *Engine) restoreKey(p int32, key string, value []byte, fresh bool) error {
+	e.unpend(p, key)
+	if value != nil && !e.codec.knows(tagOf(value)) {
+		// Its layout's definition comes later in the changelog (or, for
+		// untagged state, not at all): held back (AddLayouts,
+		// FinishLayouts), the key has no state meanwhile.
+		if err := e.restoreKey(p, key, nil, fresh); err != nil {
+			return err
+		}
+		e.pending = append(e.pending, pendingKey{part: p, key: strings.Clone(key), value: bytes.Clone(value)})
+		return nil
+	}
 	shard := e.shard(p)
 	nks := &keyState{shard: shard, key: key}
 	if value != nil {
-		if err := decodeKeyState(value, nks, e.spec.Aggregates); err != nil {
+		if err := e.codec.decode(value, nks); err != nil {
 			return fmt.Errorf("restore key %q: %w", key, err)
 		}
 	}
@@ -185,6 +198,16 @@ func (e *Engine) restoreKey(p int32, key string, value []byte, fresh bool) error
 		return e.store.DeleteKey(shard, key)
 	}
 	return e.store.PutKey(shard, key, value)
+}
+
+// unpend forgets a held-back state of (p, key): a later value replaces it.
+func (e *Engine) unpend(p int32, key string) {
+	for i, k := range e.pending {
+		if k.part == p && k.key == key {
+			e.pending = append(e.pending[:i], e.pending[i+1:]...)
+			return
+		}
+	}
 }
 
 // rewind makes a timer at deadline visible to the next scan even when the

@@ -40,6 +40,8 @@ type slice struct {
 	acc   []accum
 	lastF int64  // the largest frontier at which a record was added
 	seq   uint64 // the key's record sequence number of the last record added
+	// partial: aggregates added after the slice was opened (layout.go)
+	partial uint64
 }
 
 const sliceBaseSize = 80 // slice struct, slice slot
@@ -135,14 +137,14 @@ func (e *Engine) assignSliced(ks *keyState, ev *Event) error {
 		return nil
 	}
 	// Windows expire in start order: the newest one is the last to go.
-	if expired(e.f, e.spans[len(e.spans)-1].End, e.spec.AllowedLateness) {
+	if e.expired(e.spans[len(e.spans)-1].End) {
 		return nil // expired: dropped
 	}
 	start := e.assigner.sliceStart(ev.Time)
 	sl := ks.findSlice(start)
 	if sl == nil {
 		for _, w := range e.spans {
-			if expired(e.f, w.End, e.spec.AllowedLateness) || ks.findSpan(w, e.byEnd) != nil {
+			if e.expired(w.End) || ks.findSpan(w, e.byEnd) != nil {
 				continue
 			}
 			if _, err := e.newWindow(ks, w.Start, w.End); err != nil {

@@ -21,16 +21,21 @@ type slideStore interface {
 }
 
 // slides is a keyState's slideStore behind one pointer (the keyState
-// stays in its size class).
-type slides struct{ slideStore }
+// stays in its size class), with the aggregates added to the pipeline
+// after the records up to partialTo were merged (layout.go).
+type slides struct {
+	slideStore
+	partial   uint64
+	partialTo int64
+}
 
 // newSlides returns the store of specs: a tree of merged subtrees when
 // every aggregate merges in constant time, else sorted arrays.
 func newSlides(specs []AggSpec) *slides {
 	if slideIndexed(specs) {
-		return &slides{newSlideTree(specs)}
+		return &slides{slideStore: newSlideTree(specs)}
 	}
-	return &slides{&slideFlat{specs: specs}}
+	return &slides{slideStore: &slideFlat{specs: specs}}
 }
 
 // slideIndexed reports whether the aggregates of specs all merge in

@@ -40,7 +40,7 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 		return nil
 	}
 	start, end := t-size+1, t+1
-	if expired(e.f, end, e.spec.AllowedLateness) {
+	if e.expired(end) {
 		return nil // dropped as late
 	}
 	ks.sliding = true
@@ -59,7 +59,7 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 		if w.start == start {
 			own = w
 		}
-		if w.retired || expired(e.f, w.end, e.spec.AllowedLateness) {
+		if w.retired || e.expired(w.end) {
 			continue
 		}
 		if err := e.update(ks, w, ev, now); err != nil {

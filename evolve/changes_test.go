@@ -1,0 +1,205 @@
+package evolve_test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Each test: a pipeline with a closed and an open window of key a, a stop,
+// one change, a start on the same state, more records (docs/OPERATIONS.md,
+// Changing a deployed pipeline). Before state described itself, the
+// aggregate cases failed with "windowing: corrupt window state" or read
+// one aggregate's state as another's, and the lateness case emitted a
+// second final pane with the pane id of the first.
+
+// before runs cfg: a@1 (v=2), a@2 (v=4) closed in [0,10) by the frontier
+// at 10, and a@12 (v=6) open in [10,20).
+func before(t *testing.T, fs vfs.FS, cfg *config.Pipeline, panes *[]pane, drops *int) {
+	n, err := start(t, fs, cfg, panes, drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 1, 2)
+	n.rec("a", 2, 4)
+	n.wm(10)
+	n.rec("a", 12, 6)
+	n.stop()
+}
+
+func TestAddAggregateMarksOpenWindowsPartial(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	before(t, fs, tumbling(10, agg("n", windowing.Count)), &panes, &drops)
+	n, err := start(t, fs, tumbling(10, agg("n", windowing.Count), agg("s", windowing.Sum)), &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 13, 10)
+	n.rec("a", 25, 1) // a new window: complete
+	n.finish()
+	got := fmtPanes(finals(panes))
+	want := "a/0/10/0 ON_TIME final=true map[n:2] partial=\"\"\n" +
+		"a/10/20/0 ON_TIME final=true map[n:2 s:10] partial=\"s\"\n" +
+		"a/20/30/0 ON_TIME final=true map[n:1 s:1] partial=\"\"\n"
+	if got != want {
+		t.Fatalf("final panes:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRemoveReorderRenameKeepState(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	before(t, fs, tumbling(10, agg("n", windowing.Count), agg("s", windowing.Sum), agg("m", windowing.Max)), &panes, &drops)
+	// m removed, s renamed to total, the order changed.
+	n, err := start(t, fs, tumbling(10, agg("total", windowing.Sum), agg("n", windowing.Count)), &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 13, 10)
+	n.finish()
+	got := fmtPanes(finals(panes))
+	want := "a/0/10/0 ON_TIME final=true map[m:4 n:2 s:6] partial=\"\"\n" +
+		"a/10/20/0 ON_TIME final=true map[n:2 total:16] partial=\"\"\n"
+	if got != want {
+		t.Fatalf("final panes:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRefusedChanges(t *testing.T) {
+	hop := func(size, hop int64) *config.Pipeline {
+		p := tumbling(size, agg("n", windowing.Count))
+		p.Spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: size, Hop: hop}
+		return p
+	}
+	for _, c := range []struct {
+		name     string
+		from, to *config.Pipeline
+		mention  string
+	}{
+		{"op under one name", tumbling(10, agg("s", windowing.Sum)), tumbling(10, agg("s", windowing.Max)), "aggregate s"},
+		{"size", tumbling(10, agg("n", windowing.Count)), tumbling(20, agg("n", windowing.Count)), "window"},
+		{"hopping to tumbling", hop(10, 5), tumbling(10, agg("n", windowing.Count)), "window"},
+		{"hop", hop(10, 5), hop(10, 2), "window"},
+		{"sliced hopping to discarding", hop(10, 5), func() *config.Pipeline { p := hop(10, 5); p.Spec.Mode = windowing.Discarding; return p }(), "accumulation"},
+		{"key", tumbling(10, agg("n", windowing.Count)), func() *config.Pipeline {
+			p := tumbling(10, agg("n", windowing.Count))
+			p.Key.Field = "user"
+			return p
+		}(), "key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			var panes []pane
+			var drops int
+			before(t, fs, c.from, &panes, &drops)
+			_, err := start(t, fs, c.to, &panes, &drops)
+			if err == nil || !strings.Contains(err.Error(), "incompatible: "+c.mention) || !strings.Contains(err.Error(), "choices") {
+				t.Fatalf("start after the change: %v; want a refusal naming %q and the choices", err, c.mention)
+			}
+			// The old configuration still runs on the state.
+			n, err := start(t, fs, c.from, &panes, &drops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.finish()
+		})
+	}
+}
+
+func TestLatenessGrownNeverReopensAClosedWindow(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	before(t, fs, tumbling(10, agg("n", windowing.Count)), &panes, &drops) // L = 0: [0,10) final at 10
+	cfg := tumbling(10, agg("n", windowing.Count))
+	cfg.Spec.AllowedLateness = 5
+	n, err := start(t, fs, cfg, &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 3, 1) // F = 10 < 10 + 5, but [0,10) expired under L = 0
+	n.finish()
+	ids := map[string]int{}
+	for _, p := range panes {
+		ids[p.id]++
+		if ids[p.id] > 1 {
+			t.Fatalf("pane id %s emitted twice:\n%s", p.id, fmtPanes(panes))
+		}
+	}
+	if drops != 1 {
+		t.Fatalf("%d records dropped as late, want 1 (the record for the closed window)", drops)
+	}
+}
+
+func TestLatenessShrunkClosesAtOnce(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	cfg := tumbling(10, agg("n", windowing.Count))
+	cfg.Spec.AllowedLateness = 20
+	n, err := start(t, fs, cfg, &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 1, 1)
+	n.wm(12) // [0,10) on time, open until 30
+	n.stop()
+	cfg2 := tumbling(10, agg("n", windowing.Count))
+	n, err = start(t, fs, cfg2, &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.wm(13) // the next frontier step: [0,10) is past 10 + 0
+	var closing []pane
+	for _, p := range finals(panes) {
+		if strings.HasPrefix(p.id, "a/0/10/") {
+			closing = append(closing, p)
+		}
+	}
+	if len(closing) != 1 {
+		t.Fatalf("want the closing pane of [0,10) at the first frontier step after the change:\n%s", fmtPanes(panes))
+	}
+	n.finish()
+}
+
+func TestAccumulationChangeKeepsOpenWindowsMode(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	cfg := tumbling(10, agg("n", windowing.Count))
+	cfg.Spec.Trigger.EarlyCount = 1
+	before(t, fs, cfg, &panes, &drops) // [10,20) had an EARLY pane n=1
+	cfg2 := tumbling(10, agg("n", windowing.Count))
+	cfg2.Spec.Trigger.EarlyCount = 1
+	cfg2.Spec.Mode = windowing.Discarding
+	n, err := start(t, fs, cfg2, &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 13, 1)
+	n.rec("a", 21, 1)
+	n.rec("a", 22, 1)
+	n.finish()
+	var got []string
+	for _, p := range panes {
+		if strings.HasPrefix(p.id, "a/10/20/") || strings.HasPrefix(p.id, "a/20/30/") {
+			got = append(got, p.id+" "+p.mode.String()+" n="+p.values["n"])
+		}
+	}
+	want := []string{
+		"a/10/20/0 accumulating n=1", "a/10/20/1 accumulating n=2", "a/10/20/2 accumulating n=2",
+		"a/20/30/0 discarding n=1", "a/20/30/1 discarding n=1", "a/20/30/2 discarding n=0",
+	}
+	sort.Strings(got)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("panes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

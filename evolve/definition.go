@@ -1,0 +1,220 @@
+// Package evolve compares the definition a pipeline's state was built under
+// with the pipeline as now configured, and says for every difference what
+// windowd does with it (docs/OPERATIONS.md, Changing a deployed pipeline).
+// It is pure: the service and replay store the Definition with the state
+// and act on the Plan.
+package evolve
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/windowing"
+)
+
+// version of the stored form; a newer one is refused, never guessed at.
+const version = 1
+
+// Definition is what a pipeline's state means: the window, the key, the
+// lateness, triggers and accumulation, each aggregate's identity and the
+// input partitions. Its JSON form is stored with the state (the state
+// directory's metadata, and a record of every changelog partition).
+type Definition struct {
+	Version     int    `json:"version"`
+	Pipeline    string `json:"pipeline"`
+	Window      string `json:"window"`
+	Key         string `json:"key"`
+	Repartition bool   `json:"repartition,omitempty"`
+	Lateness    int64  `json:"allowed_lateness_ms"`
+	// Sealed: windows ending at or before it expired under a smaller
+	// allowed_lateness and never reopen (absent: none).
+	Sealed       *int64 `json:"sealed_through,omitempty"`
+	Trigger      string `json:"trigger"`
+	Accumulation string `json:"accumulation"`
+	// Partitions of the input topic the state was keyed by (0: unknown).
+	Partitions int32       `json:"input_partitions,omitempty"`
+	Aggregates []Aggregate `json:"aggregates"`
+	// Layouts keeps every earlier aggregate layout (aggregates in order,
+	// and the accumulation mode) key state may still be written in, by
+	// its tag (LayoutTag; tag 0: state written before windowd stored
+	// definitions).
+	Layouts map[uint32][]Aggregate `json:"layouts,omitempty"`
+}
+
+// LayoutTag names d's aggregate layout in the key state written under
+// it: a hash of the aggregates' identities in order and the mode; never 0.
+func (d *Definition) LayoutTag() uint32 { return layoutTag(withMode(d.Aggregates, d.Accumulation)) }
+
+func layoutTag(l []Aggregate) uint32 {
+	h := fnv.New32a()
+	for _, a := range l {
+		h.Write([]byte(a.identity()))
+		h.Write([]byte{0})
+	}
+	if t := h.Sum32(); t != 0 {
+		return t
+	}
+	return 1
+}
+
+// Aggregate is one aggregate's identity: Name is what panes call it; Op,
+// Input and the options are what its state means.
+type Aggregate struct {
+	Name             string               `json:"name"`
+	Op               string               `json:"op"`
+	Input            string               `json:"input,omitempty"` // field path, or "expr:" + CEL source
+	Precision        uint8                `json:"precision,omitempty"`
+	Quantiles        []windowing.Quantile `json:"quantiles,omitempty"`
+	RelativeAccuracy float64              `json:"relative_accuracy,omitempty"`
+	MaxBuckets       int                  `json:"max_buckets,omitempty"`
+	K                int                  `json:"k,omitempty"`
+	Capacity         int                  `json:"capacity,omitempty"`
+}
+
+// identity is what an aggregate's state means, its name aside.
+func (a Aggregate) identity() string {
+	c := a
+	c.Name = ""
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// describe names the aggregate in messages: name: op(input) [options].
+func (a Aggregate) describe() string {
+	s := a.Name + ": " + a.Op
+	if a.Input != "" {
+		s += "(" + a.Input + ")"
+	}
+	var opts []string
+	if a.Precision != 0 {
+		opts = append(opts, "precision "+strconv.Itoa(int(a.Precision)))
+	}
+	if len(a.Quantiles) > 0 {
+		var qs []string
+		for _, q := range a.Quantiles {
+			qs = append(qs, q.Text)
+		}
+		opts = append(opts, "quantiles "+strings.Join(qs, ","), "relative_accuracy "+strconv.FormatFloat(a.RelativeAccuracy, 'g', -1, 64),
+			"max_buckets "+strconv.Itoa(a.MaxBuckets))
+	}
+	if a.K != 0 {
+		opts = append(opts, "k "+strconv.Itoa(a.K), "capacity "+strconv.Itoa(a.Capacity))
+	}
+	if len(opts) > 0 {
+		s += " [" + strings.Join(opts, ", ") + "]"
+	}
+	return s
+}
+
+// Of returns the definition of pipeline p (the configured pipeline, not
+// stage 2's) over an input of partitions partitions (0: unknown, as in a
+// replay).
+func Of(p *config.Pipeline, partitions int32) *Definition {
+	d := &Definition{
+		Version:      version,
+		Pipeline:     p.Name,
+		Window:       windowText(p.Spec.Window),
+		Key:          p.Key.String(),
+		Repartition:  p.Repartition != nil,
+		Lateness:     p.Spec.AllowedLateness,
+		Trigger:      triggerText(p.Spec.Trigger),
+		Accumulation: p.Spec.Mode.String(),
+		Partitions:   partitions,
+	}
+	for i, a := range p.Spec.Aggregates {
+		var x *string
+		if i < len(p.AggregateExprs) && p.AggregateExprs[i] != nil {
+			s := "expr:" + p.AggregateExprs[i].Source()
+			x = &s
+		}
+		d.Aggregates = append(d.Aggregates, aggregateOf(a, x))
+	}
+	return d
+}
+
+func aggregateOf(a windowing.AggSpec, exprSrc *string) Aggregate {
+	g := Aggregate{Name: a.Name, Op: a.Op.String(), Input: a.Field, Precision: a.Precision,
+		Quantiles: a.Quantiles, RelativeAccuracy: a.RelativeAccuracy, MaxBuckets: a.MaxBuckets, K: a.K, Capacity: a.Capacity}
+	if exprSrc != nil {
+		g.Input = *exprSrc
+	}
+	return g
+}
+
+// spec rebuilds the AggSpec that decodes state written under a: its op and
+// the options its encoding depends on.
+func (a Aggregate) spec() (windowing.AggSpec, error) {
+	s := windowing.AggSpec{Name: a.Name, Precision: a.Precision, Quantiles: a.Quantiles,
+		RelativeAccuracy: a.RelativeAccuracy, MaxBuckets: a.MaxBuckets, K: a.K, Capacity: a.Capacity}
+	if !strings.HasPrefix(a.Input, "expr:") {
+		s.Field = a.Input
+	}
+	for op := windowing.Count; op <= windowing.TopK; op++ {
+		if op.String() == a.Op {
+			s.Op = op
+			return s, nil
+		}
+	}
+	return s, fmt.Errorf("aggregate %s: unknown op %q", a.Name, a.Op)
+}
+
+func windowText(w windowing.WindowSpec) string {
+	s := w.Kind.String()
+	add := func(name string, v int64) { s += " " + name + "=" + strconv.FormatInt(v, 10) + "ms" }
+	switch w.Kind {
+	case windowing.Session:
+		add("gap", w.Gap)
+		return s
+	case windowing.Sliding:
+		add("size", w.Size)
+		return s
+	}
+	if c := w.Calendar; c != nil {
+		s += " unit=" + c.Unit.String() + " size=" + strconv.FormatInt(c.Size, 10) + " hop=" + strconv.FormatInt(c.Hop, 10) +
+			" time_zone=" + c.Zone.String()
+		if c.Unit == windowing.Week {
+			s += " week_start=" + c.WeekStart.String()
+		}
+		if w.Step != 0 {
+			add("step", w.Step)
+		}
+		return s
+	}
+	add("size", w.Size)
+	add("hop", w.Hop)
+	add("offset", w.Offset)
+	if w.Step != 0 {
+		add("step", w.Step)
+	}
+	return s
+}
+
+func triggerText(t windowing.TriggerSpec) string {
+	return fmt.Sprintf("early_count=%d early_every=%dms on_time=%t late=%t late_every=%dms closing=%s",
+		t.EarlyCount, t.EarlyEvery, t.OnTime, t.Late, t.LateEvery, t.Closing)
+}
+
+// Encode returns the stored form.
+func (d *Definition) Encode() []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err) // plain strings and numbers only
+	}
+	return b
+}
+
+// Decode reads a stored definition.
+func Decode(b []byte) (*Definition, error) {
+	var d Definition
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("stored pipeline definition: %w", err)
+	}
+	if d.Version < 1 || d.Version > version {
+		return nil, fmt.Errorf("stored pipeline definition: version %d (this windowd reads up to %d): written by a newer windowd", d.Version, version)
+	}
+	return &d, nil
+}

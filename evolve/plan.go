@@ -1,0 +1,286 @@
+package evolve
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/windowd/windowd/windowing"
+)
+
+// Class says what windowd does with one change.
+type Class uint8
+
+// Classes of change (docs/OPERATIONS.md, Changing a deployed pipeline).
+const (
+	// Applied: the change takes effect at once, state kept.
+	Applied Class = iota + 1
+	// Rule: the change takes effect by a documented rule (Change.Rule).
+	Rule
+	// Incompatible: windowd refuses to start on this state.
+	Incompatible
+)
+
+func (c Class) String() string {
+	switch c {
+	case Applied:
+		return "compatible, applied"
+	case Rule:
+		return "compatible, by rule"
+	case Incompatible:
+		return "incompatible"
+	}
+	return fmt.Sprintf("Class(%d)", uint8(c))
+}
+
+// Change is one difference between the stored definition and the new one.
+type Change struct {
+	What  string // e.g. "window", "aggregate s"
+	From  string
+	To    string
+	Class Class
+	Rule  string // what windowd does, and why
+}
+
+func (c Change) String() string {
+	s := fmt.Sprintf("%s: %s", c.Class, c.What)
+	if c.From != "" || c.To != "" {
+		s += fmt.Sprintf(": %s → %s", orNone(c.From), orNone(c.To))
+	}
+	if c.Rule != "" {
+		s += ": " + c.Rule
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// Plan is what a start on stored state does.
+type Plan struct {
+	Changes []Change
+	// Next is the definition to store once the plan is applied: the new
+	// one, with the aggregate layout history it needs.
+	Next *Definition
+}
+
+// Refused reports whether some change is incompatible.
+func (p *Plan) Refused() bool {
+	for _, c := range p.Changes {
+		if c.Class == Incompatible {
+			return true
+		}
+	}
+	return false
+}
+
+// Text renders the plan for the log and `windowd plan`.
+func (p *Plan) Text() string {
+	if len(p.Changes) == 0 {
+		return "no change to the pipeline's state definition"
+	}
+	var b strings.Builder
+	for _, c := range p.Changes {
+		b.WriteString("  - " + c.String() + "\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// RefusalHelp is the choices an operator has when a plan is refused.
+const RefusalHelp = "choices: (1) deploy the previous configuration again; " +
+	"(2) start the changed pipeline on fresh state: stop every instance, run `windowd reset --config FILE --pipeline NAME --from committed|earliest|<RFC 3339 time>` " +
+	"(it deletes the pipeline's changelog and the local state directory and sets the group's offsets), then start every instance " +
+	"(docs/OPERATIONS.md, Changing a deployed pipeline)"
+
+// Error is a refused plan as an error.
+func (p *Plan) Error(where string) error {
+	return fmt.Errorf("pipeline %s: the configuration changed in a way its state (%s) cannot follow:\n%s\n%s", p.Next.Pipeline, where, p.Text(), RefusalHelp)
+}
+
+// Compare plans a start on state stored under old with the pipeline now
+// defined as new.
+func Compare(old, new *Definition) *Plan {
+	p := &Plan{}
+	next := *new
+	next.Layouts, next.Sealed = old.Layouts, old.Sealed
+	add := func(c Change) { p.Changes = append(p.Changes, c) }
+	if old.Window != new.Window {
+		add(Change{What: "window", From: old.Window, To: new.Window, Class: Incompatible,
+			Rule: "open windows were built under the old definition; their records cannot be re-assigned"})
+	}
+	if old.Key != new.Key {
+		add(Change{What: "key", From: old.Key, To: new.Key, Class: Incompatible,
+			Rule: "state is grouped by the old key"})
+	}
+	if old.Repartition != new.Repartition {
+		add(Change{What: "repartition", From: fmt.Sprint(old.Repartition), To: fmt.Sprint(new.Repartition), Class: Incompatible,
+			Rule: "state is partitioned by another topic"})
+	}
+	if old.Partitions > 0 && new.Partitions > 0 && old.Partitions != new.Partitions && !new.Repartition {
+		add(Change{What: "input partitions", From: fmt.Sprint(old.Partitions), To: fmt.Sprint(new.Partitions), Class: Incompatible,
+			Rule: "keys the producer's partitioner moved would have their windows split between two partitions' state (two final panes with one pane id); use repartition: true, or start fresh"})
+	}
+	if old.Lateness != new.Lateness {
+		add(Change{What: "allowed_lateness", From: fmt.Sprintf("%dms", old.Lateness), To: fmt.Sprintf("%dms", new.Lateness), Class: Rule,
+			Rule: "windows expired under the old lateness stay closed (no pane id repeats); every open window takes the deadline end + new lateness at once"})
+	}
+	if old.Trigger != new.Trigger {
+		add(Change{What: "trigger", From: old.Trigger, To: new.Trigger, Class: Applied,
+			Rule: "decides when panes fire from the next record or timer on"})
+	}
+	if old.Accumulation != new.Accumulation {
+		c := Change{What: "accumulation", From: old.Accumulation, To: new.Accumulation, Class: Rule,
+			Rule: "windows open at the change keep the old mode until they close; windows opened after it use the new one"}
+		if slicedMode(old) && new.Accumulation == windowing.Discarding.String() {
+			c.Class = Incompatible
+			c.Rule = "hopping windows are computed by shared slices, which discarding panes cannot use; let the open windows close under the old mode first"
+		}
+		add(c)
+	}
+	aggregateChanges(old.Aggregates, new.Aggregates, add)
+	if old.LayoutTag() != new.LayoutTag() {
+		next.Layouts = map[uint32][]Aggregate{}
+		for t, l := range old.Layouts {
+			next.Layouts[t] = l
+		}
+		next.Layouts[old.LayoutTag()] = withMode(old.Aggregates, old.Accumulation)
+	}
+	p.Next = &next
+	return p
+}
+
+// slicedMode reports whether d's hopping windows are computed by slicing
+// (windowing's sliceLen: hop < size, not discarding).
+func slicedMode(d *Definition) bool {
+	return strings.HasPrefix(d.Window, "hopping") && d.Accumulation != windowing.Discarding.String()
+}
+
+// withMode stores a layout's accumulation mode with its aggregates, as a
+// first pseudo-aggregate of op "mode:<mode>" (read back by splitMode).
+func withMode(aggs []Aggregate, mode string) []Aggregate {
+	return append([]Aggregate{{Op: "mode:" + mode}}, aggs...)
+}
+
+// aggregateChanges reports each aggregate change to add.
+func aggregateChanges(old, new []Aggregate, add func(Change)) {
+	from := match(old, new)
+	used := map[int]bool{}
+	for i, a := range new {
+		j := from[i]
+		switch {
+		case j < 0:
+			if k := byName(old, a.Name); k >= 0 {
+				add(Change{What: "aggregate " + a.Name, From: old[k].describe(), To: a.describe(), Class: Incompatible,
+					Rule: "its state holds the old op/input; give the new aggregate a new name (it starts empty and is marked partial in open windows' panes), or start fresh"})
+				used[k] = true
+				continue
+			}
+			add(Change{What: "aggregate " + a.Name, To: a.describe(), Class: Applied,
+				Rule: "added: starts empty; panes of windows opened before the change list it under \"partial\""})
+		case old[j].Name != a.Name:
+			used[j] = true
+			add(Change{What: "aggregate " + old[j].Name, From: old[j].Name, To: a.Name, Class: Applied, Rule: "renamed in place: its state kept"})
+		default:
+			used[j] = true
+		}
+	}
+	for j, a := range old {
+		if !used[j] && !contains(from, j) {
+			add(Change{What: "aggregate " + a.Name, From: a.describe(), Class: Applied, Rule: "removed: its state dropped"})
+		}
+	}
+	if len(old) == len(new) && !contains(from, -1) {
+		for i := range new {
+			if from[i] != i {
+				add(Change{What: "aggregates' order", Class: Applied, Rule: "state is kept by aggregate, not by position"})
+				return
+			}
+		}
+	}
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func byName(aggs []Aggregate, name string) int {
+	for i, a := range aggs {
+		if a.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// match maps each new aggregate to the old one whose state it continues
+// (-1: none): the same name and identity first, then, among the rest, the
+// same identity (a rename). An aggregate whose name survives with another
+// identity continues nothing.
+func match(old, new []Aggregate) []int {
+	from := make([]int, len(new))
+	taken := make([]bool, len(old))
+	for i, a := range new {
+		from[i] = -1
+		if j := byName(old, a.Name); j >= 0 && old[j].identity() == a.identity() {
+			from[i], taken[j] = j, true
+		}
+	}
+	for i, a := range new {
+		if from[i] >= 0 || byName(old, a.Name) >= 0 {
+			continue
+		}
+		for j, o := range old {
+			if !taken[j] && byName(new, o.Name) < 0 && o.identity() == a.identity() {
+				from[i], taken[j] = j, true
+				break
+			}
+		}
+	}
+	return from
+}
+
+// Layouts returns the engine's view of the layouts d records and of
+// extra (layouts read elsewhere, e.g. a changelog's): for each tag, the
+// aggregates state of that tag is written with, the mode its windows were
+// opened under, and for each of d's aggregates its index there (-1:
+// absent). An aggregate removed and later added again with the same name
+// and identity takes up the state it had in keys not written meanwhile.
+func Layouts(d *Definition, extra map[uint32][]Aggregate) (map[uint32]*windowing.Layout, error) {
+	out := map[uint32]*windowing.Layout{}
+	for _, src := range []map[uint32][]Aggregate{extra, d.Layouts} {
+		for t, stored := range src {
+			mode, aggs := splitMode(stored)
+			l := &windowing.Layout{From: match(aggs, d.Aggregates), Mode: mode}
+			for _, a := range aggs {
+				s, err := a.spec()
+				if err != nil {
+					return nil, err
+				}
+				l.Aggregates = append(l.Aggregates, s)
+			}
+			out[t] = l
+		}
+	}
+	return out, nil
+}
+
+func splitMode(l []Aggregate) (windowing.Mode, []Aggregate) {
+	if len(l) > 0 && strings.HasPrefix(l[0].Op, "mode:") {
+		switch strings.TrimPrefix(l[0].Op, "mode:") {
+		case "discarding":
+			return windowing.Discarding, l[1:]
+		case "retracting":
+			return windowing.Retracting, l[1:]
+		}
+		return windowing.Accumulating, l[1:]
+	}
+	return windowing.Accumulating, l
+}

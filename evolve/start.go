@@ -1,0 +1,91 @@
+package evolve
+
+import (
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// Start plans a start of the pipeline defined as cur on a store: stored
+// is the definition stored with its state (nil: none), hasState whether it
+// holds state at all. It returns the plan (nil when nothing was stored),
+// the definition to store once the engine runs, and the engine's
+// Evolution. A refused plan is returned with its error; where names the
+// state in the message.
+func Start(stored []byte, hasState bool, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
+	next := *cur
+	var plan *Plan
+	var prior *Definition
+	switch {
+	case stored != nil:
+		old, err := Decode(stored)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		plan = Compare(old, cur)
+		if plan.Refused() {
+			return plan, nil, nil, plan.Error(where)
+		}
+		next, prior = *plan.Next, old
+	case hasState:
+		// State written before windowd stored definitions: taken to be
+		// the configuration's (docs/OPERATIONS.md: upgrade first, change
+		// after), its untagged key state in this layout.
+		next.Layouts = map[uint32][]Aggregate{0: cur.Layout()}
+	}
+	ev, err := next.Evolution(prior)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return plan, &next, ev, nil
+}
+
+// Layout is d's aggregate layout as stored in Layouts.
+func (d *Definition) Layout() []Aggregate { return withMode(d.Aggregates, d.Accumulation) }
+
+// Evolution returns the engine's options to continue state under d, whose
+// previous definition was prior (nil: none, or the same).
+func (d *Definition) Evolution(prior *Definition) (*windowing.Evolution, error) {
+	ls, err := Layouts(d, nil)
+	if err != nil {
+		return nil, err
+	}
+	ev := &windowing.Evolution{Gen: d.LayoutTag(), Layouts: ls, Sealed: watermark.MinTime}
+	if d.Sealed != nil {
+		ev.Sealed = *d.Sealed
+	}
+	if prior != nil && prior.Lateness != d.Lateness {
+		ev.Rearm, ev.PriorLateness = true, prior.Lateness
+	}
+	return ev, nil
+}
+
+// Seal records the engine's sealed bound (windowing.Engine.Sealed) in d.
+func (d *Definition) Seal(end int64) {
+	if end != watermark.MinTime && (d.Sealed == nil || end > *d.Sealed) {
+		d.Sealed = &end
+	}
+}
+
+// Adopt continues under d the state a changelog partition holds, stored
+// under r: it refuses (with the plan's error) what Start would refuse,
+// and otherwise takes in r's layouts and sealed bound, returning the
+// engine's layouts for d.
+func (d *Definition) Adopt(r *Definition, where string) (map[uint32]*windowing.Layout, error) {
+	plan := Compare(r, d)
+	if plan.Refused() {
+		return nil, plan.Error(where)
+	}
+	if d.Layouts == nil {
+		d.Layouts = map[uint32][]Aggregate{}
+	}
+	for t, l := range r.Layouts {
+		d.Layouts[t] = l
+	}
+	if t := r.LayoutTag(); t != d.LayoutTag() {
+		d.Layouts[t] = r.Layout()
+	}
+	if r.Sealed != nil {
+		d.Seal(*r.Sealed)
+	}
+	return Layouts(d, nil)
+}

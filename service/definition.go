@@ -1,0 +1,99 @@
+package service
+
+import (
+	"bytes"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/evolve"
+)
+
+// The pipeline's definition (package evolve) is stored with its state: in
+// the state directory's metadata, and as record 'd' of every changelog
+// partition, written once per assignment before the partition's first
+// marker (changelog.go). A start compares it with the configuration and
+// refuses a change the state cannot follow (docs/OPERATIONS.md, Changing a
+// deployed pipeline); a restore compares the changelog's.
+const metaDefinition = "definition"
+
+var definitionKey = []byte{'d'}
+
+// planState plans the start on the state directory's definition (after
+// loadMeta): it sets p.def and the engine's Evolution, or refuses.
+func (p *pipeline) planState(inputs int32, dir string) error {
+	parts := inputs
+	if p.orig.Repartition != nil {
+		parts = 0 // state is keyed by the repartition topic's partitions
+	}
+	cur := evolve.Of(p.orig, parts)
+	stored, err := p.db.GetMeta(metaDefinition)
+	if err != nil {
+		return err
+	}
+	stored = bytes.Clone(stored)
+	shards, err := p.db.Shards()
+	if err != nil {
+		return err
+	}
+	plan, next, ev, err := evolve.Start(stored, len(shards) > 0 || len(p.off.stored) > 0, cur, "state directory "+dir)
+	if err != nil {
+		return err
+	}
+	if plan != nil && len(plan.Changes) > 0 {
+		p.log.Warn("the pipeline's configuration changed since its state was written; applying:\n"+plan.Text(), zap.Int("changes", len(plan.Changes)))
+	}
+	p.def, p.defBytes = next, nil
+	p.engOpts.Evolve = ev
+	return nil
+}
+
+// storeDefinition puts the definition, with the engine's sealed bound, in
+// the state's pending writes (committed with the next checkpoint).
+func (p *pipeline) storeDefinition() error {
+	p.def.Seal(p.eng.Sealed())
+	p.defBytes = p.def.Encode()
+	p.mu.defSeq++
+	return p.db.PutMeta(metaDefinition, p.defBytes)
+}
+
+// adoptDefinition continues the state restored into part from a changelog
+// written under stored (mu held): refused as a start would be, or its
+// layouts and sealed bound taken in.
+func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
+	if bytes.Equal(stored, p.defBytes) {
+		return nil
+	}
+	r, err := evolve.Decode(stored)
+	if err != nil {
+		return fmt.Errorf("changelog %s[%d]: %w", p.clTopic, part, err)
+	}
+	ls, err := p.def.Adopt(r, fmt.Sprintf("changelog %s[%d]", p.clTopic, part))
+	if err != nil {
+		return err
+	}
+	if err := p.eng.AddLayouts(ls); err != nil {
+		return err
+	}
+	if r.Sealed != nil {
+		p.eng.Seal(*r.Sealed)
+	}
+	return p.storeDefinition()
+}
+
+// checkPartitions refuses input partitions past the definition's count on
+// a pipeline without repartition: the producer's partitioner moves keys to
+// them, and a key's windows would be split between two partitions' state
+// (two final panes with one pane id).
+func (p *pipeline) checkPartitions(parts []int32) error {
+	if p.rp != nil || p.def.Partitions == 0 {
+		return nil
+	}
+	for _, part := range parts {
+		if part >= p.def.Partitions {
+			return fmt.Errorf("pipeline %s: input %s grew to partition %d while its state is keyed by %d partitions: keys the producer's partitioner moved would have their windows split between two partitions' state. %s",
+				p.cfg.Name, p.cfg.Input.Topic, part, p.def.Partitions, evolve.RefusalHelp)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package windowing
+
+import "github.com/windowd/windowd/watermark"
+
+// rearm moves every open window's expiry from its deadline under the
+// prior allowed_lateness to the one under the current (docs/OPERATIONS.md,
+// Changing a deployed pipeline): a window past its new deadline expires at
+// the next frontier step, one given more time stays open for it. Windows
+// before their on-time step keep their timer at their end.
+func (e *Engine) rearm(prior int64) error {
+	if prior == e.spec.AllowedLateness {
+		return nil
+	}
+	// Windows that had expired under the prior lateness at the frontier
+	// the state was left at stay closed, also once the lateness grows.
+	if e.f != watermark.MinTime && e.f != watermark.MaxTime {
+		e.sealed = max(e.sealed, e.f-prior)
+	}
+	var all []Timer
+	var cursor *Timer
+	for {
+		batch, err := e.store.DueTimers(EventTimer, watermark.MinTime, watermark.MaxTime, cursor, 4096, nil)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		all = append(all, batch...)
+		cursor = &all[len(all)-1]
+		if len(batch) < 4096 {
+			break
+		}
+	}
+	now := e.spec.AllowedLateness
+	for _, t := range all {
+		ks, err := e.keyState(t.Shard, t.Key)
+		if err != nil {
+			return err
+		}
+		w := ks.findNamed(t.Start, e.byEnd)
+		if w == nil || w.timer != t.Deadline {
+			continue
+		}
+		var from, to int64
+		switch {
+		case w.retired:
+			from = addSat(addSat(w.end-1, e.spec.Window.Size), prior)
+			to = addSat(addSat(w.end-1, e.spec.Window.Size), now)
+		case w.onTimeDone:
+			from, to = addSat(w.end, prior), addSat(w.end, now)
+		default:
+			continue
+		}
+		if w.timer != from {
+			continue
+		}
+		if err := e.store.DeleteTimer(t); err != nil {
+			return err
+		}
+		if err := e.setEventTimer(ks, w, to); err != nil {
+			return err
+		}
+		ks.dirty = true
+	}
+	return nil
+}
+
+// Sealed is the end at or before which every window has expired for good
+// (Evolution.Sealed), to be stored with the pipeline's definition.
+func (e *Engine) Sealed() int64 { return e.sealed }
