@@ -310,8 +310,7 @@ var ErrOffsetsWithoutState = errors.New("offsets without state")
 // the windows open at those offsets is elsewhere (a pipeline renamed with
 // its group kept: the changelog is named after the pipeline), and starting
 // would lose their records (docs/OPERATIONS.md, Changing a deployed
-// pipeline). `windowd reset` creates the changelog, so a deliberate fresh
-// start passes.
+// pipeline). Creating the changelog makes a deliberate fresh start pass.
 func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string) error {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -337,7 +336,7 @@ func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 	}
 	return fmt.Errorf("pipeline %s: %w: group %s has committed offsets on %d partitions of %s, but the pipeline's changelog %s does not exist: "+
 		"was the pipeline renamed with its group kept? The open windows' state is in the old pipeline's changelog, and starting here would lose their records. "+
-		"Choices: (1) keep the old pipeline name; (2) start fresh: `windowd reset --config FILE --pipeline %s --from committed|earliest|<RFC 3339 time>` "+
-		"(docs/OPERATIONS.md, Changing a deployed pipeline)",
-		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, p.Name)
+		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: create the changelog topic %s (cleanup.policy=compact, the input's partition count), "+
+		"after setting the group's offsets where the pipeline should start (docs/OPERATIONS.md, Changing a deployed pipeline)",
+		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, changelog)
 }

@@ -25,7 +25,7 @@ const usage = `windowd: event-time windowing for Kafka
 usage:
   windowd run      --config FILE [--log-format json|console] [--log-level info]
   windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress]
-  windowd validate --config FILE
+  windowd validate --config FILE [--against-state DIR]
   windowd version
 `
 
@@ -126,6 +126,7 @@ func loadConfig(cmd, path string, stderr io.Writer) (*config.Config, bool) {
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", stderr)
 	path := fs.String("config", "", "configuration file")
+	against := fs.String("against-state", "", "a state.dir: print the plan a start on it would follow, and fail when it would be refused (docs/OPERATIONS.md, Changing a deployed pipeline)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -137,6 +138,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if *against != "" {
+		if !planAgainst(cfg, *against, stdout, stderr) {
+			return 1
+		}
 	}
 	fmt.Fprintln(stdout, "OK")
 	if !cfg.HasBrokers() {
