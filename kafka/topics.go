@@ -322,6 +322,9 @@ func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 		return nil
 	}
 	offs, err := adm.FetchOffsets(tctx, p.Input.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil // no group yet (kfake says so; Kafka answers no offsets)
+	}
 	if err != nil {
 		return fmt.Errorf("group %s: offsets: %w", p.Input.Group, err)
 	}
