@@ -70,9 +70,6 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 		}
 		inputs[p.Name] = partitions
 		changelog := ChangelogTopic(&p)
-		if err := stateOrNoOffsets(ctx, adm, &p, changelog); err != nil {
-			return nil, err
-		}
 		internal, stateParts := "", partitions
 		if p.Repartition != nil {
 			internal, stateParts = RepartitionTopic(&p), RepartitionPartitions(&p, partitions)
@@ -299,47 +296,4 @@ func PartitionCounts(ctx context.Context, adm *kadm.Client, topics ...string) (m
 		counts[topic] = int32(len(d.Partitions))
 	}
 	return counts, nil
-}
-
-// ErrOffsetsWithoutState: the group has committed offsets on the input but
-// the pipeline has no changelog, as after a rename that kept the group.
-var ErrOffsetsWithoutState = errors.New("offsets without state")
-
-// stateOrNoOffsets refuses to start a pipeline whose changelog does not
-// exist while its group has committed offsets on its input: the state of
-// the windows open at those offsets is elsewhere (a pipeline renamed with
-// its group kept: the changelog is named after the pipeline), and starting
-// would lose their records (docs/OPERATIONS.md, Changing a deployed
-// pipeline). Creating the changelog makes a deliberate fresh start pass.
-func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string) error {
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	details, err := adm.ListTopics(tctx, changelog)
-	if err != nil {
-		return fmt.Errorf("topic %s: %w", changelog, err)
-	}
-	if d, ok := details[changelog]; ok && d.Err == nil {
-		return nil
-	}
-	offs, err := adm.FetchOffsets(tctx, p.Input.Group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return nil // no group yet (kfake says so; Kafka answers no offsets)
-	}
-	if err != nil {
-		return fmt.Errorf("group %s: offsets: %w", p.Input.Group, err)
-	}
-	n := 0
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == p.Input.Topic && o.Err == nil && o.At >= 0 {
-			n++
-		}
-	})
-	if n == 0 {
-		return nil
-	}
-	return fmt.Errorf("pipeline %s: %w: group %s has committed offsets on %d partitions of %s, but the pipeline's changelog %s does not exist: "+
-		"was the pipeline renamed with its group kept? The open windows' state is in the old pipeline's changelog, and starting here would lose their records. "+
-		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: create the changelog topic %s (cleanup.policy=compact, the input's partition count), "+
-		"after setting the group's offsets where the pipeline should start (docs/OPERATIONS.md, Changing a deployed pipeline)",
-		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, changelog)
 }

@@ -80,20 +80,3 @@ func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
 	}
 	return p.storeDefinition()
 }
-
-// checkPartitions refuses input partitions past the definition's count on
-// a pipeline without repartition: the producer's partitioner moves keys to
-// them, and a key's windows would be split between two partitions' state
-// (two final panes with one pane id).
-func (p *pipeline) checkPartitions(parts []int32) error {
-	if p.rp != nil || p.def.Partitions == 0 {
-		return nil
-	}
-	for _, part := range parts {
-		if part >= p.def.Partitions {
-			return fmt.Errorf("pipeline %s: input %s grew to partition %d while its state is keyed by %d partitions: keys the producer's partitioner moved would have their windows split between two partitions' state. %s",
-				p.cfg.Name, p.cfg.Input.Topic, part, p.def.Partitions, evolve.RefusalHelp)
-		}
-	}
-	return nil
-}
