@@ -43,15 +43,24 @@ type Definition struct {
 	// its tag (LayoutTag; tag 0: state written before windowd stored
 	// definitions).
 	Layouts map[uint32][]Aggregate `json:"layouts,omitempty"`
+	// History lists the earlier layouts' tags, oldest first: state of an
+	// earlier layout is carried through every change since, so that a
+	// removed aggregate's state is not taken up by a later one of the
+	// same identity.
+	History []uint32 `json:"history,omitempty"`
 }
 
 // LayoutTag names d's aggregate layout in the key state written under
-// it: a hash of the aggregates' identities in order and the mode; never 0.
+// it: a hash of the aggregates' names and identities in order and the
+// mode; never 0. Names count: two layouts of the same identities under
+// other names (a count removed, another added) are different layouts.
 func (d *Definition) LayoutTag() uint32 { return layoutTag(withMode(d.Aggregates, d.Accumulation)) }
 
 func layoutTag(l []Aggregate) uint32 {
 	h := fnv.New32a()
 	for _, a := range l {
+		h.Write([]byte(a.Name))
+		h.Write([]byte{0})
 		h.Write([]byte(a.identity()))
 		h.Write([]byte{0})
 	}

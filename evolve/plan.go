@@ -106,7 +106,7 @@ func (p *Plan) Error(where string) error {
 func Compare(old, new *Definition) *Plan {
 	p := &Plan{}
 	next := *new
-	next.Layouts, next.Sealed = old.Layouts, old.Sealed
+	next.Layouts, next.Sealed, next.History = old.Layouts, old.Sealed, old.History
 	add := func(c Change) { p.Changes = append(p.Changes, c) }
 	if old.Window != new.Window {
 		add(Change{What: "window", From: old.Window, To: new.Window, Class: Incompatible,
@@ -148,6 +148,7 @@ func Compare(old, new *Definition) *Plan {
 			next.Layouts[t] = l
 		}
 		next.Layouts[old.LayoutTag()] = withMode(old.Aggregates, old.Accumulation)
+		next.History = append(append([]uint32(nil), old.History...), old.LayoutTag())
 	}
 	p.Next = &next
 	return p
@@ -248,29 +249,62 @@ func match(old, new []Aggregate) []int {
 	return from
 }
 
-// Layouts returns the engine's view of the layouts d records and of
-// extra (layouts read elsewhere, e.g. a changelog's): for each tag, the
-// aggregates state of that tag is written with, the mode its windows were
-// opened under, and for each of d's aggregates its index there (-1:
-// absent). An aggregate removed and later added again with the same name
-// and identity takes up the state it had in keys not written meanwhile.
-func Layouts(d *Definition, extra map[uint32][]Aggregate) (map[uint32]*windowing.Layout, error) {
+// Layouts returns the engine's view of the layouts d records: for each
+// tag, the aggregates state of that tag is written with, the mode its
+// windows were opened under, and for each of d's aggregates its index
+// there (-1: absent). State is carried through every change of History
+// since its layout was last current, as each change matched aggregates
+// (Compare): a removed aggregate stays removed. A layout current twice is
+// carried from its latest time, and one outside the history (a
+// changelog's of another lineage) by matching it to d's directly.
+func Layouts(d *Definition) (map[uint32]*windowing.Layout, error) {
 	out := map[uint32]*windowing.Layout{}
-	for _, src := range []map[uint32][]Aggregate{extra, d.Layouts} {
-		for t, stored := range src {
-			mode, aggs := splitMode(stored)
-			l := &windowing.Layout{From: match(aggs, d.Aggregates), Mode: mode}
-			for _, a := range aggs {
-				s, err := a.spec()
-				if err != nil {
-					return nil, err
-				}
-				l.Aggregates = append(l.Aggregates, s)
-			}
-			out[t] = l
+	seq := append(append([]uint32(nil), d.History...), d.LayoutTag())
+	aggsOf := func(t uint32) []Aggregate {
+		if t == d.LayoutTag() {
+			return d.Aggregates
 		}
+		_, aggs := splitMode(d.Layouts[t])
+		return aggs
+	}
+	for t, stored := range d.Layouts {
+		mode, aggs := splitMode(stored)
+		from := match(aggs, d.Aggregates)
+		if k := lastIndex(seq[:len(seq)-1], t); k >= 0 {
+			// Walk back from d's aggregates to layout t's, step by step.
+			from = make([]int, len(d.Aggregates))
+			for i := range from {
+				from[i] = i
+			}
+			for j := len(seq) - 1; j > k; j-- {
+				step := match(aggsOf(seq[j-1]), aggsOf(seq[j]))
+				for i, f := range from {
+					if f >= 0 {
+						from[i] = step[f]
+					}
+				}
+			}
+		}
+		l := &windowing.Layout{From: from, Mode: mode}
+		for _, a := range aggs {
+			s, err := a.spec()
+			if err != nil {
+				return nil, err
+			}
+			l.Aggregates = append(l.Aggregates, s)
+		}
+		out[t] = l
 	}
 	return out, nil
+}
+
+func lastIndex(xs []uint32, x uint32) int {
+	for i := len(xs) - 1; i >= 0; i-- {
+		if xs[i] == x {
+			return i
+		}
+	}
+	return -1
 }
 
 func splitMode(l []Aggregate) (windowing.Mode, []Aggregate) {

@@ -102,6 +102,19 @@ func (n *node) rec(key string, ts int64, v float64) {
 	}
 }
 
+// recAt processes record index i (its offset) of key at ts with value v
+// on partition part.
+func (n *node) recAt(part int32, key string, ts int64, v float64, i int) {
+	n.t.Helper()
+	in := make([]windowing.Input, len(n.p.Spec.Aggregates))
+	for j := range in {
+		in[j].Num = v
+	}
+	if err := n.eng.Record(&windowing.Event{Partition: part, Offset: int64(i), Key: key, Time: ts, Inputs: in}, 0); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // wm moves both partitions' watermarks, and so the frontier, to ts.
 func (n *node) wm(ts int64) {
 	n.t.Helper()

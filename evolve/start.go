@@ -31,6 +31,7 @@ func Start(stored []byte, hasState bool, cur *Definition, where string) (*Plan, 
 		// the configuration's (docs/OPERATIONS.md: upgrade first, change
 		// after), its untagged key state in this layout.
 		next.Layouts = map[uint32][]Aggregate{0: cur.Layout()}
+		next.History = []uint32{0}
 	}
 	ev, err := next.Evolution(prior)
 	if err != nil {
@@ -45,7 +46,7 @@ func (d *Definition) Layout() []Aggregate { return withMode(d.Aggregates, d.Accu
 // Evolution returns the engine's options to continue state under d, whose
 // previous definition was prior (nil: none, or the same).
 func (d *Definition) Evolution(prior *Definition) (*windowing.Evolution, error) {
-	ls, err := Layouts(d, nil)
+	ls, err := Layouts(d)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +84,16 @@ func (d *Definition) Adopt(r *Definition, where string) (map[uint32]*windowing.L
 	}
 	if t := r.LayoutTag(); t != d.LayoutTag() {
 		d.Layouts[t] = r.Layout()
+		if len(d.History) == 0 {
+			// A fresh start restoring a changed pipeline's state: its
+			// history is the changelog's.
+			d.History = append(append([]uint32(nil), r.History...), t)
+		}
+	} else if len(d.History) == 0 {
+		d.History = append([]uint32(nil), r.History...)
 	}
 	if r.Sealed != nil {
 		d.Seal(*r.Sealed)
 	}
-	return Layouts(d, nil)
+	return Layouts(d)
 }

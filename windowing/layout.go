@@ -113,6 +113,17 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 			added |= partialBit(i)
 		}
 	}
+	// A mask of the stored layout's aggregates, in the current order, with
+	// the added ones.
+	mask := func(old uint64) uint64 {
+		m := added
+		for i, j := range l.From {
+			if j >= 0 && j < maxPartialAggs && old&(1<<uint(j)) != 0 {
+				m |= partialBit(i)
+			}
+		}
+		return m
+	}
 	move := func(acc []accum) []accum {
 		out := make([]accum, n)
 		for i, j := range l.From {
@@ -126,7 +137,7 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 		if !ks.sliced {
 			w.acc = move(w.acc)
 		}
-		w.partial |= added
+		w.partial = mask(w.partial)
 		if w.last != nil {
 			vals := make([]Value, n)
 			for i, j := range l.From {
@@ -139,11 +150,11 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 	}
 	for _, sl := range ks.slices {
 		sl.acc = move(sl.acc)
-		sl.partial |= added
+		sl.partial = mask(sl.partial)
 	}
 	if ks.slide != nil {
 		ns := newSlides(c.specs)
-		ns.partial, ns.partialTo = ks.slide.partial, ks.slide.partialTo
+		ns.partial, ns.partialTo = mask(ks.slide.partial)&^added, ks.slide.partialTo
 		last := int64(math.MinInt64)
 		_ = ks.slide.each(func(t int64, acc []accum) error {
 			ns.load(t, move(acc))
@@ -151,7 +162,7 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 			return nil
 		})
 		ks.slide = ns
-		if added != 0 {
+		if added != 0 && last != math.MinInt64 {
 			if ns.partial == 0 || last > ns.partialTo {
 				ns.partialTo = last
 			}

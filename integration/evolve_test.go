@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestConfigChangeOnRestart (docs/OPERATIONS.md, Changing a deployed
+// pipeline): windowd runs with aggregates n (count) and total (sum), stops
+// (SIGTERM) with windows open, and starts on the same state (or, deleted,
+// restored from the changelog) with total renamed sum_x, the order changed
+// and max hi added. Every window's final pane is present once; n and sum_x
+// equal a replay of the new configuration over every record; hi is marked
+// partial exactly where it covers only the records since the change, and
+// then equals their max. Before state described itself, the start failed
+// ("windowing: corrupt window state") at the first open window.
+func TestConfigChangeOnRestart(t *testing.T) {
+	for _, keepDir := range []bool{true, false} {
+		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
+			parallel(t, 6*time.Second)
+			e := newEnv(t, 2, "")
+			e.editConfig(map[string]string{
+				"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+				"      late: {every: 0s}\n":   "",
+			})
+			rng := rand.New(rand.NewSource(5))
+			var halves [2][]input
+			for p := int32(0); p < e.partitions; p++ {
+				for i := 0; i < 120; i++ {
+					u := fmt.Sprintf("u%d-%d", p, rng.Intn(3))
+					ts := base + int64(i)*1000 + int64(rng.Intn(900))
+					halves[i*2/120] = append(halves[i*2/120], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
+				}
+			}
+			flush := flushRecords(e.partitions)
+
+			a := e.startProcess()
+			produce(t, e.in, halves[0])
+			a.waitRecordsIn(t, len(halves[0]))
+			e.waitCommitted(t, 60*time.Second)
+			if err := a.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("after SIGTERM: %v", err)
+			}
+			if !keepDir {
+				if err := os.RemoveAll(e.stateDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.waitGroupEmpty(t, 30*time.Second)
+			e.editConfig(map[string]string{
+				"      - {name: n, op: count}\n      - {name: total, op: sum, field: x}\n": "      - {name: hi, op: max, field: x}\n      - {name: sum_x, op: sum, field: x}\n      - {name: n, op: count}\n",
+			})
+			b := e.startProcess()
+			produce(t, e.in, append(append([]input(nil), halves[1]...), flush...))
+			e.waitCommitted(t, 60*time.Second)
+
+			all := append(append([]input(nil), halves[0]...), halves[1]...)
+			wantAll := finalsByID(t, e, append(all, flush...))
+			wantAfter := finalsByID(t, e, append(append([]input(nil), halves[1]...), flush...))
+			out := e.reader(e.out)
+			got := map[string]string{}
+			for deadline := time.Now().Add(60 * time.Second); len(got) < len(wantAll); out.poll(200 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after 60s, %d of %d final panes", len(got), len(wantAll))
+				}
+				for _, r := range out.got {
+					if strings.HasPrefix(r.key, "flush") || !gjson.Get(r.value, "pane.final").Bool() {
+						continue
+					}
+					id := r.headers["pane_id"]
+					if prev, ok := got[id]; ok && prev != r.value {
+						t.Fatalf("pane id %s twice with different content:\n%s\n%s", id, prev, r.value)
+					}
+					got[id] = r.value
+				}
+			}
+			partials := 0
+			for id, v := range got {
+				w, ok := wantAll[windowOf(id)]
+				if !ok {
+					t.Fatalf("final pane %s not in replay", v)
+				}
+				for _, name := range []string{"n", "sum_x"} {
+					if g, x := gjson.Get(v, "aggregates."+name).Raw, gjson.Get(w, "aggregates."+name).Raw; g != x {
+						t.Errorf("%s: %s = %s, replay of every record %s", id, name, g, x)
+					}
+				}
+				hi := gjson.Get(v, "aggregates.hi").Raw
+				if p := gjson.Get(v, "partial").Raw; p != "" {
+					partials++
+					if p != `["hi"]` {
+						t.Errorf("%s: partial %s, want [\"hi\"]", id, p)
+					}
+					if x := gjson.Get(wantAfter[windowOf(id)], "aggregates.hi").Raw; hi != x {
+						t.Errorf("%s: partial hi = %s, want the max since the change %s", id, hi, x)
+					}
+				} else if x := gjson.Get(w, "aggregates.hi").Raw; hi != x {
+					t.Errorf("%s: hi = %s, replay of every record %s (a window open at the change must say partial)", id, hi, x)
+				}
+			}
+			if partials == 0 {
+				t.Fatalf("no pane marked partial: the test stream left no window open at the change")
+			}
+			if !strings.Contains(b.stderr.String(), "applying") && keepDir {
+				t.Errorf("the start did not log its plan:\n%s", stderrTail(b, 20))
+			}
+			t.Logf("%d final panes, %d partial", len(got), partials)
+			_ = b.signal(t, syscall.SIGTERM)
+		})
+	}
+}
+
+// finalsByID replays recs under e's configuration and returns each final
+// pane by its window (key/start/end), flush windows left out.
+func finalsByID(t *testing.T, e *env, recs []input) map[string]string {
+	t.Helper()
+	panes, _ := runReplay(t, &e.cfg.Pipelines[0], recs, int(e.partitions))
+	out := map[string]string{}
+	for _, p := range panes {
+		if !gjson.Get(p, "pane.final").Bool() || strings.HasPrefix(gjson.Get(p, "key").Str, "flush") {
+			continue
+		}
+		out[fmt.Sprintf("%s/%d/%d", gjson.Get(p, "key").Str, gjson.Get(p, "window.start").Int(), gjson.Get(p, "window.end").Int())] = p
+	}
+	return out
+}
+
+// windowOf is the window part of a pane id.
+func windowOf(id string) string { return id[:strings.LastIndex(id, "/")] }
