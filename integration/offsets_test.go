@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,13 +10,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"go.uber.org/zap"
+
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/service"
 )
 
-// TestGroupOffsetWithoutStateStays: a partition the group has an offset for
-// but windowd's state knows nothing of (the changelog was reset, or an
-// operator moved the offset with kafka-consumer-groups) is consumed from
-// that offset, and the commit cycles keep it: while the partition delivers
+// TestGroupOffsetWithoutStateStays: a group with offsets but no changelog
+// is refused (a pipeline renamed with its group kept: docs/OPERATIONS.md,
+// Changing a deployed pipeline); once the operator creates the changelog
+// (a fresh start on purpose: the changelog was reset, or the offsets moved
+// with kafka-consumer-groups), a partition the group has an offset for but
+// windowd's state knows nothing of is consumed from that offset, and the commit cycles keep it: while the partition delivers
 // nothing, windowd must not commit the log start in its place (a restart
 // would then read the partition again from the beginning and count its
 // records twice). Where its consumption began also tells that it is
@@ -58,6 +65,20 @@ func TestGroupOffsetWithoutStateStays(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("commit the group offset: %v", err)
+			}
+
+			rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer rcancel()
+			if err := service.Run(rctx, e.cfg, service.Options{Log: zap.NewNop()}); !errors.Is(err, kafka.ErrOffsetsWithoutState) {
+				t.Fatalf("start with group offsets and no changelog: %v; want a refusal (%v)", err, kafka.ErrOffsetsWithoutState)
+			}
+			cl := e.group + "-p-changelog"
+			cresp, err := adm.CreateTopic(ctx, e.partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, cl)
+			if err == nil {
+				err = cresp.Err
+			}
+			if err != nil {
+				t.Fatalf("create topic %s: %v", cl, err)
 			}
 
 			inst := e.startInProcess()

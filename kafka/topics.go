@@ -78,6 +78,14 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			if topic == "" {
 				continue
 			}
+			if topic == changelog {
+				if err := stateOrNoOffsets(ctx, adm, &p, changelog); err != nil {
+					if serr := SecurityError(&cfg.Kafka, err, "group "+p.Input.Group+" offsets"); serr != nil {
+						return nil, serr
+					}
+					return nil, err
+				}
+			}
 			var configs map[string]*string
 			n := partitions
 			switch topic {
@@ -296,4 +304,72 @@ func PartitionCounts(ctx context.Context, adm *kadm.Client, topics ...string) (m
 		counts[topic] = int32(len(d.Partitions))
 	}
 	return counts, nil
+}
+
+// ErrOffsetsWithoutState: the group has committed offsets on the input but
+// the pipeline has no changelog, as after a rename that kept the group.
+var ErrOffsetsWithoutState = errors.New("offsets without state")
+
+// stateOrNoOffsets refuses to start a pipeline whose changelog does not
+// exist while its group has committed offsets on its input: the state of
+// the windows open at those offsets is elsewhere (a pipeline renamed with
+// its group kept: the changelog is named after the pipeline, so the new
+// name has none), and starting would lose their records (docs/OPERATIONS.md,
+// Changing a deployed pipeline). Creating the changelog is how an operator
+// says the fresh start is meant. A broker that cannot answer yet is asked
+// again.
+func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string) error {
+	var n int
+	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		var err error
+		if n, err = offsetsWithoutChangelog(ctx, adm, p, changelog); err == nil {
+			break
+		} else if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("pipeline %s: %w: group %s has committed offsets on %d partitions of %s, but the pipeline's changelog %s does not exist: "+
+		"was the pipeline renamed with its group kept? The open windows' state is in the old pipeline's changelog, and starting at those offsets would lose their records. "+
+		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: set the group's offsets where the pipeline should start and create the changelog topic %s "+
+		"(cleanup.policy=compact, the input's partition count) (docs/OPERATIONS.md, Changing a deployed pipeline)",
+		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, changelog)
+}
+
+// offsetsWithoutChangelog returns how many partitions of p's input the
+// group has committed offsets for when p's changelog does not exist (0
+// when it does).
+func offsetsWithoutChangelog(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string) (int, error) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(tctx, changelog)
+	if err != nil {
+		return 0, err
+	}
+	if d, ok := details[changelog]; ok && d.Err == nil {
+		return 0, nil
+	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, d.Err
+	}
+	offs, err := adm.FetchOffsets(tctx, p.Input.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return 0, nil // no group yet (kfake says so; Kafka answers no offsets)
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == p.Input.Topic && o.Err == nil && o.At >= 0 {
+			n++
+		}
+	})
+	return n, nil
 }
