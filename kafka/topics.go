@@ -79,7 +79,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 				continue
 			}
 			if topic == changelog {
-				if err := stateOrNoOffsets(ctx, adm, &p, changelog); err != nil {
+				if err := stateOrNoOffsets(ctx, adm, &p, changelog, log); err != nil {
 					if serr := SecurityError(&cfg.Kafka, err, "group "+p.Input.Group+" offsets"); serr != nil {
 						return nil, serr
 					}
@@ -318,7 +318,7 @@ var ErrOffsetsWithoutState = errors.New("offsets without state")
 // Changing a deployed pipeline). Creating the changelog is how an operator
 // says the fresh start is meant. A broker that cannot answer yet is asked
 // again.
-func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string) error {
+func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string, log *zap.Logger) error {
 	var n int
 	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		var err error
@@ -326,6 +326,9 @@ func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 			break
 		} else if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			return err
+		} else {
+			log.Warn("asking for the group's offsets and the changelog (retrying)", zap.String("pipeline", p.Name),
+				zap.String("group", p.Input.Group), zap.Error(err), zap.Duration("backoff", backoff))
 		}
 		select {
 		case <-ctx.Done():
