@@ -88,7 +88,6 @@ func TestRefusedChanges(t *testing.T) {
 		{"size", tumbling(10, agg("n", windowing.Count)), tumbling(20, agg("n", windowing.Count)), "window"},
 		{"hopping to tumbling", hop(10, 5), tumbling(10, agg("n", windowing.Count)), "window"},
 		{"hop", hop(10, 5), hop(10, 2), "window"},
-		{"sliced hopping to discarding", hop(10, 5), func() *config.Pipeline { p := hop(10, 5); p.Spec.Mode = windowing.Discarding; return p }(), "accumulation"},
 		{"key", tumbling(10, agg("n", windowing.Count)), func() *config.Pipeline {
 			p := tumbling(10, agg("n", windowing.Count))
 			p.Key.Field = "user"
@@ -203,3 +202,69 @@ func TestAccumulationChangeKeepsOpenWindowsMode(t *testing.T) {
 		t.Fatalf("panes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestHoppingSlicesGiveWayToTriggerOrMode: hopping windows are computed by
+// shared slices while the trigger, mode and aggregates allow it; a change
+// that does not (an early trigger, discarding) turns a key's slices into
+// its windows' own aggregates when the key is next read. Before, the key
+// went to the slicing path with a slice length of 0: integer divide by
+// zero in floorMod.
+func TestHoppingSlicesGiveWayToTriggerOrMode(t *testing.T) {
+	hop := func() *config.Pipeline {
+		p := tumbling(10, agg("n", windowing.Count), agg("s", windowing.Sum))
+		p.Spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: 10, Hop: 5}
+		p.Spec.Trigger.Late = false // sliced: no early or late trigger
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*config.Pipeline)
+	}{
+		{"early trigger added", func(p *config.Pipeline) { p.Spec.Trigger.EarlyCount = 2 }},
+		{"discarding", func(p *config.Pipeline) { p.Spec.Mode = windowing.Discarding }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			var panes []pane
+			var drops int
+			n, err := start(t, fs, hop(), &panes, &drops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.rec("a", 3, 1)
+			n.rec("a", 7, 2)
+			n.rec("a", 12, 4) // windows [0,10), [5,15), [10,20) open
+			n.stop()
+			cfg := hop()
+			c.edit(cfg)
+			if n, err = start(t, fs, cfg, &panes, &drops); err != nil {
+				t.Fatal(err)
+			}
+			n.rec("a", 8, 8)
+			n.rec("a", 14, 16)
+			n.finish()
+			// The last pane of each window: its whole content in
+			// accumulating mode, the records since its last pane in
+			// discarding mode (windows opened before the change keep
+			// accumulating).
+			last := map[string]pane{}
+			for _, p := range panes {
+				if p.final {
+					last[windowOf(p.id)] = p
+				}
+			}
+			want := map[string]string{"a/0/10": "n=3 s=11", "a/5/15": "n=4 s=30", "a/10/20": "n=2 s=20"}
+			for w, x := range want {
+				p, ok := last[w]
+				if !ok {
+					t.Fatalf("no final pane of %s:\n%s", w, fmtPanes(panes))
+				}
+				if got := "n=" + p.values["n"] + " s=" + p.values["s"]; got != x || p.mode != windowing.Accumulating {
+					t.Errorf("%s: final %s (%v), want %s accumulating:\n%s", w, got, p.mode, x, fmtPanes(panes))
+				}
+			}
+		})
+	}
+}
+
+func windowOf(id string) string { return id[:strings.LastIndex(id, "/")] }

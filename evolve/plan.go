@@ -133,13 +133,8 @@ func Compare(old, new *Definition) *Plan {
 			Rule: "decides when panes fire from the next record or timer on"})
 	}
 	if old.Accumulation != new.Accumulation {
-		c := Change{What: "accumulation", From: old.Accumulation, To: new.Accumulation, Class: Rule,
-			Rule: "windows open at the change keep the old mode until they close; windows opened after it use the new one"}
-		if slicedMode(old) && new.Accumulation == windowing.Discarding.String() {
-			c.Class = Incompatible
-			c.Rule = "hopping windows are computed by shared slices, which discarding panes cannot use; let the open windows close under the old mode first"
-		}
-		add(c)
+		add(Change{What: "accumulation", From: old.Accumulation, To: new.Accumulation, Class: Rule,
+			Rule: "windows open at the change keep the old mode until they close; windows opened after it use the new one"})
 	}
 	aggregateChanges(old.Aggregates, new.Aggregates, add)
 	if old.LayoutTag() != new.LayoutTag() {
@@ -152,12 +147,6 @@ func Compare(old, new *Definition) *Plan {
 	}
 	p.Next = &next
 	return p
-}
-
-// slicedMode reports whether d's hopping windows are computed by slicing
-// (windowing's sliceLen: hop < size, not discarding).
-func slicedMode(d *Definition) bool {
-	return strings.HasPrefix(d.Window, "hopping") && d.Accumulation != windowing.Discarding.String()
 }
 
 // withMode stores a layout's accumulation mode with its aggregates, as a

@@ -961,6 +961,11 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 		if err := e.codec.decode(b, ks); err != nil {
 			return nil, fmt.Errorf("key %q: %w", key, err)
 		}
+		if ks.sliced && e.sliceLen == 0 {
+			if err := e.unslice(ks); err != nil {
+				return nil, fmt.Errorf("key %q: %w", key, err)
+			}
+		}
 		ks.size += len(b) + len(ks.windows)*windowBaseSize + len(ks.slices)*sliceBaseSize
 		if ks.slide != nil {
 			ks.size += ks.slide.len() * sliceBaseSize

@@ -204,6 +204,27 @@ func (e *Engine) deriveSliced(ks *keyState, w *window) error {
 	return nil
 }
 
+// unslice turns a sliced key's windows into windows of their own
+// aggregates, each the merge of its slices (what its pane would show),
+// and drops the slices: the key was sliced under a definition whose
+// trigger, mode or aggregates allowed slicing and the current one does
+// not (docs/OPERATIONS.md, Changing a deployed pipeline).
+func (e *Engine) unslice(ks *keyState) error {
+	for _, w := range ks.windows {
+		if err := e.deriveSliced(ks, w); err != nil {
+			return err
+		}
+		w.acc = append([]accum(nil), e.merged...)
+		for _, sl := range ks.slices {
+			if sl.start >= w.start && sl.start < w.end {
+				w.partial |= sl.partial
+			}
+		}
+	}
+	ks.sliced, ks.slices, ks.dirty = false, nil, true
+	return nil
+}
+
 // dropSlices removes the slices no remaining window of ks contains.
 func (e *Engine) dropSlices(ks *keyState) {
 	keep := int64(math.MaxInt64)
