@@ -84,6 +84,9 @@ func TestInputPartitionsAdded(t *testing.T) {
 	if !strings.Contains(inst.stderr.String(), "input grew: added partitions to match") {
 		res.problems = append(res.problems, "windowd did not log that it grew the changelog")
 	}
+	if !strings.Contains(inst.stderr.String(), "the input grew while running") {
+		res.problems = append(res.problems, "windowd did not warn that keys moved to the new partitions split (and record the new count with its state)")
+	}
 	t.Logf("%d records, %d windows in replay, %d pane records", len(recs), len(want), res.records)
 	if len(res.problems) > 0 {
 		t.Fatalf("after the input grew from 2 to 4 partitions:\n%s", strings.Join(res.problems, "\n"))

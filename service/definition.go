@@ -80,3 +80,26 @@ func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
 	}
 	return p.storeDefinition()
 }
+
+// grewInput records partitions added to the input while running (mu held):
+// they are consumed (docs/OPERATIONS.md, Limits), and the stored count
+// follows, so that the next start does not take the growth for a change
+// made while stopped. The producer's partitioner may move keys to them;
+// without repartition such a key's windows are split between partitions'
+// states, which windowd can only warn about.
+func (p *pipeline) grewInput(parts []int32) error {
+	if p.rp != nil || p.def.Partitions == 0 {
+		return nil
+	}
+	n := p.def.Partitions
+	for _, part := range parts {
+		n = max(n, part+1)
+	}
+	if n == p.def.Partitions {
+		return nil
+	}
+	p.log.Warn("the input grew while running: keys the producer's partitioner moves to the new partitions have their windows split between two partitions' states (each emits its own panes); set repartition: true to be safe from this",
+		zap.Int32("from_partitions", p.def.Partitions), zap.Int32("to_partitions", n))
+	p.def.Partitions = n
+	return p.storeDefinition()
+}

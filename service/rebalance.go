@@ -68,6 +68,9 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			p.inputID = id
 		}
 	}
+	if err := p.grewInput(parts); err != nil {
+		return err
+	}
 	if err := p.growChangelog(ctx, parts); err != nil {
 		return err
 	}
