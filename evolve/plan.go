@@ -91,10 +91,9 @@ func (p *Plan) Text() string {
 
 // RefusalHelp is the choices an operator has when a plan is refused.
 const RefusalHelp = "choices: (1) deploy the previous configuration again; " +
-	"(2) start the changed pipeline on fresh state: stop every instance, delete the pipeline's changelog topic and every instance's state directory " +
-	"of the pipeline, set the group's offsets to where the new pipeline should start (kafka-consumer-groups.sh --reset-offsets: " +
-	"the committed offsets as they are, --to-earliest, or --to-datetime), then start every instance " +
-	"(docs/OPERATIONS.md, Changing a deployed pipeline)"
+	"(2) start the changed pipeline on fresh state: stop every instance, run `windowd reset --config FILE --pipeline NAME --to committed|earliest|latest|<RFC 3339 time>` " +
+	"(it deletes the pipeline's changelog and this instance's state directory, and sets the group's offsets; other instances discard their state at start), " +
+	"then start every instance (docs/OPERATIONS.md, Changing a deployed pipeline)"
 
 // Error is a refused plan as an error.
 func (p *Plan) Error(where string) error {

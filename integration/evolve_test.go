@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -10,6 +11,10 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/service"
 )
 
 // TestConfigChangeOnRestart (docs/OPERATIONS.md, Changing a deployed
@@ -134,3 +139,65 @@ func finalsByID(t *testing.T, e *env, recs []input) map[string]string {
 
 // windowOf is the window part of a pane id.
 func windowOf(id string) string { return id[:strings.LastIndex(id, "/")] }
+
+// TestRefusedOnRestart (docs/OPERATIONS.md, Changing a deployed pipeline):
+// after a run that left windows open, a start with the input grown while
+// stopped, or with the pipeline renamed and its group kept, is refused
+// with the change named; the previous configuration still starts.
+func TestRefusedOnRestart(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, e *env)
+		want   string
+	}{
+		{"input grew while stopped", func(t *testing.T, e *env) {
+			adm := kadm.NewClient(newClient(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := adm.CreatePartitions(ctx, 2, e.in); err != nil {
+				t.Fatal(err)
+			}
+		}, "incompatible: input partitions: 2 → 4"},
+		{"pipeline renamed, group kept", func(t *testing.T, e *env) {
+			e.editConfig(map[string]string{"  - name: p\n": "  - name: q\n"})
+		}, "was the pipeline renamed with its group kept"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" && strings.HasPrefix(c.name, "input") {
+				t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
+			}
+			parallel(t, 3*time.Second)
+			e := newEnv(t, 2, "")
+			var recs []input
+			for p := int32(0); p < e.partitions; p++ {
+				u := fmt.Sprintf("u%d", p)
+				recs = append(recs, input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":1}`, u, base)})
+			}
+			a := e.startInProcess()
+			produce(t, e.in, recs)
+			a.waitRecordsIn(t, len(recs))
+			e.waitCommitted(t, 60*time.Second)
+			if err := a.stop(); err != nil {
+				t.Fatal(err)
+			}
+			orig := readFile(t, e.cfgPath)
+			c.change(t, e)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err := service.Run(ctx, e.cfg, service.Options{Log: zap.NewNop()})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "hoices") {
+				t.Fatalf("start after the change: %v; want a refusal with %q and the choices", err, c.want)
+			}
+			if strings.HasPrefix(c.name, "pipeline") {
+				writeFile(t, e.cfgPath, orig)
+				e.editConfig(map[string]string{})
+				b := e.startInProcess()
+				produce(t, e.in, flushRecords(e.partitions))
+				e.waitCommitted(t, 60*time.Second)
+				if err := b.stop(); err != nil {
+					t.Fatalf("the previous configuration: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -19,16 +19,16 @@ import (
 // dead-letter and late topics with the input's partition count, and the
 // changelog (and a repartitioned pipeline's internal topic) with as many
 // partitions as the pipeline's windowing stage consumes. It returns each
-// pipeline's input partition count. It is the
+// pipeline's input partition count and its changelog's topic id. It is the
 // first connection to the cluster: a broker that cannot be reached or a
 // missing input topic is retried, but credentials, a certificate or
 // permissions that the cluster refuses stop it at once (SecurityError).
-func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]int32, error) {
+func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]Topics, error) {
 	opts, err := ClientOpts(cfg, brokers, log)
 	if err != nil {
 		return nil, err
 	}
-	inputs := map[string]int32{}
+	inputs := map[string]Topics{}
 	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
 		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")
 	}
@@ -68,7 +68,6 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 			case <-time.After(backoff):
 			}
 		}
-		inputs[p.Name] = partitions
 		changelog := ChangelogTopic(&p)
 		internal, stateParts := "", partitions
 		if p.Repartition != nil {
@@ -132,8 +131,19 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log
 				return nil, fmt.Errorf("create topic %s: %w", topic, err)
 			}
 		}
+		id, err := TopicID(ctx, adm, changelog)
+		if err != nil {
+			return nil, err
+		}
+		inputs[p.Name] = Topics{Partitions: partitions, ChangelogID: id}
 	}
 	return inputs, nil
+}
+
+// Topics is what EnsureTopics found of a pipeline's topics.
+type Topics struct {
+	Partitions  int32    // of the input topic
+	ChangelogID [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
 }
 
 // checkPartitions refuses an existing repartition topic with another
@@ -315,8 +325,8 @@ var ErrOffsetsWithoutState = errors.New("offsets without state")
 // the windows open at those offsets is elsewhere (a pipeline renamed with
 // its group kept: the changelog is named after the pipeline, so the new
 // name has none), and starting would lose their records (docs/OPERATIONS.md,
-// Changing a deployed pipeline). Creating the changelog is how an operator
-// says the fresh start is meant. A broker that cannot answer yet is asked
+// Changing a deployed pipeline). `windowd reset` creates the changelog:
+// that is how an operator says the fresh start is meant. A broker that cannot answer yet is asked
 // again.
 func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline, changelog string, log *zap.Logger) error {
 	var n int
@@ -341,9 +351,9 @@ func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 	}
 	return fmt.Errorf("pipeline %s: %w: group %s has committed offsets on %d partitions of %s, but the pipeline's changelog %s does not exist: "+
 		"was the pipeline renamed with its group kept? The open windows' state is in the old pipeline's changelog, and starting at those offsets would lose their records. "+
-		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: set the group's offsets where the pipeline should start and create the changelog topic %s "+
-		"(cleanup.policy=compact, the input's partition count) (docs/OPERATIONS.md, Changing a deployed pipeline)",
-		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, changelog)
+		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: `windowd reset --config FILE --pipeline %s --to committed|earliest|latest|<RFC 3339 time>` "+
+		"(docs/OPERATIONS.md, Changing a deployed pipeline)",
+		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, p.Name)
 }
 
 // offsetsWithoutChangelog returns how many partitions of p's input the

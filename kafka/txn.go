@@ -95,11 +95,11 @@ func TopicID(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, err
 	defer cancel()
 	tds, err := adm.ListTopics(lctx, topic)
 	if err != nil {
-		return [16]byte{}, fmt.Errorf("looking up input topic %s: %w", topic, err)
+		return [16]byte{}, fmt.Errorf("looking up topic %s: %w", topic, err)
 	}
 	td, ok := tds[topic]
 	if !ok || td.Err != nil {
-		return [16]byte{}, fmt.Errorf("looking up input topic %s: %v", topic, td.Err)
+		return [16]byte{}, fmt.Errorf("looking up topic %s: %v", topic, td.Err)
 	}
 	return td.ID, nil
 }

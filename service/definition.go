@@ -3,10 +3,14 @@ package service
 import (
 	"bytes"
 	"fmt"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/evolve"
+	"github.com/windowd/windowd/state"
 )
 
 // The pipeline's definition (package evolve) is stored with its state: in
@@ -15,7 +19,10 @@ import (
 // marker (changelog.go). A start compares it with the configuration and
 // refuses a change the state cannot follow (docs/OPERATIONS.md, Changing a
 // deployed pipeline); a restore compares the changelog's.
-const metaDefinition = "definition"
+const (
+	metaDefinition  = "definition"
+	metaChangelogID = "changelog_id" // the topic id of the changelog the local state was logged to
+)
 
 var definitionKey = []byte{'d'}
 
@@ -102,4 +109,44 @@ func (p *pipeline) grewInput(parts []int32) error {
 		zap.Int32("from_partitions", p.def.Partitions), zap.Int32("to_partitions", n))
 	p.def.Partitions = n
 	return p.storeDefinition()
+}
+
+// openState opens the pipeline's state directory, first emptying it when
+// its state was logged to a changelog that has been deleted since (a fresh
+// start: `windowd reset`, or the topic deleted by hand): that state would
+// continue windows the pipeline no longer has.
+func (p *pipeline) openState(dir string, opts state.Options, changelogID [16]byte) (*state.DB, error) {
+	db, err := state.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	had, err := db.GetMeta(metaChangelogID)
+	if err == nil && had != nil && !bytes.Equal(had, changelogID[:]) {
+		p.log.Warn("the changelog was deleted and created again since the local state was written (a fresh start): the local state is discarded",
+			zap.String("changelog", p.clTopic), zap.String("dir", dir))
+		if err = db.Close(); err == nil {
+			if err = removeState(opts.FS, dir); err == nil {
+				db, err = state.Open(dir, opts)
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if err == nil {
+		err = db.PutMeta(metaChangelogID, changelogID[:])
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pipeline %s: state %s: %w", p.cfg.Name, dir, err)
+	}
+	return db, nil
+}
+
+// removeState deletes a state directory in fs (nil: the OS's).
+func removeState(fs vfs.FS, dir string) error {
+	if fs == nil {
+		return os.RemoveAll(dir)
+	}
+	return fs.RemoveAll(dir)
 }

@@ -189,7 +189,8 @@ func (l *lockedWriter) writeLine(b []byte) {
 // newPipeline builds the pipeline of cfg, whose input topic has inputs
 // partitions; a repartitioned pipeline runs as stage 2 over the internal
 // topic, with its stage 1 beside it.
-func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, inputs int32, deps deps) (*pipeline, error) {
+func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topics kafka.Topics, deps deps) (*pipeline, error) {
+	inputs := topics.Partitions
 	clTopic := kafka.ChangelogTopic(cfg)
 	orig := cfg
 	var rp *stage2
@@ -222,14 +223,15 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, input
 	}
 	p.prodCtx, p.prodCancel = context.WithCancel(context.Background())
 	dir := filepath.Join(c.State.Dir, cfg.Name)
-	db, err := state.Open(dir, state.Options{
+	stateOpts := state.Options{
 		FS:   deps.faults.FS,
 		Logf: func(format string, args ...any) { p.log.Error("pebble: " + fmt.Sprintf(format, args...)) },
 		Fatal: func(msg string) {
 			p.m.ready.WithLabelValues(cfg.Name).Set(0)
 			deps.fatal(fmt.Sprintf("pipeline %s: %s", cfg.Name, msg))
 		},
-	})
+	}
+	db, err := p.openState(dir, stateOpts, topics.ChangelogID)
 	if err != nil {
 		return nil, err
 	}

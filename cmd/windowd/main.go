@@ -26,6 +26,7 @@ usage:
   windowd run      --config FILE [--log-format json|console] [--log-level info]
   windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress]
   windowd validate --config FILE [--against-state DIR]
+  windowd reset    --config FILE [--pipeline NAME] [--to committed|earliest|latest|TIME]
   windowd version
 `
 
@@ -46,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdReplay(args[1:], stdin, stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "reset":
+		return cmdReset(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "windowd", version())
 		return 0
