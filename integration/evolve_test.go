@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -200,4 +201,69 @@ func TestRefusedOnRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResetAfterRefusedChange: a window change is refused; `windowd reset
+// --to earliest` (the group stopped) deletes the changelog and the local
+// state and moves the group's offsets to the start; the changed pipeline
+// then computes every window of the input under the new definition, with
+// nothing of the old state in its panes.
+func TestResetAfterRefusedChange(t *testing.T) {
+	parallel(t, 5*time.Second)
+	e := newEnv(t, 2, "")
+	e.editConfig(map[string]string{
+		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+		"      late: {every: 0s}\n":   "",
+	})
+	rng := rand.New(rand.NewSource(9))
+	var halves [2][]input
+	for p := int32(0); p < e.partitions; p++ {
+		for i := 0; i < 80; i++ {
+			u := fmt.Sprintf("u%d-%d", p, rng.Intn(3))
+			ts := base + int64(i)*1000 + int64(rng.Intn(900))
+			halves[i*2/80] = append(halves[i*2/80], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
+		}
+	}
+	a := e.startProcess()
+	produce(t, e.in, halves[0])
+	a.waitRecordsIn(t, len(halves[0]))
+	e.waitCommitted(t, 60*time.Second)
+	if err := a.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	e.waitGroupEmpty(t, 30*time.Second)
+
+	out2 := uniqueName(t, "out2")
+	e.editConfig(map[string]string{
+		"    window: {type: tumbling, size: 10s}\n": "    window: {type: tumbling, size: 20s}\n",
+		"    output: {topic: " + e.out + "}\n":       "    output: {topic: " + out2 + "}\n",
+	})
+	e.out = out2
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := service.Run(ctx, e.cfg, service.Options{Log: zap.NewNop()}); err == nil || !strings.Contains(err.Error(), "incompatible: window") {
+		t.Fatalf("start with the window resized: %v; want a refusal naming the window", err)
+	}
+	out, err := exec.Command(windowdBinary(t), "reset", "--config", e.cfgPath, "--to", "earliest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("windowd reset: %v\n%s", err, out)
+	}
+
+	b := e.startProcess()
+	flush := flushRecords(e.partitions)
+	produce(t, e.in, append(append([]input(nil), halves[1]...), flush...))
+	e.waitCommitted(t, 60*time.Second)
+	all := append(append(append([]input(nil), halves[0]...), halves[1]...), flush...)
+	panes, errs := runReplay(t, &e.cfg.Pipelines[0], all, int(e.partitions))
+	if len(errs) > 0 {
+		t.Fatalf("replay: %v", errs)
+	}
+	var want []string
+	for _, p := range panes {
+		if !strings.HasPrefix(gjson.Get(p, "key").Str, "flush") {
+			want = append(want, p)
+		}
+	}
+	checkAgainstReplay(t, e, want)
+	_ = b.signal(t, syscall.SIGTERM)
 }
