@@ -239,16 +239,20 @@ func (e *Engine) FinishLayouts(p int32) error {
 }
 
 func (e *Engine) restorePending(ready func(uint32) bool, only ...int32) error {
-	keep := e.pending[:0]
+	// restoreKey changes e.pending (it forgets the key's held-back
+	// value first): walk a list of its own.
+	list := e.pending
+	e.pending = nil
+	var keep []pendingKey
 	var err error
-	for _, k := range e.pending {
+	for _, k := range list {
 		if err != nil || !ready(tagOf(k.value)) || (len(only) > 0 && k.part != only[0]) {
 			keep = append(keep, k)
 			continue
 		}
 		err = e.restoreKey(k.part, k.key, k.value, false)
 	}
-	e.pending = keep
+	e.pending = append(keep, e.pending...)
 	if err != nil {
 		return err
 	}
