@@ -723,7 +723,7 @@ func (d *decoder) cumulate(m *mapping) windowing.WindowSpec {
 	if unitOK && unit != windowing.Week && m.has("week_start") {
 		d.errorf(m.keyAt("week_start"), m.child("week_start"), "week_start is only valid with unit: week")
 	}
-	if unitOK && stepOK {
+	if unitOK && stepOK && step > 0 {
 		switch {
 		case unit == windowing.Hour:
 			d.errorf(m.valueAt("unit"), m.child("unit"), "cumulate periods are days, weeks, months or years; for an hour use size: 1h")
