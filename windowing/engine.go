@@ -771,11 +771,13 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		return err
 	}
 	for _, a := range absorbed {
-		if err := e.dropTimers(ks, a); err != nil {
-			return err
-		}
+		// Read a's timer before dropTimers cancels it: the earliest
+		// pending deadline is the merged window's (issue 48).
 		if ok, d := a.procOf(late); ok && (!hasProc || d < proc) {
 			hasProc, proc = true, d
+		}
+		if err := e.dropTimers(ks, a); err != nil {
+			return err
 		}
 		survivor.partial |= a.partial
 		if a.mode == Retracting && a.last != nil {
