@@ -31,20 +31,7 @@ func TestConfigChangeOnRestart(t *testing.T) {
 	for _, keepDir := range []bool{true, false} {
 		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
 			parallel(t, 6*time.Second)
-			e := newEnv(t, 2, "")
-			e.editConfig(map[string]string{
-				"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-				"      late: {every: 0s}\n":   "",
-			})
-			rng := rand.New(rand.NewSource(5))
-			var halves [2][]input
-			for p := int32(0); p < e.partitions; p++ {
-				for i := 0; i < 120; i++ {
-					u := fmt.Sprintf("u%d-%d", p, rng.Intn(3))
-					ts := base + int64(i)*1000 + int64(rng.Intn(900))
-					halves[i*2/120] = append(halves[i*2/120], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
-				}
-			}
+			e, halves := evolveEnv(t, 5, 120)
 			flush := flushRecords(e.partitions)
 
 			a := e.startProcess()
@@ -231,20 +218,7 @@ func TestRefusedOnRestart(t *testing.T) {
 // nothing of the old state in its panes.
 func TestResetAfterRefusedChange(t *testing.T) {
 	parallel(t, 5*time.Second)
-	e := newEnv(t, 2, "")
-	e.editConfig(map[string]string{
-		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":   "",
-	})
-	rng := rand.New(rand.NewSource(9))
-	var halves [2][]input
-	for p := int32(0); p < e.partitions; p++ {
-		for i := 0; i < 80; i++ {
-			u := fmt.Sprintf("u%d-%d", p, rng.Intn(3))
-			ts := base + int64(i)*1000 + int64(rng.Intn(900))
-			halves[i*2/80] = append(halves[i*2/80], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
-		}
-	}
+	e, halves := evolveEnv(t, 9, 80)
 	a := e.startProcess()
 	produce(t, e.in, halves[0])
 	a.waitRecordsIn(t, len(halves[0]))
@@ -287,4 +261,25 @@ func TestResetAfterRefusedChange(t *testing.T) {
 	}
 	checkAgainstReplay(t, e, want)
 	_ = b.signal(t, syscall.SIGTERM)
+}
+
+// evolveEnv is a two-partition pipeline with allowed_lateness 0s and no
+// late firing, and its input in two halves: perPart records per partition
+// in event-time order over keys u<p>-0..2, from the random source seed.
+func evolveEnv(t *testing.T, seed int64, perPart int) (*env, [2][]input) {
+	e := newEnv(t, 2, "")
+	e.editConfig(map[string]string{
+		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+		"      late: {every: 0s}\n":   "",
+	})
+	rng := rand.New(rand.NewSource(seed))
+	var halves [2][]input
+	for p := int32(0); p < e.partitions; p++ {
+		for i := 0; i < perPart; i++ {
+			u := fmt.Sprintf("u%d-%d", p, rng.Intn(3))
+			ts := base + int64(i)*1000 + int64(rng.Intn(900))
+			halves[i*2/perPart] = append(halves[i*2/perPart], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))})
+		}
+	}
+	return e, halves
 }
