@@ -83,7 +83,7 @@ func createTopic(t *testing.T, name string, partitions int32) {
 	adm := kadm.NewClient(newClient(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name) // the brokers' default replication
 	if err == nil {
 		err = resp.Err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
@@ -13,6 +14,10 @@ import (
 // PartitionsSeenWithin bounds how long partitions added to a topic stay
 // unseen by a group member (franz-go's metadata refresh interval).
 const PartitionsSeenWithin = 10 * time.Second
+
+// groupRetryMargin is how much longer than the session timeout a group
+// request is retried while its coordinator is unreachable (GroupOpts).
+const groupRetryMargin = 20 * time.Second
 
 // ClientOpts are the connection options every Kafka client of windowd
 // shares (consumers, producers, admin, generator): brokers, client id,
@@ -30,6 +35,7 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
 		kgo.WithCompressor(comp),
 	}
+	opts = append(opts, failoverOpts...)
 	if c.Kafka.TLS != nil {
 		tc, err := tlsConfig(c.Kafka.TLS)
 		if err != nil {
@@ -47,10 +53,35 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 	return opts, nil
 }
 
-// kgoLogger adapts zap to franz-go's logger (warnings and errors only).
+// failoverOpts make a client find a moved partition leader or coordinator
+// within about a second of the cluster naming it, instead of franz-go's
+// defaults (metadata refreshed at most every 5 s, retries backing off to 5 s,
+// 20 tries): when a broker dies, its partitions and coordinators move only
+// once the controller has fenced it (broker.session.timeout.ms, 9 s by
+// default), and a client that backs off for seconds more stalls the
+// pipeline for that much longer (docs/OPERATIONS.md, Broker failures).
+// Retries stay bounded by franz-go's per-request retry timeout (30 s;
+// the group's requests: GroupOpts).
+var failoverOpts = []kgo.Opt{
+	kgo.MetadataMinAge(time.Second),
+	kgo.RetryBackoffFn(func(tries int) time.Duration {
+		return min(100*time.Millisecond<<min(tries, 4), time.Second)
+	}),
+	kgo.RequestRetries(100),
+}
+
+// kgoLogger adapts zap to franz-go's logger: warnings and errors, and with
+// --log-level debug also franz-go's info lines (as debug: every group and
+// transaction step, which coordinator a request went to, why a
+// transaction did not commit).
 type kgoLogger struct{ l *zap.Logger }
 
-func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Core().Enabled(zap.DebugLevel) {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
 
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	fields := make([]zap.Field, 0, len(keyvals)/2)
@@ -73,6 +104,20 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 func GroupOpts(base []kgo.Opt, c *config.Config, group, topic string) []kgo.Opt {
 	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
 	return append(append([]kgo.Opt(nil), base...),
+		// A heartbeat, join or sync that finds its coordinator dead is
+		// retried until the cluster has moved the coordinator and well
+		// past it (franz-go's default gives up after the session timeout,
+		// shorter than the controller's 9 s to fence a dead broker): the
+		// new coordinator loads the group with every member's session
+		// restarted, so the member keeps its partitions and state
+		// instead of losing them and rejoining.
+		kgo.RetryTimeoutFn(func(key int16) time.Duration {
+			switch key {
+			case (*kmsg.JoinGroupRequest)(nil).Key(), (*kmsg.SyncGroupRequest)(nil).Key(), (*kmsg.HeartbeatRequest)(nil).Key():
+				return session + groupRetryMargin
+			}
+			return 30 * time.Second
+		}),
 		// Partitions added to the input (kafka-topics --alter) are seen
 		// within this: the group leader then rebalances them in.
 		kgo.MetadataMaxAge(PartitionsSeenWithin),

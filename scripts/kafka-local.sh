@@ -5,6 +5,7 @@
 #   scripts/kafka-local.sh stop           stop the broker (no-op when not running)
 #   scripts/kafka-local.sh status         exit 0 iff the broker is running and answering
 #   scripts/kafka-local.sh wait           wait until the broker answers (up to the start timeout)
+#   scripts/kafka-local.sh fetch          only fetch the Kafka jars into the cache (if not there yet)
 #   scripts/kafka-local.sh topics ARGS..  run kafka-topics (TopicCommand) against the broker,
 #                                         e.g. topics --create --topic t --partitions 4
 #
@@ -25,6 +26,13 @@
 #   WINDOWD_KAFKA_M2_REPO          Maven local repository (default $HOME/.m2/repository)
 #   WINDOWD_KAFKA_CLUSTER_ID       KRaft cluster id    (default: a fixed id)
 #   JAVA_HOME                      used for java (and keytool) when set
+#
+# One node of a cluster (scripts/kafka-cluster.sh sets these for each node):
+#   WINDOWD_KAFKA_NODE_ID          node.id of this broker+controller (default 1)
+#   WINDOWD_KAFKA_VOTERS           the controller quorum, id@host:port,... (controller.quorum.voters);
+#                                  unset: a single standalone controller on CONTROLLER_PORT
+#   WINDOWD_KAFKA_REPLICATION      replication factor of new and internal topics (default 1);
+#                                  min.insync.replicas is 2 when it is 3 or more, else 1
 #
 # Security listeners (opt-in; without WINDOWD_KAFKA_SECURITY=1 nothing below applies):
 #   WINDOWD_KAFKA_SECURITY=1       start also adds, next to the PLAINTEXT listener (unchanged):
@@ -61,6 +69,9 @@ SASL_SSL_PORT="${WINDOWD_KAFKA_SASL_SSL_PORT:-9094}"
 MTLS_PORT="${WINDOWD_KAFKA_MTLS_PORT:-9095}"
 SCRAM_USER="${WINDOWD_KAFKA_SCRAM_USER:-windowd}"
 SCRAM_PASSWORD="${WINDOWD_KAFKA_SCRAM_PASSWORD:-windowd-secret}"
+NODE_ID="${WINDOWD_KAFKA_NODE_ID:-1}"
+VOTERS="${WINDOWD_KAFKA_VOTERS:-}"
+REPLICATION="${WINDOWD_KAFKA_REPLICATION:-1}"
 
 DATA_DIR="${DATA_DIR%/}"
 LIB_DIR="$CACHE_DIR/lib"
@@ -82,13 +93,13 @@ WHERE="on $HOST:$PORT" # where the service answers, for messages
 source "$SCRIPT_DIR/service-lib.sh"
 
 usage() {
-	echo "usage: $0 start|stop|status|wait|topics [kafka-topics args...]" >&2
+	echo "usage: $0 start|stop|status|wait|fetch|topics [kafka-topics args...]" >&2
 	exit 2
 }
 
 check_settings() {
 	local v
-	for v in PORT CONTROLLER_PORT START_TIMEOUT; do
+	for v in PORT CONTROLLER_PORT START_TIMEOUT NODE_ID REPLICATION; do
 		[[ ${!v} =~ ^[0-9]+$ ]] || die "kafka: $v must be a number, got '${!v}'"
 	done
 	[[ $PORT != "$CONTROLLER_PORT" ]] || die "kafka: WINDOWD_KAFKA_PORT and WINDOWD_KAFKA_CONTROLLER_PORT must differ"
@@ -223,7 +234,14 @@ render_config() {
 	tpl="${tpl//@PORT@/"$PORT"}"
 	tpl="${tpl//@CONTROLLER_PORT@/"$CONTROLLER_PORT"}"
 	tpl="${tpl//@DATA_DIR@/"$DATA_DIR"}"
+	tpl="${tpl//@NODE_ID@/"$NODE_ID"}"
+	tpl="${tpl//@REPLICATION@/"$REPLICATION"}"
+	local min_isr=1
+	((REPLICATION < 3)) || min_isr=2
+	tpl="${tpl//@MIN_ISR@/"$min_isr"}"
 	printf '%s\n' "$tpl" >"$CONFIG_FILE"
+	[[ -z $VOTERS ]] || sed -i "s|^controller\.quorum\.bootstrap\.servers=.*|controller.quorum.voters=$VOTERS|" "$CONFIG_FILE"
+	grep -q "^node.id=$NODE_ID\$" "$CONFIG_FILE" || die "kafka: could not render $CONFIG_FILE"
 	[[ -n $SECURITY ]] || return 0
 
 	local secure="SASL_SSL://$HOST:$SASL_SSL_PORT,SSL://$HOST:$MTLS_PORT" store_pass
@@ -406,7 +424,10 @@ cmd_start() {
 		fi
 		render_config
 
-		if ! kafka_tool kafka.tools.StorageTool format --standalone -t "$CLUSTER_ID" -c "$CONFIG_FILE" "${format_args[@]}" \
+		# A static quorum (VOTERS) is formatted without --standalone.
+		local -a quorum_args=(--standalone)
+		[[ -z $VOTERS ]] || quorum_args=()
+		if ! kafka_tool kafka.tools.StorageTool format "${quorum_args[@]}" -t "$CLUSTER_ID" -c "$CONFIG_FILE" "${format_args[@]}" \
 			>"$DATA_DIR/format.log" 2>&1; then
 			die "kafka: storage format failed, see $DATA_DIR/format.log"
 		fi
@@ -466,6 +487,10 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 wait) cmd_wait ;;
+fetch)
+	check_java
+	ensure_lib
+	;;
 topics) cmd_topics "$@" ;;
 -h | --help | help) usage ;;
 *) usage ;;
