@@ -77,13 +77,18 @@ type mount struct {
 
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	return loadComposeFile(t, "docker-compose.yml")
+}
+
+func loadComposeFile(t *testing.T, name string) composeFile {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var c composeFile
 	if err := yaml.Unmarshal(data, &c); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	return c
 }
@@ -957,5 +962,76 @@ func TestComposeDockerignore(t *testing.T) {
 		if !excluded(p) {
 			t.Errorf(".dockerignore does not exclude %s", p)
 		}
+	}
+}
+
+// docker-compose.cluster.yml, laid over docker-compose.yml, is a three-node
+// KRaft quorum with replication 3 and min ISR 2 everywhere, and windowd's
+// cluster config names every node (docs/OPERATIONS.md, Broker failures).
+func TestComposeCluster(t *testing.T) {
+	base, over := loadCompose(t), loadComposeFile(t, "docker-compose.cluster.yml")
+	nodes := []string{"kafka", "kafka-2", "kafka-3"}
+	var voters []string
+	for i, name := range nodes {
+		voters = append(voters, fmt.Sprintf("%d@%s:9093", i+1, name))
+	}
+	var plaintext []string
+	for i, name := range nodes {
+		env := environment(t, name, composeSvc(t, over, name))
+		want := map[string]string{
+			"KAFKA_NODE_ID":                                          strconv.Itoa(i + 1),
+			"KAFKA_CONTROLLER_QUORUM_VOTERS":                         strings.Join(voters, ","),
+			"KAFKA_DEFAULT_REPLICATION_FACTOR":                       "3",
+			"KAFKA_MIN_INSYNC_REPLICAS":                              "2",
+			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":                 "3",
+			"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR":         "3",
+			"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":                    "2",
+			"KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "3",
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s: %s = %q, want %q", name, k, env[k], v)
+			}
+		}
+		if env["CLUSTER_ID"] == "" || env["CLUSTER_ID"] != environment(t, "kafka", composeSvc(t, over, "kafka"))["CLUSTER_ID"] {
+			t.Errorf("%s: CLUSTER_ID %q, want kafka's", name, env["CLUSTER_ID"])
+		}
+		for _, l := range strings.Split(env["KAFKA_ADVERTISED_LISTENERS"], ",") {
+			if addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PLAINTEXT://"); ok {
+				plaintext = append(plaintext, addr)
+			}
+		}
+		if name != "kafka" {
+			s := composeSvc(t, over, name)
+			if s.Image != composeSvc(t, base, "kafka").Image {
+				t.Errorf("%s: image %q, want kafka's %q", name, s.Image, composeSvc(t, base, "kafka").Image)
+			}
+			if !strings.Contains(fmt.Sprint(s.Healthcheck["test"]), "kafka-broker-api-versions.sh") {
+				t.Errorf("%s: no broker healthcheck", name)
+			}
+			for _, m := range mounts(t, name, s) {
+				if _, ok := over.Volumes[m.source]; !m.bind && !ok {
+					t.Errorf("%s uses volume %q, not declared under volumes:", name, m.source)
+				}
+			}
+			if cond := dependsOn(t, "windowd", composeSvc(t, over, "windowd"))[name]; cond != "service_healthy" {
+				t.Errorf("windowd depends on %s with condition %q, want service_healthy", name, cond)
+			}
+		}
+	}
+	if cmd := fmt.Sprint(composeSvc(t, over, "kafka-init").Command); !strings.Contains(cmd, "--replication-factor 3") {
+		t.Errorf("kafka-init creates the input topics without --replication-factor 3: %s", cmd)
+	}
+	// windowd's config (the override's mount at the base's --config path)
+	// loads and names every node's PLAINTEXT listener.
+	w := composeSvc(t, over, "windowd")
+	w.Command = composeSvc(t, base, "windowd").Command
+	file := hostPath(t, "windowd", mountAt(t, "windowd", w, configPath(t, w)))
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatalf("%s does not load:\n%v", file, err)
+	}
+	if !slices.Equal(cfg.Kafka.Brokers, plaintext) {
+		t.Errorf("%s: brokers %q, want every node's PLAINTEXT listener %q", file, cfg.Kafka.Brokers, plaintext)
 	}
 }
