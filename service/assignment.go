@@ -28,6 +28,7 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 	p.rel.awaitSettle = true
 	p.rel.revokes++
 	if !revoked {
+		p.rel.lost = append(p.rel.lost, parts...)
 		p.inGroup.Store(false)
 	}
 	logHandOver(p.log, parts, revoked)
@@ -125,4 +126,39 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	}
 	p.rel.Unlock()
 	return nil
+}
+
+// keepLost (mu held, in a rollback under exactly_once) keeps the state of
+// the partitions lost since the last rollback for two session timeouts
+// instead of dropping it: a loss is usually the member's own session
+// (a pause, a coordinator that could not be reached), and the group hands
+// the partitions back when the member rejoins. The rollback has just
+// returned their state to the last committed transaction, which is the
+// changelog up to the state's position, so a partition assigned back reads
+// only the changelog's tail: what another member committed meanwhile, if
+// any (restorejob.go). A partition not assigned back in time is dropped
+// (dropExpiredHolds).
+func (p *pipeline) keepLost() {
+	p.rel.Lock()
+	lost := p.rel.lost
+	p.rel.lost = nil
+	p.rel.Unlock()
+	until := p.now().Add(2 * p.session)
+	var kept []int32
+	for _, part := range lost {
+		if _, ok := p.mu.clNext[part]; ok {
+			p.mu.keptLost[part] = until
+			kept = append(kept, part)
+		}
+	}
+	if len(kept) > 0 {
+		p.log.Info("keeping the state of lost partitions as of the last committed transaction, for the group to hand them back",
+			zap.Int32s("partitions", kept), zap.Duration("at_most", 2*p.session))
+	}
+}
+
+// keptFor reports whether a lost partition's state is still kept (mu held).
+func (p *pipeline) keptFor(part int32) bool {
+	until, ok := p.mu.keptLost[part]
+	return ok && p.now().Before(until)
 }

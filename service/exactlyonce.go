@@ -285,6 +285,7 @@ func (p *pipeline) rollback() error {
 	p.eng, p.mu.countedEvictions = eng, 0
 	p.mu.gated = map[int32]int64{}
 	p.holdRestoring()
+	p.keepLost()
 	inCheckpoint := map[int32]bool{}
 	for part := range p.mu.clNext {
 		inCheckpoint[part] = true
@@ -295,7 +296,7 @@ func (p *pipeline) rollback() error {
 	}
 	p.off.Unlock()
 	for part := range inCheckpoint {
-		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) {
+		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) && !p.keptFor(part) {
 			if err := p.dropPartition(part); err != nil {
 				return err
 			}

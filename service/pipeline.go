@@ -84,6 +84,7 @@ type pipeline struct {
 	// exactly_once (exactlyonce.go): the transact session wrapping cl, and
 	// the input topic's id for the transaction's offset commits.
 	eos     bool
+	session time.Duration // kafka.session_timeout
 	txn     *kgo.GroupTransactSession
 	inputID [16]byte
 	// rel is what the rebalance callbacks leave for the poll loop under
@@ -96,6 +97,9 @@ type pipeline struct {
 		awaitSettle  bool
 		revokes      int // revoke and lost callbacks so far
 		revokesAtEnd int // revokes before the last transaction end began
+		// lost: partitions lost since the last rollback, whose state
+		// the rollback keeps (keepLost).
+		lost []int32
 	}
 
 	align *aligner // watermark.max_drift (align.go); nil: off
@@ -145,6 +149,10 @@ type pipeline struct {
 		txnDuplicates int
 		abortNext     bool      // the open transaction must abort
 		lastSettle    time.Time // last settleAssignment attempt
+		// keptLost: lost partitions whose state, as of the last
+		// committed transaction, stays until then for the group to
+		// hand them back (keepLost).
+		keptLost map[int32]time.Time
 
 		progressDue time.Time // when the next progress records are due (progress.go)
 	}
@@ -216,6 +224,8 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.mu.defLogged = map[int32]int{}
+	p.mu.keptLost = map[int32]time.Time{}
+	p.session = time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
 	p.off.stored = map[int32]int64{}
 	p.mu.faultAfter = deps.faults.ExitAfterChangelog
 	if cfg.OutputStdout {

@@ -75,6 +75,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		return err
 	}
 	for _, part := range parts {
+		delete(p.mu.keptLost, part)
 		p.startRestore(part)
 	}
 	return nil

@@ -135,9 +135,10 @@ func (p *pipeline) dropExpiredHolds() error {
 	}
 	var dropped []int32
 	for part := range p.mu.clNext {
-		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) {
+		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) || p.keptFor(part) {
 			continue
 		}
+		delete(p.mu.keptLost, part)
 		if err := p.dropPartition(part); err != nil {
 			return err
 		}
@@ -145,7 +146,7 @@ func (p *pipeline) dropExpiredHolds() error {
 	}
 	if len(dropped) > 0 {
 		sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
-		p.log.Info("dropped local state of partitions not assigned back within the restart hold", zap.Int32s("partitions", dropped))
+		p.log.Info("dropped local state of partitions not assigned back within the restart hold or after a loss", zap.Int32s("partitions", dropped))
 	}
 	return nil
 }

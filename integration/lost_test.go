@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLostPartitionsKeepState (issue: losing the group coordinator is not
+// losing the partitions' state): under exactly_once, the only member of a
+// group is stopped (SIGSTOP) past its session, so the group drops it and
+// it loses its partitions when it resumes; it rejoins and gets them back.
+// Their state, as of its last committed transaction, must stay: the
+// restore reads the changelog's tail, not the whole changelog from scratch
+// (docs/OPERATIONS.md, Broker failures). allowed_lateness 0s; the output
+// must be replay's, every pane id once, nothing late.
+func TestLostPartitionsKeepState(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process stopped past its session, transactions")
+	}
+	parallel(t, 30*time.Second)
+	windowdBinary(t)
+	de := newDeliveryEnvWith(t, 4, "exactly_once", "2s", "0s")
+	e := de.env
+	inst := e.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd"})
+	t.Cleanup(func() { _ = inst.cmd.Process.Signal(syscall.SIGCONT) }) // never leave a stopped process behind
+	inst.waitListening(t)
+	sp := startLockstepProducer(t, e)
+	// Windows open, fire and expire; transactions commit.
+	waitFor(t, "committed offsets of every partition", 60*time.Second, func() bool {
+		return len(e.committedOffsets(t)) == int(e.partitions)
+	})
+	for _, et := sp.progress(); et < base+8_000; _, et = sp.progress() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := inst.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // past the 2 s session: the group drops the member
+	if err := inst.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the member to lose its partitions and get them back", 60*time.Second, func() bool {
+		if !inst.running() {
+			t.Fatalf("windowd exited: %v\n%s", inst.exitErr, stderrTail(inst, 30))
+		}
+		log := inst.stderr.String()
+		i := strings.Index(log, `"msg":"partitions lost"`)
+		return i >= 0 && strings.Contains(log[i:], `"msg":"partitions assigned"`)
+	})
+	for _, et := sp.progress(); et < base+14_000; _, et = sp.progress() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	recs := sp.finish(e)
+	want := replayFinals(t, e, recs)
+	out := e.reader(e.out)
+	readFinals(out, want, 30*time.Second)
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	res := checkDelivery(e, want, out.got, late.got, true)
+	if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
+		res.problems = append(res.problems, "records dropped as late")
+	}
+	log := inst.stderr.String()
+	after := log[strings.Index(log, `"msg":"partitions lost"`):]
+	if strings.Contains(after, `"from_scratch":true`) {
+		res.problems = append(res.problems, "a partition given back after the loss was restored from scratch, its local state dropped")
+	}
+	if !strings.Contains(after, "keeping the state of lost partitions") {
+		res.problems = append(res.problems, "no log line says the lost partitions' state is kept")
+	}
+	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids", len(recs), len(want), res.records, res.distinct)
+	if len(res.problems) > 0 {
+		t.Fatalf("after losing and getting back its partitions:\n%s\nlog after the loss:\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 25))
+	}
+}
