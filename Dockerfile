@@ -13,8 +13,14 @@
 
 ARG GO_VERSION=1.26
 
+# The version `windowd version` shows: the build context has no .git (see
+# .dockerignore), so the build passes it in, e.g.
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t windowd .
+ARG VERSION=unknown
+
 # ---- build -----------------------------------------------------------------
 FROM golang:${GO_VERSION}-bookworm AS build
+ARG VERSION
 
 WORKDIR /src
 
@@ -33,9 +39,9 @@ RUN go mod download && go mod verify
 COPY . .
 RUN --mount=type=cache,target=/root/.cache/go-build \
     go build -trimpath -tags osusergo,netgo \
-      -ldflags '-s -w -linkmode external -extldflags "-static"' \
+      -ldflags "-s -w -X main.stampedVersion=${VERSION} -linkmode external -extldflags -static" \
       -o /out/windowd ./cmd/windowd \
- && /out/windowd version \
+ && /out/windowd version | grep -F "windowd ${VERSION} " \
  && /out/windowd validate --config configs/docker-compose.yaml \
  && mkdir -p /out/state
 

@@ -887,6 +887,22 @@ func TestComposeDockerfile(t *testing.T) {
 	if cmd := d.finalJSON(t, "CMD"); len(cmd) == 0 || cmd[0] != "run" {
 		t.Errorf("Dockerfile: CMD %q, want run --config FILE", cmd)
 	}
+
+	// The build stamps the VERSION argument into the binary (the context
+	// has no .git for go build to stamp), and checks it took.
+	var args, runs []string
+	for _, in := range d.instrs {
+		switch {
+		case in.cmd == "ARG" && in.stage == 0:
+			args = append(args, in.args)
+		case in.cmd == "RUN":
+			runs = append(runs, in.args)
+		}
+	}
+	build := strings.Join(runs, "\n")
+	if !slices.Contains(args, "VERSION") || !strings.Contains(build, "-X main.stampedVersion=${VERSION}") || !strings.Contains(build, `windowd version | grep -F "windowd ${VERSION} "`) {
+		t.Errorf("Dockerfile: the build stage must take ARG VERSION, stamp it with -X main.stampedVersion=${VERSION} and check windowd version; ARGs %q", args)
+	}
 }
 
 // TestComposeDockerignore checks that the build context keeps what the image

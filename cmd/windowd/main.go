@@ -60,13 +60,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// version is the module version (a build of a tagged module, `go install
-// ...@v1.2.3`), else the VCS revision and commit time stamped by `go build`
-// in a clone, and the Go version.
+// stampedVersion is the version a build without the repository's history
+// passes in (the container image: -ldflags "-X main.stampedVersion=...",
+// from the Dockerfile's VERSION argument); empty otherwise.
+var stampedVersion string
+
+// version is the stamped version, else the module version (a build of a
+// tagged module, `go install ...@v1.2.3`), else the VCS revision and commit
+// time stamped by `go build` in a clone, and the Go version.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		info = nil
+	}
+	if stampedVersion != "" {
+		return stampedVersion + " " + runtime.Version()
 	}
 	return versionOf(info, runtime.Version())
 }

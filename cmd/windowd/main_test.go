@@ -183,6 +183,11 @@ func TestVersion(t *testing.T) {
 			t.Errorf("versionOf = %q, want %q", got, c.want)
 		}
 	}
+	stampedVersion = "v0.9.0-rc1"
+	if code, out, _ := runCLI(t, "", "version"); code != 0 || out != "windowd v0.9.0-rc1 "+runtime.Version()+"\n" {
+		t.Errorf("windowd version with a stamped version: exit %d, %q", code, out)
+	}
+	stampedVersion = ""
 	code, out, _ := runCLI(t, "", "version")
 	if code != 0 || !strings.HasPrefix(out, "windowd ") || !strings.HasSuffix(out, " "+runtime.Version()+"\n") {
 		t.Errorf("windowd version: exit %d, %q: want the Go version", code, out)
