@@ -40,21 +40,17 @@ die() {
 [[ $PORT0 =~ ^[0-9]+$ && $CPORT0 =~ ^[0-9]+$ ]] || die "kafka-cluster: the ports must be numbers"
 [[ $BASE == /?* ]] || die "kafka-cluster: WINDOWD_KAFKA_CLUSTER_DIR must be an absolute path other than /"
 
-voters() {
+# addresses PORT [ID@]: every node's 127.0.0.1:port (node N on PORT+N-1),
+# comma-separated, each prefixed with N@ when asked (the quorum voters).
+addresses() {
 	local i out=""
 	for ((i = 1; i <= NODES; i++)); do
-		out+="${out:+,}$i@127.0.0.1:$((CPORT0 + i - 1))"
+		out+="${out:+,}${2:+$i@}127.0.0.1:$(($1 + i - 1))"
 	done
 	echo "$out"
 }
-
-brokers() {
-	local i out=""
-	for ((i = 1; i <= NODES; i++)); do
-		out+="${out:+,}127.0.0.1:$((PORT0 + i - 1))"
-	done
-	echo "$out"
-}
+voters() { addresses "$CPORT0" id; }
+brokers() { addresses "$PORT0"; }
 
 # node N CMD...: run kafka-local.sh CMD as node N.
 node() {
