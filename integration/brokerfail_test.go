@@ -16,9 +16,10 @@ import (
 )
 
 // The broker-failure tests run on scripts/kafka-cluster.sh's three nodes
-// (replication 3, min.insync.replicas 2, the internal topics too; one
-// partition each of __consumer_offsets and __transaction_state, so that
-// the group and transaction coordinators are one node and move together).
+// (replication 3, min.insync.replicas 2, the internal topics too, which
+// have Kafka's 50 partitions: the group and transaction coordinators of
+// the pipelines are spread over the nodes, and killing each node in turn
+// moves every one of them).
 // They need WINDOWD_KAFKA_CLUSTER (the nodes' bootstrap list) and
 // WINDOWD_KAFKA_CLUSTER_CTL (the path of scripts/kafka-cluster.sh); CI
 // sets both.
@@ -268,7 +269,9 @@ func TestBrokerFailures(t *testing.T) {
 	windowdBinary(t)
 	began := time.Now()
 	pipes := []*clusterPipeline{newClusterPipeline(t, "at_least_once"), newClusterPipeline(t, "exactly_once")}
-	group := pipes[1].de.group
+	coordinators := func() string {
+		return fmt.Sprintf("group coordinators: at_least_once %s, exactly_once %s", coordinator(t, pipes[0].de.group), coordinator(t, pipes[1].de.group))
+	}
 	waitFor(t, "both pipelines to commit", 60*time.Second, func() bool {
 		for _, cp := range pipes {
 			cp.alive(t)
@@ -293,7 +296,7 @@ func TestBrokerFailures(t *testing.T) {
 		}
 	}
 	for n := 1; n <= 3; n++ {
-		step(fmt.Sprintf("kill -9 node %d (coordinator of the exactly_once group: %s)", n, coordinator(t, group)))
+		step(fmt.Sprintf("kill -9 node %d (%s)", n, coordinators()))
 		cluster("kill", fmt.Sprint(n))
 		if n == 2 {
 			sleep(5 * time.Second)
@@ -321,7 +324,7 @@ func TestBrokerFailures(t *testing.T) {
 		sleep(10 * time.Second)
 	}
 	for n := 1; n <= 3; n++ {
-		step(fmt.Sprintf("rolling restart: stop node %d (coordinator: %s)", n, coordinator(t, group)))
+		step(fmt.Sprintf("rolling restart: stop node %d (%s)", n, coordinators()))
 		cluster("stop-node", fmt.Sprint(n))
 		cluster("start-node", fmt.Sprint(n))
 		step(fmt.Sprintf("rolling restart: node %d answers", n))

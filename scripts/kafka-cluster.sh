@@ -2,7 +2,8 @@
 # A local three-node Apache Kafka cluster (KRaft, each node broker+controller)
 # on one machine, for the broker-failure tests and for users who want to see
 # windowd ride through a broker restart. Every topic, the internal ones too,
-# has replication 3 and min.insync.replicas 2, as in production.
+# has replication 3 and min.insync.replicas 2, and the internal topics have
+# Kafka's 50 partitions, as in production.
 #
 #   scripts/kafka-cluster.sh start          start three fresh nodes, wait until all answer
 #   scripts/kafka-cluster.sh stop           stop every node (no-op when not running)
@@ -63,6 +64,7 @@ node() {
 		WINDOWD_KAFKA_NODE_ID="$n" \
 		WINDOWD_KAFKA_VOTERS="$(voters)" \
 		WINDOWD_KAFKA_REPLICATION="$NODES" \
+		WINDOWD_KAFKA_INTERNAL_PARTITIONS=50 \
 		WINDOWD_KAFKA_HEAP_OPTS="${WINDOWD_KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}" \
 		bash "$LOCAL" "$@"
 }

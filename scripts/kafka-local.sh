@@ -33,6 +33,8 @@
 #                                  unset: a single standalone controller on CONTROLLER_PORT
 #   WINDOWD_KAFKA_REPLICATION      replication factor of new and internal topics (default 1);
 #                                  min.insync.replicas is 2 when it is 3 or more, else 1
+#   WINDOWD_KAFKA_INTERNAL_PARTITIONS  partitions of __consumer_offsets and __transaction_state
+#                                  (default 1: the first group on a fresh broker starts at once)
 #
 # Security listeners (opt-in; without WINDOWD_KAFKA_SECURITY=1 nothing below applies):
 #   WINDOWD_KAFKA_SECURITY=1       start also adds, next to the PLAINTEXT listener (unchanged):
@@ -72,6 +74,7 @@ SCRAM_PASSWORD="${WINDOWD_KAFKA_SCRAM_PASSWORD:-windowd-secret}"
 NODE_ID="${WINDOWD_KAFKA_NODE_ID:-1}"
 VOTERS="${WINDOWD_KAFKA_VOTERS:-}"
 REPLICATION="${WINDOWD_KAFKA_REPLICATION:-1}"
+INTERNAL_PARTITIONS="${WINDOWD_KAFKA_INTERNAL_PARTITIONS:-1}"
 
 DATA_DIR="${DATA_DIR%/}"
 LIB_DIR="$CACHE_DIR/lib"
@@ -99,7 +102,7 @@ usage() {
 
 check_settings() {
 	local v
-	for v in PORT CONTROLLER_PORT START_TIMEOUT NODE_ID REPLICATION; do
+	for v in PORT CONTROLLER_PORT START_TIMEOUT NODE_ID REPLICATION INTERNAL_PARTITIONS; do
 		[[ ${!v} =~ ^[0-9]+$ ]] || die "kafka: $v must be a number, got '${!v}'"
 	done
 	[[ $PORT != "$CONTROLLER_PORT" ]] || die "kafka: WINDOWD_KAFKA_PORT and WINDOWD_KAFKA_CONTROLLER_PORT must differ"
@@ -236,6 +239,7 @@ render_config() {
 	tpl="${tpl//@DATA_DIR@/"$DATA_DIR"}"
 	tpl="${tpl//@NODE_ID@/"$NODE_ID"}"
 	tpl="${tpl//@REPLICATION@/"$REPLICATION"}"
+	tpl="${tpl//@INTERNAL_PARTITIONS@/"$INTERNAL_PARTITIONS"}"
 	local min_isr=1
 	((REPLICATION < 3)) || min_isr=2
 	tpl="${tpl//@MIN_ISR@/"$min_isr"}"
