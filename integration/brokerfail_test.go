@@ -272,10 +272,22 @@ func TestBrokerFailures(t *testing.T) {
 	coordinators := func() string {
 		return fmt.Sprintf("group coordinators: at_least_once %s, exactly_once %s", coordinator(t, pipes[0].de.group), coordinator(t, pipes[1].de.group))
 	}
-	waitFor(t, "both pipelines to commit", 60*time.Second, func() bool {
+	adm := kadm.NewClient(newClient(t))
+	waitFor(t, "both pipelines to commit", 90*time.Second, func() bool {
 		for _, cp := range pipes {
 			cp.alive(t)
-			if len(cp.de.committedOffsets(t)) < int(cp.de.partitions) {
+			// A fresh cluster answers COORDINATOR_NOT_AVAILABLE until
+			// it has created __consumer_offsets: ask again.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			offs, err := adm.FetchOffsets(ctx, cp.de.group)
+			cancel()
+			n := 0
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == cp.de.in && o.Err == nil && o.At > 0 {
+					n++
+				}
+			})
+			if err != nil || n < int(cp.de.partitions) {
 				return false
 			}
 		}
