@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The broker-failure tests run on scripts/kafka-cluster.sh's three nodes
@@ -90,7 +91,13 @@ type stallMeter struct {
 }
 
 func newStallMeter(t *testing.T, e *env) *stallMeter {
-	m := &stallMeter{e: e, adm: kadm.NewClient(newClient(t)), stop: make(chan struct{}), done: make(chan struct{}),
+	// The meter finds a moved coordinator or leader as fast as windowd
+	// does (kafka.ClientOpts): with franz-go's defaults (metadata at most
+	// every 5 s, backoffs up to 5 s) its own lag would count as a stall.
+	cl := newClient(t, kgo.MetadataMinAge(time.Second), kgo.RetryBackoffFn(func(tries int) time.Duration {
+		return min(100*time.Millisecond<<min(tries, 4), time.Second)
+	}))
+	m := &stallMeter{e: e, adm: kadm.NewClient(cl), stop: make(chan struct{}), done: make(chan struct{}),
 		last: map[int32]int64{}, since: map[int32]time.Time{}}
 	go m.run()
 	t.Cleanup(m.halt)

@@ -163,6 +163,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if p.abortTxn != nil && p.abortTxn() {
 		return p.abort(ctx, "a test injected the abort (Faults.AbortTxn)")
 	}
+	revokedBefore := p.revokedSinceEnd() // franz-go aborts this end for it
 	p.markEnd()
 	var committed bool
 	var err error
@@ -190,7 +191,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
 	}
 	if !committed {
-		return p.aborted(notCommittedWhy(p.revokedSinceEnd()))
+		return p.aborted(notCommittedWhy(revokedBefore || p.revokedSinceEnd()))
 	}
 	if err := p.txn.Begin(); err != nil {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
@@ -215,15 +216,15 @@ func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
 }
 
 // notCommittedWhy says why franz-go ended a transaction that was to commit
-// with an abort: the group took partitions away during the end (revoked),
-// or else the group coordinator refused or did not answer the offset
+// with an abort: the group took partitions away since the last end or
+// during this one (revoked), or else the group coordinator refused or did not answer the offset
 // commit or the heartbeat that must precede the commit (a coordinator
 // moving to another broker, a rebalance beginning). franz-go's own log
 // line ("transaction session ending", with --log-level debug) has the
 // request and its error.
 func notCommittedWhy(revoked bool) string {
 	if revoked {
-		return "the group revoked or lost partitions while the transaction ended"
+		return "the group revoked or lost partitions during the transaction"
 	}
 	return "the group coordinator refused or did not answer the transaction's offset commit or heartbeat (a coordinator moving, a rebalance beginning; --log-level debug logs franz-go's reason)"
 }
