@@ -94,9 +94,18 @@ func stderrTail(inst *instance, n int) string {
 }
 
 // logTroubles logs, when the test failed, the warnings and errors of the
-// named instances (up to 15 lines each).
+// named instances (up to 15 lines each). With WINDOWD_TEST_LOG_DIR set, it
+// also writes each instance's whole log there, failed or not.
 func logTroubles(t *testing.T, names map[*instance]string) {
 	t.Cleanup(func() {
+		if dir := os.Getenv("WINDOWD_TEST_LOG_DIR"); dir != "" {
+			for inst, name := range names {
+				file := filepath.Join(dir, nameRE.ReplaceAllString(t.Name()+"-"+name, "_")+".log")
+				if err := os.WriteFile(file, []byte(inst.stderr.String()), 0o644); err != nil {
+					t.Logf("WINDOWD_TEST_LOG_DIR: %v", err)
+				}
+			}
+		}
 		if !t.Failed() {
 			return
 		}

@@ -9,20 +9,28 @@ import (
 )
 
 // TestLostPartitionsKeepState (issue: losing the group coordinator is not
-// losing the partitions' state): under exactly_once, the only member of a
-// group is stopped (SIGSTOP) past its session, so the group drops it and
-// it loses its partitions when it resumes; it rejoins and gets them back.
-// Their state, as of its last committed transaction, must stay: the
-// restore reads the changelog's tail, not the whole changelog from scratch
-// (docs/OPERATIONS.md, Broker failures). allowed_lateness 0s; the output
-// must be replay's, every pane id once, nothing late.
+// losing the partitions' state): the only member of a group is stopped
+// (SIGSTOP) past its session, so the group drops it and it loses its
+// partitions when it resumes; it rejoins and gets them back. Their state,
+// as of its last checkpoint (under exactly_once: committed transaction),
+// must stay: the restore reads the changelog's tail, not the whole
+// changelog from scratch (docs/OPERATIONS.md, Broker failures).
+// allowed_lateness 0s; the output must be replay's, nothing late, every
+// pane id once under exactly_once, a repeated one with the same content
+// under at_least_once.
 func TestLostPartitionsKeepState(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process stopped past its session, transactions")
 	}
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) { lostPartitionsKeepState(t, delivery) })
+	}
+}
+
+func lostPartitionsKeepState(t *testing.T, delivery string) {
 	parallel(t, 30*time.Second)
 	windowdBinary(t)
-	de := newDeliveryEnvWith(t, 4, "exactly_once", "2s", "0s")
+	de := newDeliveryEnvWith(t, 4, delivery, "2s", "0s")
 	e := de.env
 	inst := e.spawn(nil)
 	logTroubles(t, map[*instance]string{inst: "windowd"})
@@ -60,7 +68,7 @@ func TestLostPartitionsKeepState(t *testing.T) {
 	readFinals(out, want, 30*time.Second)
 	late := e.reader(e.late)
 	late.poll(time.Second)
-	res := checkDelivery(e, want, out.got, late.got, true)
+	res := checkDelivery(e, want, out.got, late.got, delivery == "exactly_once")
 	if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
 		res.problems = append(res.problems, "records dropped as late")
 	}
@@ -69,7 +77,7 @@ func TestLostPartitionsKeepState(t *testing.T) {
 	if strings.Contains(after, `"from_scratch":true`) {
 		res.problems = append(res.problems, "a partition given back after the loss was restored from scratch, its local state dropped")
 	}
-	if !strings.Contains(after, "keeping the state of lost partitions") {
+	if !strings.Contains(log, "keeping the state of lost partitions") {
 		res.problems = append(res.problems, "no log line says the lost partitions' state is kept")
 	}
 	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids", len(recs), len(want), res.records, res.distinct)

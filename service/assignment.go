@@ -128,12 +128,13 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	return nil
 }
 
-// keepLost (mu held, in a rollback under exactly_once) keeps the state of
+// keepLost (mu held, in a rollback: exactly_once's after an abort,
+// at_least_once's after a loss) keeps the state of
 // the partitions lost since the last rollback for two session timeouts
 // instead of dropping it: a loss is usually the member's own session
 // (a pause, a coordinator that could not be reached), and the group hands
 // the partitions back when the member rejoins. The rollback has just
-// returned their state to the last committed transaction, which is the
+// returned their state to the last checkpoint (committed transaction), the
 // changelog up to the state's position, so a partition assigned back reads
 // only the changelog's tail: what another member committed meanwhile, if
 // any (restorejob.go). A partition not assigned back in time is dropped
@@ -152,7 +153,7 @@ func (p *pipeline) keepLost() {
 		}
 	}
 	if len(kept) > 0 {
-		p.log.Info("keeping the state of lost partitions as of the last committed transaction, for the group to hand them back",
+		p.log.Info("keeping the state of lost partitions as of the last checkpoint, for the group to hand them back",
 			zap.Int32s("partitions", kept), zap.Duration("at_most", 2*p.session))
 	}
 }

@@ -157,13 +157,20 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		p.dropReleased(ctx, parts)
 	default:
 		// Lost: another member may own them already and be restoring them,
-		// so nothing more of theirs is logged; what this instance did
-		// since its last cycle is redone by the new owner. The other
-		// partitions' changes are still logged and checkpointed.
+		// so nothing more of theirs is logged, and the group refuses this
+		// member's commits. The pipeline rolls back to its last checkpoint,
+		// as exactly_once does after an abort: what it did since is done
+		// again (at least once), and the lost partitions' state, now the
+		// changelog up to its position, is kept for the group to hand
+		// them back (keepLost); the other partitions rewind to their
+		// checkpointed offsets.
 		p.release(parts)
-		p.dropReleased(ctx, parts)
-		if err := p.commit(ctx, false); err != nil {
-			p.log.Warn("commit after losing partitions failed", zap.Error(err))
+		p.rel.Lock()
+		p.rel.lost = append(p.rel.lost, parts...)
+		p.rel.Unlock()
+		p.panes.sync() // the discarded state's panes go out before the same panes again
+		if err := p.rollback(); err != nil {
+			p.mu.failed = fmt.Errorf("rolling back after losing partitions %v: %w", parts, err)
 		}
 	}
 	if !toGroup {
