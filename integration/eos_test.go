@@ -175,6 +175,19 @@ func readFinals(out *topicReader, want map[string]string, timeout time.Duration)
 	}
 }
 
+// checkReplayFinals reads e's output (read_committed) until every window
+// replay computes for recs has a final pane or timeout passes, and checks
+// it and e's late topic (checkDelivery); want is replay's finals.
+func checkReplayFinals(t *testing.T, e *env, recs []input, timeout time.Duration, exactlyOnce bool) (res *deliveryResult, want map[string]string) {
+	t.Helper()
+	want = replayFinals(t, e, recs)
+	out := e.reader(e.out)
+	readFinals(out, want, timeout)
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	return checkDelivery(e, want, out.got, late.got, exactlyOnce), want
+}
+
 // deliveryResult is what checkDelivery found.
 type deliveryResult struct {
 	records, distinct, dups int

@@ -35,7 +35,7 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
 		kgo.WithCompressor(comp),
 	}
-	opts = append(opts, failoverOpts...)
+	opts = append(opts, FailoverOpts()...)
 	if c.Kafka.TLS != nil {
 		tc, err := tlsConfig(c.Kafka.TLS)
 		if err != nil {
@@ -53,7 +53,7 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 	return opts, nil
 }
 
-// failoverOpts make a client find a moved partition leader or coordinator
+// FailoverOpts make a client find a moved partition leader or coordinator
 // within about a second of the cluster naming it, instead of franz-go's
 // defaults (metadata refreshed at most every 5 s, retries backing off to 5 s,
 // 20 tries): when a broker dies, its partitions and coordinators move only
@@ -61,13 +61,16 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 // default), and a client that backs off for seconds more stalls the
 // pipeline for that much longer (docs/OPERATIONS.md, Broker failures).
 // Retries stay bounded by franz-go's per-request retry timeout (30 s;
-// the group's requests: GroupOpts).
-var failoverOpts = []kgo.Opt{
-	kgo.MetadataMinAge(time.Second),
-	kgo.RetryBackoffFn(func(tries int) time.Duration {
-		return min(100*time.Millisecond<<min(tries, 4), time.Second)
-	}),
-	kgo.RequestRetries(100),
+// the group's requests: GroupOpts). The broker-failure tests' stall meter
+// uses them too, so that its own lag is not counted as a stall.
+func FailoverOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.MetadataMinAge(time.Second),
+		kgo.RetryBackoffFn(func(tries int) time.Duration {
+			return min(100*time.Millisecond<<min(tries, 4), time.Second)
+		}),
+		kgo.RequestRetries(100),
+	}
 }
 
 // kgoLogger adapts zap to franz-go's logger: warnings and errors, and with

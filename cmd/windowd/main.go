@@ -69,12 +69,12 @@ var stampedVersion string
 // tagged module, `go install ...@v1.2.3`), else the VCS revision and commit
 // time stamped by `go build` in a clone, and the Go version.
 func version() string {
+	if stampedVersion != "" {
+		return stampedVersion + " " + runtime.Version()
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		info = nil
-	}
-	if stampedVersion != "" {
-		return stampedVersion + " " + runtime.Version()
 	}
 	return versionOf(info, runtime.Version())
 }

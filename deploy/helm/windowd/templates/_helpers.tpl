@@ -19,6 +19,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The image of windowd and of its plan init container. */}}
+{{- define "windowd.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
 {{/* Where the secrets' password files are mounted. */}}
 {{- define "windowd.secretsDir" -}}/etc/windowd/secrets{{- end -}}
 
