@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/kafka"
 )
 
 // The broker-failure tests run on scripts/kafka-cluster.sh's three nodes
@@ -93,12 +94,9 @@ type stallMeter struct {
 
 func newStallMeter(t *testing.T, e *env) *stallMeter {
 	// The meter finds a moved coordinator or leader as fast as windowd
-	// does (kafka.ClientOpts): with franz-go's defaults (metadata at most
-	// every 5 s, backoffs up to 5 s) its own lag would count as a stall.
-	cl := newClient(t, kgo.MetadataMinAge(time.Second), kgo.RetryBackoffFn(func(tries int) time.Duration {
-		return min(100*time.Millisecond<<min(tries, 4), time.Second)
-	}))
-	m := &stallMeter{e: e, adm: kadm.NewClient(cl), stop: make(chan struct{}), done: make(chan struct{}),
+	// does: with franz-go's defaults (metadata at most every 5 s, backoffs
+	// up to 5 s) its own lag would count as a stall.
+	m := &stallMeter{e: e, adm: kadm.NewClient(newClient(t, kafka.FailoverOpts()...)), stop: make(chan struct{}), done: make(chan struct{}),
 		last: map[int32]int64{}, since: map[int32]time.Time{}}
 	go m.run()
 	t.Cleanup(m.halt)
@@ -176,13 +174,12 @@ func (m *stallMeter) longest() (time.Duration, int32, time.Time) {
 // test: two windowd processes of one group, the lockstep stream, and the
 // stall meter on the group's offsets.
 type clusterPipeline struct {
-	de     *deliveryEnv
-	sp     *steadyProducer
-	insts  map[string]*instance
-	envs   map[string]*env
-	meter  *stallMeter
-	names  map[*instance]string
-	killed int
+	de    *deliveryEnv
+	sp    *steadyProducer
+	insts map[string]*instance
+	envs  map[string]*env
+	meter *stallMeter
+	names map[*instance]string
 }
 
 func newClusterPipeline(t *testing.T, delivery string) *clusterPipeline {
@@ -226,15 +223,10 @@ func (cp *clusterPipeline) finish(t *testing.T) {
 	t.Helper()
 	e := cp.de.env
 	recs := cp.sp.finish(e)
-	want := replayFinals(t, e, recs)
+	res, want := checkReplayFinals(t, e, recs, 60*time.Second, cp.de.delivery == "exactly_once")
 	if len(want) < 300 {
 		t.Fatalf("test stream too small: replay has %d windows", len(want))
 	}
-	out := e.reader(e.out)
-	readFinals(out, want, 60*time.Second)
-	late := e.reader(e.late)
-	late.poll(time.Second)
-	res := checkDelivery(e, want, out.got, late.got, cp.de.delivery == "exactly_once")
 	for name, inst := range cp.insts {
 		if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
 			res.problems = append(res.problems, fmt.Sprintf("instance %s counted %.0f records dropped as late", name, v))
@@ -288,18 +280,7 @@ func TestBrokerFailures(t *testing.T) {
 	waitFor(t, "both pipelines to commit", 90*time.Second, func() bool {
 		for _, cp := range pipes {
 			cp.alive(t)
-			// A fresh cluster answers COORDINATOR_NOT_AVAILABLE until
-			// it has created __consumer_offsets: ask again.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			offs, err := adm.FetchOffsets(ctx, cp.de.group)
-			cancel()
-			n := 0
-			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == cp.de.in && o.Err == nil && o.At > 0 {
-					n++
-				}
-			})
-			if err != nil || n < int(cp.de.partitions) {
+			if cp.de.committedPartitions(adm) < int(cp.de.partitions) {
 				return false
 			}
 		}

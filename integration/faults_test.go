@@ -37,6 +37,26 @@ func (e *env) committedOffsets(t *testing.T) map[int32]int64 {
 	return out
 }
 
+// committedPartitions is how many input partitions have a committed
+// offset; 0 while the group's coordinator cannot answer (a fresh broker
+// answers COORDINATOR_NOT_AVAILABLE until it has created
+// __consumer_offsets), where committedOffsets would fail the test.
+func (e *env) committedPartitions(adm *kadm.Client) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsets(ctx, e.group)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == e.in && o.Err == nil && o.At > 0 {
+			n++
+		}
+	})
+	return n
+}
+
 // TestDiskFull: when the state directory's disk fills up, windowd stops
 // committing offsets and exits non-zero with a clear log line; after the
 // fault is gone a restart loses nothing. The full disk is Pebble's errorfs

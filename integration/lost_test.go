@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TestLostPartitionsKeepState (issue: losing the group coordinator is not
@@ -38,8 +40,9 @@ func lostPartitionsKeepState(t *testing.T, delivery string) {
 	inst.waitListening(t)
 	sp := startLockstepProducer(t, e)
 	// Windows open, fire and expire; transactions commit.
+	adm := kadm.NewClient(newClient(t))
 	waitFor(t, "committed offsets of every partition", 60*time.Second, func() bool {
-		return len(e.committedOffsets(t)) == int(e.partitions)
+		return e.committedPartitions(adm) == int(e.partitions)
 	})
 	for _, et := sp.progress(); et < base+8_000; _, et = sp.progress() {
 		time.Sleep(50 * time.Millisecond)
@@ -63,12 +66,7 @@ func lostPartitionsKeepState(t *testing.T, delivery string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	recs := sp.finish(e)
-	want := replayFinals(t, e, recs)
-	out := e.reader(e.out)
-	readFinals(out, want, 30*time.Second)
-	late := e.reader(e.late)
-	late.poll(time.Second)
-	res := checkDelivery(e, want, out.got, late.got, delivery == "exactly_once")
+	res, want := checkReplayFinals(t, e, recs, 30*time.Second, delivery == "exactly_once")
 	if v, _ := inst.metric(t, "windowd_late_dropped_total"); v != 0 {
 		res.problems = append(res.problems, "records dropped as late")
 	}
