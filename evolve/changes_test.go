@@ -1,7 +1,6 @@
 package evolve_test
 
 import (
-	"sort"
 	"strings"
 	"testing"
 
@@ -169,37 +168,65 @@ func TestLatenessShrunkClosesAtOnce(t *testing.T) {
 	n.finish()
 }
 
-func TestAccumulationChangeKeepsOpenWindowsMode(t *testing.T) {
-	fs := vfs.NewMem()
-	var panes []pane
-	var drops int
-	cfg := tumbling(10, agg("n", windowing.Count))
-	cfg.Spec.Trigger.EarlyCount = 1
-	before(t, fs, cfg, &panes, &drops) // [10,20) had an EARLY pane n=1
-	cfg2 := tumbling(10, agg("n", windowing.Count))
-	cfg2.Spec.Trigger.EarlyCount = 1
-	cfg2.Spec.Mode = windowing.Discarding
-	n, err := start(t, fs, cfg2, &panes, &drops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.rec("a", 13, 1)
-	n.rec("a", 21, 1)
-	n.rec("a", 22, 1)
-	n.finish()
-	var got []string
-	for _, p := range panes {
-		if strings.HasPrefix(p.id, "a/10/20/") || strings.HasPrefix(p.id, "a/20/30/") {
-			got = append(got, p.id+" "+p.mode.String()+" n="+p.values["n"])
-		}
-	}
-	want := []string{
-		"a/10/20/0 accumulating n=1", "a/10/20/1 accumulating n=2", "a/10/20/2 accumulating n=2",
-		"a/20/30/0 discarding n=1", "a/20/30/1 discarding n=1", "a/20/30/2 discarding n=0",
-	}
-	sort.Strings(got)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("panes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+// TestAccumulationChangeBridgesAtNextPane: a window open at a change of
+// accumulation mode emits its next pane in the mode it opened under and
+// continues in the new one after it (a window without a pane yet takes the
+// new mode at once); a discarding window that has emitted a pane stays
+// discarding until it closes. Before, every window open at the change kept
+// its old mode to the end.
+func TestAccumulationChangeBridgesAtNextPane(t *testing.T) {
+	for _, c := range []struct {
+		from, to windowing.Mode
+		want     []string // panes of [10,20) after the change: ~ a retraction
+	}{
+		// [10,20) had EARLY pane 0 (n=1) before the change; a@13 fires
+		// pane 1 (the bridge, in the old mode), the frontier pane 2.
+		{windowing.Accumulating, windowing.Discarding, []string{
+			"a/10/20/1 accumulating n=2", "a/10/20/2 discarding n=0"}},
+		{windowing.Accumulating, windowing.Retracting, []string{
+			"a/10/20/1 accumulating n=2", "~a/10/20/1 accumulating n=2", "a/10/20/2 retracting n=2"}},
+		{windowing.Retracting, windowing.Accumulating, []string{
+			"~a/10/20/0 retracting n=1", "a/10/20/1 retracting n=2", "a/10/20/2 accumulating n=2"}},
+		{windowing.Retracting, windowing.Discarding, []string{
+			"~a/10/20/0 retracting n=1", "a/10/20/1 retracting n=2", "a/10/20/2 discarding n=0"}},
+		{windowing.Discarding, windowing.Accumulating, []string{
+			"a/10/20/1 discarding n=1", "a/10/20/2 discarding n=0"}},
+	} {
+		t.Run(c.from.String()+"-"+c.to.String(), func(t *testing.T) {
+			fs := vfs.NewMem()
+			var panes []pane
+			var drops int
+			cfg := tumbling(10, agg("n", windowing.Count))
+			cfg.Spec.Trigger.EarlyCount = 1
+			cfg.Spec.Mode = c.from
+			before(t, fs, cfg, &panes, &drops)
+			panes = panes[:0]
+			cfg2 := tumbling(10, agg("n", windowing.Count))
+			cfg2.Spec.Trigger.EarlyCount = 1
+			cfg2.Spec.Mode = c.to
+			n, err := start(t, fs, cfg2, &panes, &drops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.rec("a", 13, 1)
+			n.rec("a", 21, 1) // [20,30) opens after the change: the new mode
+			n.finish()
+			var got []string
+			for _, p := range panes {
+				id := p.id
+				if p.retract {
+					id = "~" + id
+				}
+				if strings.HasPrefix(p.id, "a/10/20/") {
+					got = append(got, id+" "+p.mode.String()+" n="+p.values["n"])
+				} else if strings.HasPrefix(p.id, "a/20/30/") && p.mode != c.to {
+					t.Errorf("pane %s of a window opened after the change is %v, want %v", id, p.mode, c.to)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Fatalf("panes of [10,20) after the change:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
 	}
 }
 
@@ -243,10 +270,9 @@ func TestHoppingSlicesGiveWayToTriggerOrMode(t *testing.T) {
 			n.rec("a", 8, 8)
 			n.rec("a", 14, 16)
 			n.finish()
-			// The last pane of each window: its whole content in
-			// accumulating mode, the records since its last pane in
-			// discarding mode (windows opened before the change keep
-			// accumulating).
+			// The last pane of each window: its whole content. None
+			// had a pane before the change, so each pane is in the
+			// configuration's mode (docs/OPERATIONS.md).
 			last := map[string]pane{}
 			for _, p := range panes {
 				if p.final {
@@ -259,8 +285,8 @@ func TestHoppingSlicesGiveWayToTriggerOrMode(t *testing.T) {
 				if !ok {
 					t.Fatalf("no final pane of %s:\n%s", w, fmtPanes(panes))
 				}
-				if got := "n=" + p.values["n"] + " s=" + p.values["s"]; got != x || p.mode != windowing.Accumulating {
-					t.Errorf("%s: final %s (%v), want %s accumulating:\n%s", w, got, p.mode, x, fmtPanes(panes))
+				if got := "n=" + p.values["n"] + " s=" + p.values["s"]; got != x || p.mode != cfg.Spec.Mode {
+					t.Errorf("%s: final %s (%v), want %s %v:\n%s", w, got, p.mode, x, cfg.Spec.Mode, fmtPanes(panes))
 				}
 			}
 		})

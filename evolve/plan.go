@@ -133,7 +133,7 @@ func Compare(old, new *Definition) *Plan {
 	}
 	if old.Accumulation != new.Accumulation {
 		add(Change{What: "accumulation", From: old.Accumulation, To: new.Accumulation, Class: Rule,
-			Rule: "windows open at the change keep the old mode until they close; windows opened after it use the new one"})
+			Rule: "a window open at the change emits its next pane in its old mode and continues in the new one after it (a discarding window that has emitted a pane stays discarding until it closes); windows opened after it use the new one"})
 	}
 	aggregateChanges(old.Aggregates, new.Aggregates, add)
 	if old.LayoutTag() != new.LayoutTag() {

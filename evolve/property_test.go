@@ -15,12 +15,15 @@ import (
 
 // TestCompatibleChangesProperty: random sequences of compatible changes
 // (aggregates added, removed, renamed, reordered; the early trigger
-// switched) between restarts over a random stream. Every window with
-// records has one final pane, and each aggregate in it equals the
-// aggregate over the window's records taken since that aggregate was
-// added (all of them for an aggregate there from the start), marked
-// partial exactly when the window held records from before. Which records
-// are taken (not late) comes from one run without restarts.
+// switched; the accumulation mode changed) between restarts over a random
+// stream. Every window with records has one final pane, and each
+// aggregate, as a consumer reads it from the window's panes by their modes
+// (the last accumulating or retracting pane plus the discarding panes
+// after it), equals the aggregate over the window's records taken since
+// that aggregate was added (all of them for an aggregate there from the
+// start), marked partial exactly when the window held records from
+// before. Which records are taken (not late) comes from one run without
+// restarts.
 func TestCompatibleChangesProperty(t *testing.T) {
 	seeds := 300
 	if testing.Short() || raceEnabled {
@@ -43,6 +46,7 @@ type propRecord struct {
 // tracked is an aggregate of the scenario: its spec and the record index
 // from which it counts.
 type tracked struct {
+	id   int // its identity across renames
 	spec windowing.AggSpec
 	from int
 }
@@ -64,14 +68,16 @@ func changeScenario(t *testing.T, seed int64) error {
 		if op != windowing.Count {
 			a.Field = "v" + strconv.Itoa(next) // a distinct identity: never taken for another's state
 		}
-		return tracked{spec: a, from: from}
+		return tracked{id: next, spec: a, from: from}
 	}
 	aggs := []tracked{newAgg(0), newAgg(0)}
 	early := int64(0)
+	mode := windowing.Accumulating
 	cfgOf := func() *config.Pipeline {
 		p := tumbling(10)
 		p.Spec.AllowedLateness = lateness
 		p.Spec.Trigger.EarlyCount = early
+		p.Spec.Mode = mode
 		for _, a := range aggs {
 			p.Spec.Aggregates = append(p.Spec.Aggregates, a.spec)
 		}
@@ -124,7 +130,7 @@ func changeScenario(t *testing.T, seed int64) error {
 		if i > 0 && rng.Intn(8) == 0 {
 			node.stop()
 			take()
-			switch c := rng.Intn(5); {
+			switch c := rng.Intn(6); {
 			case c == 0 || len(aggs) < 2:
 				aggs = append(append([]tracked(nil), aggs...), newAgg(i))
 				changes = append(changes, fmt.Sprintf("@%d add %s", i, aggs[len(aggs)-1].spec.Name))
@@ -143,6 +149,9 @@ func changeScenario(t *testing.T, seed int64) error {
 				aggs = append([]tracked(nil), aggs...)
 				rng.Shuffle(len(aggs), func(a, b int) { aggs[a], aggs[b] = aggs[b], aggs[a] })
 				changes = append(changes, fmt.Sprintf("@%d reorder", i))
+			case c == 4:
+				mode = windowing.Mode(rng.Intn(3))
+				changes = append(changes, fmt.Sprintf("@%d mode %v", i, mode))
 			default:
 				early = int64(rng.Intn(3))
 				changes = append(changes, fmt.Sprintf("@%d early count %d", i, early))
@@ -192,9 +201,39 @@ func changeScenario(t *testing.T, seed int64) error {
 		}
 		return string(windowing.AppendValue(nil, v)), partial
 	}
+	// What a consumer holds of each (window, aggregate) after each pane.
+	type slot struct {
+		window string
+		agg    int
+	}
+	held := map[slot]float64{}
+	null := map[slot]bool{}
 	finals := map[string]bool{}
 	for _, e := range all {
-		if !e.p.final || e.p.id[0] == '~' {
+		if e.p.retract {
+			continue
+		}
+		w := windowOf(e.p.id)
+		for _, a := range e.aggs {
+			v, isNull, err := parseValue(e.p.values[a.spec.Name])
+			if err != nil {
+				return err
+			}
+			k := slot{w, a.id}
+			_, seen := held[k]
+			switch {
+			case e.p.mode != windowing.Discarding || !seen || null[k]:
+				held[k], null[k] = v, isNull
+			case isNull:
+			case a.spec.Op == windowing.Min:
+				held[k] = min(held[k], v)
+			case a.spec.Op == windowing.Max:
+				held[k] = max(held[k], v)
+			default:
+				held[k] += v
+			}
+		}
+		if !e.p.final {
 			continue
 		}
 		if finals[e.p.id] {
@@ -209,8 +248,13 @@ func changeScenario(t *testing.T, seed int64) error {
 		}
 		for _, a := range e.aggs {
 			want, partial := expect(a, key, start)
-			if got := e.p.values[a.spec.Name]; got != want {
-				return fmt.Errorf("%v: %s: %s = %s, want %s (from record %d)", changes, e.p.id, a.spec.Name, got, want, a.from)
+			k := slot{w, a.id}
+			got := "null"
+			if !null[k] {
+				got = string(windowing.AppendValue(nil, valueOf(a.spec.Op, held[k])))
+			}
+			if got != want {
+				return fmt.Errorf("%v: %s: %s = %s as read from its panes, want %s (from record %d)", changes, e.p.id, a.spec.Name, got, want, a.from)
 			}
 			if isPartial := containsName(e.p.partial, a.spec.Name); isPartial != partial {
 				return fmt.Errorf("%v: %s: %s partial %t, want %t (partial %q)", changes, e.p.id, a.spec.Name, isPartial, partial, e.p.partial)
@@ -264,4 +308,21 @@ func splitComma(s string) []string {
 		s = s[i+1:]
 	}
 	return out
+}
+
+// parseValue reads a pane's aggregate value: a number or null.
+func parseValue(s string) (float64, bool, error) {
+	if s == "null" {
+		return 0, true, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, false, err
+}
+
+// valueOf formats v as op's value is formatted in a pane.
+func valueOf(op windowing.AggOp, v float64) windowing.Value {
+	if op == windowing.Count {
+		return windowing.Value{Kind: windowing.IntValue, Int: int64(v)}
+	}
+	return windowing.Value{Kind: windowing.NumValue, Num: v}
 }

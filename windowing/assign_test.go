@@ -105,7 +105,7 @@ func TestJSONNumbers(t *testing.T) {
 func TestKeyStateCodecRoundTrip(t *testing.T) {
 	specs := []AggSpec{{Name: "n", Op: Count}, {Name: "s", Op: Sum}, {Name: "lo", Op: Min}, {Name: "avg", Op: Avg}, {Name: "d", Op: DistinctApprox, Precision: 10}}
 	w1 := &window{start: -5, end: 10, nextIndex: 3, onTimeDone: true, lateSeen: true, settled: true, sincePane: 2, timer: 99, hasProc: true, proc: 1234,
-		acc: make([]accum, len(specs)), last: &lastPane{start: -5, end: 8, timing: Late, index: 2, values: []Value{{Kind: IntValue, Int: 4}, {Kind: NumValue, Num: 1.5}, {}, {Kind: NumValue, Num: 2}, {Kind: IntValue, Int: 1}}}}
+		acc: make([]accum, len(specs)), last: &lastPane{start: -5, end: 8, timing: Late, mode: Retracting, index: 2, values: []Value{{Kind: IntValue, Int: 4}, {Kind: NumValue, Num: 1.5}, {}, {Kind: NumValue, Num: 2}, {Kind: IntValue, Int: 1}}}}
 	w2 := &window{start: 20, end: 30, acc: make([]accum, len(specs))}
 	for i := range specs {
 		w1.acc[i].add(&specs[i], &Input{Num: 2.5, Hash: 42})

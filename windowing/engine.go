@@ -880,8 +880,15 @@ func (e *Engine) recycle(w *window) {
 
 // emitPane emits w's current content as a pane (after the retraction of
 // its previous pane in retracting mode) and resets its trigger state.
+// A window opened under another accumulation mode than the pipeline's
+// takes the pipeline's at this pane (bridgeMode).
 func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) error {
-	retract, remember, discard := accumulation(w.mode, final)
+	if w.nextIndex == 0 {
+		w.mode = e.spec.Mode // no pane yet: its state is complete in every mode
+	}
+	next := bridgeMode(w.mode, e.spec.Mode)
+	retract, _, _ := accumulation(w.mode, final)
+	_, remember, discard := accumulation(next, final)
 	if retract && w.last != nil {
 		if err := e.emitRetraction(ks, w.last); err != nil {
 			return err
@@ -905,13 +912,14 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	e.stats.Panes[timing]++
 	w.nextIndex++
 	if remember {
-		w.last = &lastPane{start: w.start, end: w.end, timing: timing, index: p.Index, values: append([]Value(nil), p.Values...)}
+		w.last = &lastPane{start: w.start, end: w.end, timing: timing, mode: p.Mode, index: p.Index, values: append([]Value(nil), p.Values...)}
 	}
 	if discard {
 		for i := range w.acc {
 			w.acc[i] = accum{}
 		}
 	}
+	w.mode = next
 	w.sincePane = 0
 	w.paneSeq = ks.seq
 	if settles(timing) {
@@ -924,7 +932,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r := &e.retract
 	r.Key, r.Start, r.End = ks.key, l.start, l.end
-	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, Retracting, true
+	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, l.mode, true
 	r.Partial = 0
 	copy(r.Values, l.values)
 	e.stats.Retractions++

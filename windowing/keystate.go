@@ -75,10 +75,12 @@ func allocWindow(n int) *window {
 	return &window{acc: make([]accum, n)}
 }
 
-// lastPane is what a retraction repeats (retracting mode only).
+// lastPane is what a retraction repeats (retracting mode only, and the
+// accumulating pane that bridged to it).
 type lastPane struct {
 	start, end int64
 	timing     Timing
+	mode       Mode
 	index      uint32
 	values     []Value
 }
@@ -207,6 +209,10 @@ const (
 	flagHasProc
 	flagHasLast
 	flagRetired
+	// flagLastAccumulating: the last pane was an accumulating pane that
+	// bridged to retracting mode (engine.go, emitPane); without it, a
+	// retracting one.
+	flagLastAccumulating
 )
 
 // Key state encodings: per-window aggregates (1), sliced (2): windows
@@ -269,6 +275,9 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 		}
 		if w.last != nil {
 			flags |= flagHasLast
+			if w.last.mode == Accumulating {
+				flags |= flagLastAccumulating
+			}
 		}
 		if w.retired {
 			flags |= flagRetired
@@ -618,7 +627,10 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 			}
 		}
 		if flags&flagHasLast != 0 {
-			l := &lastPane{values: make([]Value, len(specs))}
+			l := &lastPane{mode: Retracting, values: make([]Value, len(specs))}
+			if flags&flagLastAccumulating != 0 {
+				l.mode = Accumulating
+			}
 			l.start = d.varint()
 			l.end = d.varint()
 			l.timing = Timing(d.byte1())

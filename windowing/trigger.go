@@ -132,3 +132,20 @@ func settles(timing Timing) bool { return timing != Early }
 func accumulation(m Mode, final bool) (retract, remember, discard bool) {
 	return m == Retracting, m == Retracting && !final, m == Discarding
 }
+
+// bridgeMode returns the mode a window of mode m continues in after its
+// next pane when the pipeline's mode is now cur (docs/OPERATIONS.md,
+// Changing a deployed pipeline). That pane goes out in m and bridges: an
+// accumulating or retracting window holds everything it has seen, so after
+// the pane it can restart empty (discarding: later panes hold only the
+// records after it), keep it as the pane the next one retracts
+// (retracting) or go on accumulating. A discarding window that has
+// emitted a pane holds only the records since, not the earlier panes' sum
+// an accumulating or retracting pane must show: it stays discarding until
+// it closes.
+func bridgeMode(m, cur Mode) Mode {
+	if m == Discarding {
+		return m
+	}
+	return cur
+}
