@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/evolve"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -294,3 +295,36 @@ func TestHoppingSlicesGiveWayToTriggerOrMode(t *testing.T) {
 }
 
 func windowOf(id string) string { return id[:strings.LastIndex(id, "/")] }
+
+// TestInputGrowth: partitions added to the input are applied by rule when
+// the count stays a multiple of the count before the first growth (a key
+// then stays on its original partition or moves to an added one, whose
+// panes carry the partition in their pane id); any other count moves keys
+// between the original partitions and is refused.
+func TestInputGrowth(t *testing.T) {
+	for _, c := range []struct {
+		partitions, grewFrom, to int32
+		ok                       bool
+		idsFrom                  int32
+	}{
+		{2, 0, 4, true, 2},
+		{2, 0, 6, true, 2},
+		{2, 0, 3, false, 2},
+		{4, 2, 6, true, 2},
+		{4, 2, 5, false, 2},
+		{4, 0, 2, false, 4},
+		{3, 0, 3, true, 3},
+	} {
+		old := &evolve.Definition{Pipeline: "p", Window: "tumbling 10ms", Key: "field user", Partitions: c.partitions, GrewFrom: c.grewFrom}
+		cur := *old
+		cur.Partitions, cur.GrewFrom = c.to, 0
+		plan := evolve.Compare(old, &cur)
+		if plan.Refused() == c.ok {
+			t.Errorf("%d (grew from %d) → %d: refused %t, want %t:\n%s", c.partitions, c.grewFrom, c.to, plan.Refused(), !c.ok, plan.Text())
+			continue
+		}
+		if c.ok && plan.Next.PaneIDPartitionsFrom() != c.idsFrom {
+			t.Errorf("%d (grew from %d) → %d: pane ids carry partitions from %d, want %d", c.partitions, c.grewFrom, c.to, plan.Next.PaneIDPartitionsFrom(), c.idsFrom)
+		}
+	}
+}

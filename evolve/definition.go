@@ -36,7 +36,11 @@ type Definition struct {
 	Trigger      string `json:"trigger"`
 	Accumulation string `json:"accumulation"`
 	// Partitions of the input topic the state was keyed by (0: unknown).
-	Partitions int32       `json:"input_partitions,omitempty"`
+	Partitions int32 `json:"input_partitions,omitempty"`
+	// GrewFrom is the input's partition count before partitions were
+	// first added to it (0: never); the count stays a multiple of it
+	// (Grow).
+	GrewFrom   int32       `json:"grew_from,omitempty"`
 	Aggregates []Aggregate `json:"aggregates"`
 	// Layouts keeps every earlier aggregate layout (aggregates in order,
 	// and the accumulation mode) key state may still be written in, by

@@ -105,7 +105,7 @@ func (p *Plan) Error(where string) error {
 func Compare(old, new *Definition) *Plan {
 	p := &Plan{}
 	next := *new
-	next.Layouts, next.Sealed, next.History = old.Layouts, old.Sealed, old.History
+	next.Layouts, next.Sealed, next.History, next.GrewFrom = old.Layouts, old.Sealed, old.History, old.GrewFrom
 	add := func(c Change) { p.Changes = append(p.Changes, c) }
 	if old.Window != new.Window {
 		add(Change{What: "window", From: old.Window, To: new.Window, Class: Incompatible,
@@ -120,8 +120,13 @@ func Compare(old, new *Definition) *Plan {
 			Rule: "state is partitioned by another topic"})
 	}
 	if old.Partitions > 0 && new.Partitions > 0 && old.Partitions != new.Partitions && !new.Repartition {
-		add(Change{What: "input partitions", From: fmt.Sprint(old.Partitions), To: fmt.Sprint(new.Partitions), Class: Incompatible,
-			Rule: "keys the producer's partitioner moved would have their windows split between two partitions' state (two final panes with one pane id); use repartition: true, or start fresh"})
+		c := Change{What: "input partitions", From: fmt.Sprint(old.Partitions), To: fmt.Sprint(new.Partitions), Class: Rule, Rule: GrowthRule}
+		g := *old
+		if err := g.Grow(new.Partitions); err != nil {
+			c.Class, c.Rule = Incompatible, err.Error()
+		}
+		next.GrewFrom = g.GrewFrom
+		add(c)
 	}
 	if old.Lateness != new.Lateness {
 		add(Change{What: "allowed_lateness", From: fmt.Sprintf("%dms", old.Lateness), To: fmt.Sprintf("%dms", new.Lateness), Class: Rule,
@@ -306,4 +311,51 @@ func splitMode(l []Aggregate) (windowing.Mode, []Aggregate) {
 		return windowing.Accumulating, l[1:]
 	}
 	return windowing.Accumulating, l
+}
+
+// GrowthRule is what windowd does when partitions are added to the input of
+// a pipeline without repartition (docs/OPERATIONS.md, Changing a deployed
+// pipeline).
+const GrowthRule = "the producer's partitioner moves some keys to the added partitions; " +
+	"such a key's windows open at the move are split between two partitions' states, each emitting its own panes, " +
+	"and panes of the added partitions carry the partition in their pane id (<key>/<start>/<end>/<index>@<partition>) and pane object, " +
+	"so no two final panes share a pane id; set repartition: true to keep every key's windows whole"
+
+// Grow records that the input now has n partitions (more than d's): a
+// count that is a multiple of the count before the first growth keeps
+// each key on its partition below that count or moves it to an added one
+// (a hash modulo k×N is the hash modulo N, or that plus a multiple of N),
+// so the panes of the partitions below it never share a pane id with
+// another partition's. Any other count is refused: it moves keys between
+// the original partitions, whose pane ids carry no partition.
+func (d *Definition) Grow(n int32) error {
+	base := d.GrewFrom
+	if base == 0 {
+		base = d.Partitions
+	}
+	switch {
+	case n < d.Partitions:
+		return fmt.Errorf("the input has %d partitions, fewer than the %d its state was keyed by (the topic was deleted and created again?); start fresh", n, d.Partitions)
+	case n%base != 0:
+		return fmt.Errorf("the input grew from %d to %d partitions, not a multiple of %d (its count before it first grew): "+
+			"the producer's partitioner moves keys between the original partitions, which would emit two final panes with one pane id; "+
+			"add partitions to a multiple of %d, use repartition: true, or start fresh", d.Partitions, n, base, base)
+	}
+	if n > d.Partitions {
+		d.GrewFrom, d.Partitions = base, n
+	}
+	return nil
+}
+
+// PaneIDPartitionsFrom is the partition from which panes carry their
+// partition in their pane id (windowing.Options.PartitionIDsFrom): the
+// input's partition count before it first grew; 0 with repartition.
+func (d *Definition) PaneIDPartitionsFrom() int32 {
+	if d.Repartition {
+		return 0
+	}
+	if d.GrewFrom > 0 {
+		return d.GrewFrom
+	}
+	return d.Partitions
 }

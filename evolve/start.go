@@ -1,6 +1,8 @@
 package evolve
 
 import (
+	"fmt"
+
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
@@ -72,6 +74,12 @@ func (d *Definition) Seal(end int64) {
 // and otherwise takes in r's layouts and sealed bound, returning the
 // engine's layouts for d.
 func (d *Definition) Adopt(r *Definition, where string) (map[uint32]*windowing.Layout, error) {
+	if r.Partitions > d.Partitions && d.Partitions > 0 && !d.Repartition {
+		// Written by an instance that saw the input grow first.
+		if err := d.Grow(r.Partitions); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	plan := Compare(r, d)
 	if plan.Refused() {
 		return nil, plan.Error(where)

@@ -217,8 +217,8 @@ func renderRecord(r outRecord) string {
 // final panes replay computes (want: window -> aggregates):
 //
 //   - every record has a pane id, and it is <key>/<start>/<end>/<index> of
-//     the record's value (the id a consumer dedups by: docs/SEMANTICS.md,
-//     Output);
+//     the record's value, with @<partition> when the value's pane has one
+//     (the id a consumer dedups by: docs/SEMANTICS.md, Output);
 //   - exactlyOnce: no pane id occurs twice, not even with identical content;
 //     at least once: a repeated pane id repeats key, headers and value byte
 //     for byte;
@@ -240,7 +240,11 @@ func checkDelivery(e *env, want map[string]string, got, late []outRecord, exactl
 		v := gjson.Parse(r.value)
 		w := windowID(v)
 		id, ok := r.headers["pane_id"]
-		if wantID := fmt.Sprintf("%s/%d", w, v.Get("pane.index").Int()); !ok || id != wantID {
+		wantID := fmt.Sprintf("%s/%d", w, v.Get("pane.index").Int())
+		if part := v.Get("pane.partition"); part.Exists() {
+			wantID += "@" + part.Raw // a partition added to the input
+		}
+		if !ok || id != wantID {
 			badID = append(badID, fmt.Sprintf("pane_id header %q (present: %v), value says %s: %s", id, ok, wantID, r.value))
 		}
 		count[id]++

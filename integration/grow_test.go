@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -16,7 +17,11 @@ import (
 // input while windowd runs (kafka-topics --alter --partitions) are consumed
 // from their start, get watermark generators and join the frontier, and the
 // changelog grows to match; with allowed_lateness 0 every final pane is
-// replay's and nothing is dropped as late.
+// replay's and nothing is dropped as late. Key "moved" goes the way the
+// producer's partitioner moves a key: its window [6s,7s) gets records on
+// partition 0 and on added partition 2. Each partition emits its own final
+// pane of it, the added partition's with @2 in its pane id, and the split
+// is warned about and counted. Before, both final panes had one pane id.
 func TestInputPartitionsAdded(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
@@ -40,9 +45,12 @@ func TestInputPartitionsAdded(t *testing.T) {
 		}
 		return out
 	}
+	moved := func(p int32, ts int64) input {
+		return input{partition: p, key: "moved", value: fmt.Sprintf(`{"user":"moved","ts":%d,"x":1}`, base+ts)}
+	}
 	recs := batch([]int32{0, 1}, 0, 5000)
-	produce(t, e.in, recs)
-	inst.waitRecordsIn(t, len(recs))
+	produce(t, e.in, append(recs, moved(0, 6050)))
+	inst.waitRecordsIn(t, len(recs)+1)
 
 	adm := kadm.NewClient(newClient(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -53,7 +61,16 @@ func TestInputPartitionsAdded(t *testing.T) {
 	e.partitions = 4
 	// Records on the new partitions before windowd has seen them: they
 	// must be consumed from the partitions' start.
-	more := batch([]int32{0, 1, 2, 3}, 5000, 10000)
+	more := batch([]int32{0, 1, 2, 3}, 5000, 6000)
+	produce(t, e.in, more)
+	recs = append(recs, more...)
+	waitFor(t, "windowd to notice the added partitions", 60*time.Second, func() bool {
+		return strings.Contains(inst.stderr.String(), "the input grew while running")
+	})
+	// The producer's partitioner now puts "moved" on partition 2; a
+	// producer that has not refreshed its metadata yet still on 0.
+	produce(t, e.in, []input{moved(2, 6150), moved(0, 6250)})
+	more = batch([]int32{0, 1, 2, 3}, 6000, 10000)
 	produce(t, e.in, more)
 	recs = append(recs, more...)
 	flush := flushRecords(4)
@@ -61,16 +78,33 @@ func TestInputPartitionsAdded(t *testing.T) {
 	recs = append(recs, flush...)
 	e.waitCommitted(t, 90*time.Second)
 
-	want := replayFinals(t, e, recs)
+	want := replayFinals(t, e, recs) // without "moved": checked below
 	out := e.reader(e.out)
 	readFinals(out, want, 30*time.Second)
 	lateDropped, _ := inst.metric(t, "windowd_late_dropped_total")
+	splits, _ := inst.metric(t, "windowd_split_keys_total")
 	if err := inst.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("after SIGTERM: %v\n%s", err, stderrTail(inst, 20))
 	}
 	late := e.reader(e.late)
 	late.poll(time.Second)
-	res := checkDelivery(e, want, out.got, late.got, false)
+	var others []outRecord
+	movedFinals := map[string]string{} // pane id -> count
+	for _, r := range out.got {
+		if r.key != "moved" {
+			others = append(others, r)
+		} else if r.headers["final"] == "true" {
+			movedFinals[r.headers["pane_id"]] = gjson.Get(r.value, "aggregates.n").Raw
+		}
+	}
+	res := checkDelivery(e, want, others, late.got, false)
+	w := fmt.Sprintf("moved/%d/%d/0", base+6000, base+7000)
+	if len(movedFinals) != 2 || movedFinals[w] != "2" || movedFinals[w+"@2"] != "1" {
+		res.problems = append(res.problems, fmt.Sprintf("final panes of %s: %v, want the count 2 from partition 0 as %s and 1 from partition 2 as %s@2", w, movedFinals, w, w))
+	}
+	if splits < 1 || !strings.Contains(inst.stderr.String(), "key seen on two input partitions") {
+		res.problems = append(res.problems, fmt.Sprintf("windowd_split_keys_total %.0f and no split-key warning: the moved key was not reported", splits))
+	}
 	if lateDropped != 0 {
 		res.problems = append(res.problems, fmt.Sprintf("%.0f records dropped as late", lateDropped))
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 
@@ -52,6 +53,7 @@ func (p *pipeline) planState(inputs int32, dir string) error {
 	}
 	p.def, p.defBytes = next, nil
 	p.engOpts.Evolve = ev
+	p.engOpts.PartitionIDsFrom = next.PaneIDPartitionsFrom()
 	return nil
 }
 
@@ -85,16 +87,20 @@ func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
 	if r.Sealed != nil {
 		p.eng.Seal(*r.Sealed)
 	}
+	if p.def.GrewFrom > 0 && p.rp == nil {
+		p.startSplitDetector() // another instance saw the input grow
+	}
 	return p.storeDefinition()
 }
 
-// grewInput records partitions added to the input while running (mu held):
-// they are consumed (docs/OPERATIONS.md, Limits), and the stored count
-// follows, so that the next start does not take the growth for a change
-// made while stopped. The producer's partitioner may move keys to them;
-// without repartition such a key's windows are split between partitions'
-// states, which windowd can only warn about.
-func (p *pipeline) grewInput(parts []int32) error {
+// grewInput checks, at every assignment, whether partitions were added to
+// the input while running (mu held; between polls). They are consumed, and
+// applied by evolve's rule: the stored count follows, so that the next
+// start does not take the growth for a change made while stopped, and the
+// split-key detector starts (record.go), since keys the producer's
+// partitioner moves to the added partitions have their windows split. A
+// count the rule refuses stops the pipeline, as a start would refuse it.
+func (p *pipeline) grewInput(ctx context.Context, parts []int32) error {
 	if p.rp != nil || p.def.Partitions == 0 {
 		return nil
 	}
@@ -102,12 +108,25 @@ func (p *pipeline) grewInput(parts []int32) error {
 	for _, part := range parts {
 		n = max(n, part+1)
 	}
+	tds, err := p.adm.ListTopics(ctx, p.cfg.Input.Topic)
+	if err == nil {
+		err = tds.Error()
+	}
+	if err != nil {
+		p.log.Warn("reading the input's partition count failed: an added partition is noticed when it is assigned", zap.Error(err))
+	} else {
+		n = max(n, int32(len(tds[p.cfg.Input.Topic].Partitions)))
+	}
 	if n == p.def.Partitions {
 		return nil
 	}
-	p.log.Warn("the input grew while running: keys the producer's partitioner moves to the new partitions have their windows split between two partitions' states (each emits its own panes); set repartition: true to be safe from this",
-		zap.Int32("from_partitions", p.def.Partitions), zap.Int32("to_partitions", n))
-	p.def.Partitions = n
+	from := p.def.Partitions
+	if err := p.def.Grow(n); err != nil {
+		return fmt.Errorf("pipeline %s: partitions were added to its input while it ran: %w", p.cfg.Name, err)
+	}
+	p.log.Warn("the input grew while running: "+evolve.GrowthRule,
+		zap.Int32("from_partitions", from), zap.Int32("to_partitions", n), zap.Int32("pane_ids_with_partition_from", p.def.PaneIDPartitionsFrom()))
+	p.startSplitDetector()
 	return p.storeDefinition()
 }
 

@@ -106,7 +106,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_repartition_duplicates_total",
 			Help: "Stage 2: repartitioned records dropped because their upstream offset was processed already (stage 1 wrote them again after a restart)."}, p),
 		splitKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_split_keys_total",
-			Help: "Records whose key.field value was seen on another input partition (without repartition: true its windows are split)."}, p),
+			Help: "Records whose key was last seen on another input partition (a key from the value, or a key moved to a partition added to the input): without repartition: true its windows are split."}, p),
 		finalThrough: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_final_through_ms",
 			Help: "Event time through which every final pane is written: the last progress record's final_through (frontier minus allowed_lateness), Unix ms."}, p),
 		progress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_progress_records_total",

@@ -298,8 +298,11 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 			db.Close()
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
 		}
-	} else if cfg.Key.FromValue() {
-		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(cfg.Name))
+	} else if p.def.GrewFrom > 0 {
+		p.startSplitDetector() // partitions were added to the input
+	}
+	if p.rp == nil && cfg.Key.FromValue() {
+		p.startSplitDetector()
 		p.log.Warn("a key from the value without repartition: true: the records of one key ("+cfg.Key.String()+") must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
 			zap.String("key", cfg.Key.String()))
 	}

@@ -45,6 +45,9 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			return err
 		}
 	}
+	if err := p.grewInput(ctx, parts); err != nil {
+		return err
+	}
 	if len(parts) == 0 {
 		return nil
 	}
@@ -67,9 +70,6 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 			}
 			p.inputID = id
 		}
-	}
-	if err := p.grewInput(parts); err != nil {
-		return err
 	}
 	if err := p.growChangelog(ctx, parts); err != nil {
 		return err

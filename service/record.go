@@ -109,13 +109,13 @@ func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
 	}
 }
 
-// warnSplit logs, at most once a minute, that a key.field value arrived on
-// two input partitions.
+// warnSplit logs, at most once a minute, that a key arrived on two input
+// partitions (split.go).
 func (p *pipeline) warnSplit(part int32, key string) {
 	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
 		p.split.lastLog = t
 		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
 			zap.String("key_from", p.cfg.Key.String()), zap.String("key", key), zap.Int32("partition", part),
-			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.String()))
+			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.String()+" (and add partitions to it only with repartition: true)"))
 	}
 }

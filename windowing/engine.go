@@ -61,6 +61,13 @@ type Options struct {
 	// Evolve continues state stored under an earlier definition
 	// (layout.go); nil: the state's definition is the spec's.
 	Evolve *Evolution
+	// PartitionIDsFrom (with ShardByPartition): panes of a partition at
+	// or above it carry the partition in their pane id, so that a key the
+	// producer's partitioner moved to a partition added to the input
+	// never has two final panes with one pane id (docs/OPERATIONS.md,
+	// Changing a deployed pipeline). The service sets it to the input's
+	// partition count before it grew; 0: never.
+	PartitionIDsFrom int32
 }
 
 // Stats are running counters of one engine.
@@ -897,6 +904,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	}
 	p := &e.pane
 	p.Key, p.Start, p.End = ks.key, w.start, w.end
+	p.HasPartition, p.Partition = e.partitionInID(ks)
 	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
 	p.Partial = partialOf(ks, w)
 	acc := w.acc
@@ -929,11 +937,19 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	return e.cancelProc(ks, w)
 }
 
+// partitionInID reports whether panes of ks carry its partition in their
+// id (Options.PartitionIDsFrom), and the partition.
+func (e *Engine) partitionInID(ks *keyState) (bool, int32) {
+	from := e.opts.PartitionIDsFrom
+	return from > 0 && e.opts.ShardByPartition && int64(ks.shard) >= int64(from), int32(ks.shard)
+}
+
 func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r := &e.retract
 	r.Key, r.Start, r.End = ks.key, l.start, l.end
 	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, l.mode, true
 	r.Partial = 0
+	r.HasPartition, r.Partition = e.partitionInID(ks)
 	copy(r.Values, l.values)
 	e.stats.Retractions++
 	return e.emit.Pane(r)

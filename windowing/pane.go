@@ -50,9 +50,16 @@ type Pane struct {
 	// the window opened, so its value covers only the records since
 	// (docs/OPERATIONS.md, Changing a deployed pipeline).
 	Partial uint64
+	// Partition, when HasPartition, is the input partition whose state
+	// emitted the pane: a partition added to the input
+	// (Options.PartitionIDsFrom). It is part of the pane id and shown
+	// in the pane object.
+	HasPartition bool
+	Partition    int32
 }
 
-// ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop duplicates by.
+// ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop
+// duplicates by, with `@<partition>` when the pane has a Partition.
 func (p *Pane) ID() string {
 	return string(p.AppendID(make([]byte, 0, len(p.Key)+48)))
 }
@@ -65,7 +72,12 @@ func (p *Pane) AppendID(b []byte) []byte {
 	b = append(b, '/')
 	b = strconv.AppendInt(b, p.End, 10)
 	b = append(b, '/')
-	return strconv.AppendUint(b, uint64(p.Index), 10)
+	b = strconv.AppendUint(b, uint64(p.Index), 10)
+	if p.HasPartition {
+		b = append(b, '@')
+		b = strconv.AppendInt(b, int64(p.Partition), 10)
+	}
+	return b
 }
 
 // AppendJSON appends the pane as the JSON object of docs/SEMANTICS.md,
@@ -139,7 +151,12 @@ func appendPaneFields(b []byte, p *Pane) []byte {
 	b = strconv.AppendBool(b, p.Final)
 	b = append(b, `,"mode":"`...)
 	b = append(b, p.Mode.String()...)
-	b = append(b, `"},"retraction":`...)
+	b = append(b, '"')
+	if p.HasPartition {
+		b = append(b, `,"partition":`...)
+		b = strconv.AppendInt(b, int64(p.Partition), 10)
+	}
+	b = append(b, `},"retraction":`...)
 	b = strconv.AppendBool(b, p.Retraction)
 	return append(b, `,"aggregates":{`...)
 }
@@ -175,6 +192,7 @@ type paneHead struct {
 	mode       Mode
 	retraction bool
 	zone       *time.Location
+	partition  int32 // -1: none
 }
 
 // NewPaneJSON returns a PaneJSON for panes of the aggregates specs.
@@ -195,7 +213,10 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = codec.AppendJSONString(b, p.Key)
-	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, zone: p.Zone}
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, zone: p.Zone, partition: -1}
+	if p.HasPartition {
+		h.partition = p.Partition
+	}
 	if e.head == nil || h != e.last {
 		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End, p.Zone), p)
 		e.last = h
