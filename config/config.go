@@ -284,6 +284,9 @@ type Pipeline struct {
 	Timestamp Timestamp
 	Watermark watermark.Spec
 	Spec      windowing.Spec // window, lateness, trigger, accumulation, aggregates
+	// Drain, when set, finishes the windows of the definition the
+	// pipeline's state was built under before Spec.Window takes over.
+	Drain *Drain
 	// AggregateExprs holds, index for index with Spec.Aggregates, the
 	// expression of an aggregate written with expr (nil: with field, or
 	// count).
@@ -349,3 +352,12 @@ var ErrNoBrokers = errors.New("kafka.brokers is required to run (a list of host:
 
 // HasBrokers reports whether the configuration says which Kafka to use.
 func (c *Config) HasBrokers() bool { return c.Kafka.Embedded || len(c.Kafka.Brokers) > 0 }
+
+// Drain finishes a pipeline's previous windows after a change of window
+// (docs/OPERATIONS.md, Changing a deployed pipeline): records before Until
+// go to the windows of Window, the definition the state was built under;
+// records from Until on go to the pipeline's window.
+type Drain struct {
+	Window windowing.WindowSpec
+	Until  int64 // Unix ms: the cut
+}

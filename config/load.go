@@ -101,7 +101,7 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
 	httpKeys      = []string{"listen"}
-	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval"}
+	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval", "drain"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
 	registryKeys  = []string{"url", "basic_auth", "tls"}
 	basicKeys     = []string{"username", "password", "password_file"}
@@ -483,6 +483,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.Timestamp = d.timestamp(m)
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
 	p.Spec = d.spec(m)
+	p.Drain = d.drain(m, p.Spec.Window)
 	if slices.ContainsFunc(d.aggExprs, func(x *expr.Program) bool { return x != nil }) {
 		p.AggregateExprs = d.aggExprs
 	}
@@ -873,4 +874,53 @@ func (d *decoder) fieldPaths(n ast.Node, path string) ([]string, bool) {
 		out = append(out, f)
 	}
 	return out, true
+}
+
+// drain reads a pipeline's drain (docs/OPERATIONS.md, Changing a deployed
+// pipeline): the window definition its state was built under, and the
+// cut. Both windows must be fixed windows (tumbling, hopping, calendar):
+// a record belongs to the windows its time gives, under one definition or
+// the other.
+func (d *decoder) drain(m *mapping, cur windowing.WindowSpec) *Drain {
+	if !m.has("drain") {
+		return nil
+	}
+	dm := m.sub("drain", "window", "until")
+	w := d.window(dm.sub("window", windowKeys...))
+	until, untilOK := req(dm, "until", d.instant)
+	fixed := func(k windowing.WindowKind) bool {
+		return k == windowing.Tumbling || k == windowing.Hopping || k == windowing.Calendar
+	}
+	switch {
+	case w.Kind != 0 && !fixed(w.Kind):
+		d.errorf(dm.valueAt("window"), dm.child("window"), "a drain finishes tumbling, hopping or calendar windows, not %s windows: run the new definition as a new pipeline next to the old one instead", w.Kind)
+	case cur.Kind != 0 && !fixed(cur.Kind):
+		d.errorf(m.keyAt("drain"), m.child("drain"), "a drain switches to tumbling, hopping or calendar windows, not %s windows: run the new definition as a new pipeline next to the old one instead", cur.Kind)
+	case untilOK && w.Kind != 0 && cur.Kind != 0:
+		if ok, next := windowing.CheckDrain(w, cur, until); !ok {
+			hint := "choose another cut"
+			if next != 0 {
+				hint = "the next cut that can is " + time.UnixMilli(next).UTC().Format(time.RFC3339Nano)
+			}
+			d.errorf(dm.valueAt("until"), dm.child("until"), "at this cut a window of the pipeline's window that holds records from the cut on starts where a window of drain.window starts but ends elsewhere, and a key's windows are told apart by their start: %s", hint)
+			return nil
+		}
+		return &Drain{Window: w, Until: until}
+	}
+	return nil
+}
+
+// instant accepts an RFC 3339 time and returns its Unix milliseconds.
+func (d *decoder) instant(n ast.Node, path string) (int64, bool) {
+	s, ok := text(n)
+	if !ok {
+		d.expected(n, path, `an RFC 3339 time like "2026-12-04T06:00:00Z"`)
+		return 0, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		d.errorf(posOf(n), path, "invalid time %s (an RFC 3339 time like \"2026-12-04T06:00:00Z\")", quote(s))
+		return 0, false
+	}
+	return t.UnixMilli(), true
 }

@@ -52,6 +52,20 @@ type Definition struct {
 	// removed aggregate's state is not taken up by a later one of the
 	// same identity.
 	History []uint32 `json:"history,omitempty"`
+	// Drain is the last drain of a window change (kept once finished: the
+	// next one must wait for it).
+	Drain *Drain `json:"drain,omitempty"`
+	// drainWindow is the configuration's drain window (Of), which the
+	// engine needs while the drain runs; not stored.
+	drainWindow *windowing.WindowSpec
+}
+
+// Drain is a window change that finishes the previous windows first
+// (windowing.Drain): records before Cut go to the windows of From.
+type Drain struct {
+	From string `json:"from"` // the previous window, as Definition.Window
+	Cut  int64  `json:"cut_ms"`
+	End  int64  `json:"end_ms"` // windowing.Drain.End
 }
 
 // LayoutTag names d's aggregate layout in the key state written under
@@ -137,6 +151,10 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 		Trigger:      triggerText(p.Spec.Trigger),
 		Accumulation: p.Spec.Mode.String(),
 		Partitions:   partitions,
+	}
+	if dr := p.Drain; dr != nil {
+		d.Drain = &Drain{From: windowText(dr.Window), Cut: dr.Until, End: windowing.DrainEnd(dr.Window, dr.Until)}
+		d.drainWindow = &dr.Window
 	}
 	for i, a := range p.Spec.Aggregates {
 		var x *string

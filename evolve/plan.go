@@ -3,6 +3,7 @@ package evolve
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/windowd/windowd/windowing"
 )
@@ -91,7 +92,8 @@ func (p *Plan) Text() string {
 
 // RefusalHelp is the choices an operator has when a plan is refused.
 const RefusalHelp = "choices: (1) deploy the previous configuration again; " +
-	"(2) start the changed pipeline on fresh state: stop every instance, run `windowd reset --config FILE --pipeline NAME --to committed|earliest|latest|<RFC 3339 time>` " +
+	"(2) for a window change, finish the old windows first: add drain: {window: <the previous window>, until: <the cut, an RFC 3339 time>} to the pipeline (docs/OPERATIONS.md, Draining); " +
+	"(3) start the changed pipeline on fresh state: stop every instance, run `windowd reset --config FILE --pipeline NAME --to committed|earliest|latest|<RFC 3339 time>` " +
 	"(it deletes the pipeline's changelog and this instance's state directory, and sets the group's offsets; other instances discard their state at start), " +
 	"then start every instance (docs/OPERATIONS.md, Changing a deployed pipeline)"
 
@@ -107,9 +109,25 @@ func Compare(old, new *Definition) *Plan {
 	next := *new
 	next.Layouts, next.Sealed, next.History, next.GrewFrom = old.Layouts, old.Sealed, old.History, old.GrewFrom
 	add := func(c Change) { p.Changes = append(p.Changes, c) }
-	if old.Window != new.Window {
-		add(Change{What: "window", From: old.Window, To: new.Window, Class: Incompatible,
-			Rule: "open windows were built under the old definition; their records cannot be re-assigned"})
+	next.Drain = old.Drain
+	switch {
+	case old.Window == new.Window:
+		if old.Drain != nil && new.Drain != nil && *old.Drain != *new.Drain {
+			add(Change{What: "drain", From: old.Drain.From + " until " + fmtMillis(old.Drain.Cut), To: new.Drain.From + " until " + fmtMillis(new.Drain.Cut), Class: Rule,
+				Rule: "the state's window is already the configured one: the stored drain goes on as it began (a running drain needs drain.window to stay its previous window), and drain.until cannot move"})
+		}
+	case new.Drain != nil && new.Drain.From == old.Window:
+		next.Drain = new.Drain
+		add(Change{What: "window", From: old.Window, To: new.Window, Class: Rule, Rule: drainRule(new.Drain)})
+	default:
+		c := Change{What: "window", From: old.Window, To: new.Window, Class: Incompatible,
+			Rule: "open windows were built under the old definition; their records cannot be re-assigned"}
+		if new.Drain != nil {
+			c.Rule += fmt.Sprintf("; drain.window (%s) is not the window the state was built under", new.Drain.From)
+		} else {
+			c.Rule += "; to finish the old windows first, add drain: {window: <the old window>, until: <the cut, an RFC 3339 time>} to the pipeline"
+		}
+		add(c)
 	}
 	if old.Key != new.Key {
 		add(Change{What: "key", From: old.Key, To: new.Key, Class: Incompatible,
@@ -359,3 +377,13 @@ func (d *Definition) PaneIDPartitionsFrom() int32 {
 	}
 	return d.Partitions
 }
+
+// drainRule says what a drain does.
+func drainRule(d *Drain) string {
+	return fmt.Sprintf("drained: records before %s go to the old windows, records from then on to the new ones; "+
+		"a window spanning the cut that only one definition has names its aggregates partial; "+
+		"the drain ends when the frontier passes %s plus allowed_lateness, when the last old window has closed",
+		fmtMillis(d.Cut), fmtMillis(d.End))
+}
+
+func fmtMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

@@ -54,7 +54,8 @@ func (n *node) Pane(p *windowing.Pane) error {
 
 func (n *node) Dropped(*windowing.Event, windowing.DropReason) error { *n.drops++; return nil }
 
-// start opens the state in fs under p; the error is the plan's refusal.
+// start opens the state in fs under p; the error is the plan's or the
+// engine's refusal.
 func start(t *testing.T, fs vfs.FS, p *config.Pipeline, panes *[]pane, drops *int) (*node, error) {
 	t.Helper()
 	db, err := state.Open("state", state.Options{FS: fs})
@@ -79,7 +80,8 @@ func start(t *testing.T, fs vfs.FS, p *config.Pipeline, panes *[]pane, drops *in
 	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, Every: 1}
 	n.eng, err = windowing.New(p.Spec, wm, db, n, windowing.Options{Evolve: ev})
 	if err != nil {
-		t.Fatal(err)
+		db.Close()
+		return nil, err // a drain the engine cannot continue
 	}
 	n.eng.Assign(0, 0, true)
 	n.eng.Assign(1, 0, true)

@@ -34,6 +34,9 @@ func Start(stored []byte, hasState bool, cur *Definition, where string) (*Plan, 
 		// after), its untagged key state in this layout.
 		next.Layouts = map[uint32][]Aggregate{0: cur.Layout()}
 		next.History = []uint32{0}
+		next.Drain = nil
+	default:
+		next.Drain = nil // fresh state: no window to finish
 	}
 	ev, err := next.Evolution(prior)
 	if err != nil {
@@ -58,6 +61,15 @@ func (d *Definition) Evolution(prior *Definition) (*windowing.Evolution, error) 
 	}
 	if prior != nil && prior.Lateness != d.Lateness {
 		ev.Rearm, ev.PriorLateness = true, prior.Lateness
+	}
+	if dr := d.Drain; dr != nil {
+		ev.Drain = &windowing.Drain{Cut: dr.Cut, End: dr.End}
+		if d.drainWindow != nil && windowText(*d.drainWindow) == dr.From {
+			ev.Drain.Window = *d.drainWindow
+		}
+		if prior != nil && prior.Drain != nil && *prior.Drain != *dr {
+			ev.PriorDrainEnd = prior.Drain.End
+		}
 	}
 	return ev, nil
 }

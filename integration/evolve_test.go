@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/service"
 )
 
@@ -135,7 +136,13 @@ func TestConfigChangeOnRestart(t *testing.T) {
 // pane by its window (key/start/end), flush windows left out.
 func finalsByID(t *testing.T, e *env, recs []input) map[string]string {
 	t.Helper()
-	panes, _ := runReplay(t, &e.cfg.Pipelines[0], recs, int(e.partitions))
+	return finalsByIDOf(t, e, &e.cfg.Pipelines[0], recs)
+}
+
+// finalsByIDOf is finalsByID under pipeline p.
+func finalsByIDOf(t *testing.T, e *env, p *config.Pipeline, recs []input) map[string]string {
+	t.Helper()
+	panes, _ := runReplay(t, p, recs, int(e.partitions))
 	out := map[string]string{}
 	for _, p := range panes {
 		if !gjson.Get(p, "pane.final").Bool() || strings.HasPrefix(gjson.Get(p, "key").Str, "flush") {

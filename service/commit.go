@@ -89,6 +89,10 @@ func (p *pipeline) checkpoint(acks *changelogAcks) error {
 	if err := p.eng.Checkpoint(true); err != nil {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}
+	if p.eng.Drained() && !p.mu.drainLogged {
+		p.mu.drainLogged = true
+		p.log.Info("drain finished: every window of the previous window definition has closed; drain may now be removed from the configuration")
+	}
 	p.off.Lock()
 	p.off.stored = offsets
 	p.off.Unlock()

@@ -139,6 +139,7 @@ type pipeline struct {
 		gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
 		faultAfter       int             // Faults.ExitAfterChangelog; 0: off
 		defSeq           int             // counts changes of defBytes
+		drainLogged      bool            // the end of a drain was logged
 		defLogged        map[int32]int   // defSeq last written to each partition's changelog
 
 		// exactly_once (exactlyonce.go)

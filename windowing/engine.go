@@ -113,6 +113,8 @@ type Engine struct {
 	codec    stateCodec
 	pending  []pendingKey // restored keys of layouts not known yet (layout.go)
 	sealed   int64        // windows ending at or before it have expired (Evolution.Sealed)
+	drain    *drain       // a running Drain (drain.go)
+	drained  bool         // the drain given has finished
 
 	cache      keyCache
 	cacheBytes int
@@ -232,6 +234,11 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 	}
 	if e.nextProc, err = e.nextDeadline(ProcTimer, e.doneProc); err != nil {
 		return nil, err
+	}
+	if ev := opts.Evolve; ev != nil {
+		if err := e.startDrain(ev); err != nil {
+			return nil, err
+		}
 	}
 	if ev := opts.Evolve; ev != nil && ev.Rearm {
 		if err := e.rearm(ev.PriorLateness); err != nil {
@@ -466,7 +473,11 @@ func (e *Engine) advance() error {
 // fireEvent runs the on-time and expiry steps of every window due at f.
 func (e *Engine) fireEvent(f int64) error {
 	e.f = f
-	return e.fireDue(EventTimer, f, &e.doneEvent, &e.nextEvent, e.fireWindow)
+	if err := e.fireDue(EventTimer, f, &e.doneEvent, &e.nextEvent, e.fireWindow); err != nil {
+		return err
+	}
+	e.endDrain()
+	return nil
 }
 
 // fireDue fires every timer of kind due by upTo, in index order, in chunks.
@@ -641,6 +652,9 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 	}
 	w.start, w.end = start, end
 	w.mode, w.partial = e.spec.Mode, 0
+	if e.drain != nil && e.drainPartial(start, end) {
+		w.partial = allPartial(len(e.spec.Aggregates))
+	}
 	if closed(e.f, end) {
 		w.onTimeDone = true
 		w.lateSeen = true
@@ -711,7 +725,7 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 	if ks.sliced {
 		return e.assignSliced(ks, ev)
 	}
-	e.spans = e.assigner.Windows(e.spans[:0], ev.Time)
+	e.spans = e.drainAssigner(ev.Time).Windows(e.spans[:0], ev.Time)
 	e.outOfRange = len(e.spans) == 0
 	for _, sp := range e.spans {
 		if e.expired(sp.End) {
@@ -905,6 +919,9 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	p := &e.pane
 	p.Key, p.Start, p.End = ks.key, w.start, w.end
 	p.HasPartition, p.Partition = e.partitionInID(ks)
+	if e.drain != nil {
+		e.paneZone(p, w.start, w.end)
+	}
 	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
 	p.Partial = partialOf(ks, w)
 	acc := w.acc
@@ -950,6 +967,9 @@ func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, l.mode, true
 	r.Partial = 0
 	r.HasPartition, r.Partition = e.partitionInID(ks)
+	if e.drain != nil {
+		e.paneZone(r, l.start, l.end)
+	}
 	copy(r.Values, l.values)
 	e.stats.Retractions++
 	return e.emit.Pane(r)

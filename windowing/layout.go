@@ -37,6 +37,11 @@ type Evolution struct {
 	// starts.
 	Rearm         bool
 	PriorLateness int64
+	// Drain: finish the windows of the previous window definition
+	// (drain.go); PriorDrainEnd: the End of a drain before this one,
+	// which must have finished (0: none).
+	Drain         *Drain
+	PriorDrainEnd int64
 }
 
 // maxPartialAggs is how many aggregates a pane can name partial: the
