@@ -42,7 +42,12 @@ func TestValidateAgainstState(t *testing.T) {
 	}
 	resized := writeConfig(t, strings.Replace(string(orig), "size: 10s", "size: 20s", 1))
 	code, out, errs = runCLI(t, "", "validate", "--config", resized, "--against-state", dir)
-	if code != 1 || !strings.Contains(out, "incompatible: window") || !strings.Contains(out, "choices") {
+	if code != 1 || !strings.Contains(out, "incompatible: window") || !strings.Contains(out, "choices") || !strings.Contains(out, "drain") {
 		t.Fatalf("window resized: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	drained := writeConfig(t, strings.Replace(string(orig), "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \"2026-12-04T06:00:00Z\"}", 1))
+	code, out, errs = runCLI(t, "", "validate", "--config", drained, "--against-state", dir)
+	if code != 0 || !strings.Contains(out, "compatible, by rule: window") || !strings.Contains(out, "drained: records before 2026-12-04T06:00:00Z go to the old windows") {
+		t.Fatalf("window resized with a drain: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
