@@ -173,22 +173,8 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	if err == nil {
 		committed, err = p.txn.End(tctx, kgo.TryCommit)
 	}
-	var refused *kerr.Error
-	switch {
-	case errors.Is(err, kerr.InvalidTxnState):
-		// A pause or an outage met before the epoch was fenced: the
-		// coordinator is still aborting the timed-out transaction
-		// (PrepareAbort) and refuses its commit.
-		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
-	case kafka.IsFenced(err):
-		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
-	case err != nil && !errors.As(err, &refused):
-		// No answer (the broker is unreachable): whether the transaction
-		// committed is unknown. Rejoining settles it (errors.go).
-		return fatalError{fmt.Errorf("ending the transaction got no answer, its outcome is unknown: %w: %w", errRejoin, err)}
-	}
 	if err != nil {
-		return fatalError{fmt.Errorf("ending the transaction: %w", err)}
+		return endFailed(err)
 	}
 	if !committed {
 		return p.aborted(notCommittedWhy(revokedBefore || p.revokedSinceEnd()))
@@ -201,6 +187,27 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 		p.purgeRepartition(ctx)
 	}
 	return p.checkpointTxn(start, acks)
+}
+
+// endFailed is the error of a transaction end that failed with err: all
+// are fatal, and say whether the producer was fenced (the pipeline
+// rebuilds) or the outcome is unknown (it rejoins; errors.go).
+func endFailed(err error) error {
+	var refused *kerr.Error
+	switch {
+	case errors.Is(err, kerr.InvalidTxnState):
+		// A pause or an outage met before the epoch was fenced: the
+		// coordinator is still aborting the timed-out transaction
+		// (PrepareAbort) and refuses its commit.
+		return fatalError{fmt.Errorf("transaction aborted by the broker (it timed out while this instance was paused or the broker was unreachable): %w: %w", errFenced, err)}
+	case kafka.IsFenced(err):
+		return fatalError{fmt.Errorf("transactional producer fenced (its transaction timed out while this instance was paused or the broker was unreachable, or another instance uses its transactional id): %w: %w", errFenced, err)}
+	case !errors.As(err, &refused):
+		// No answer (the broker is unreachable): whether the transaction
+		// committed is unknown. Rejoining settles it (errors.go).
+		return fatalError{fmt.Errorf("ending the transaction got no answer, its outcome is unknown: %w: %w", errRejoin, err)}
+	}
+	return fatalError{fmt.Errorf("ending the transaction: %w", err)}
 }
 
 // checkpointTxn writes the checkpoint of a committed transaction (acks

@@ -197,14 +197,52 @@ func (l *lockedWriter) writeLine(b []byte) {
 
 // newPipeline builds the pipeline of cfg, whose input topic has inputs
 // partitions; a repartitioned pipeline runs as stage 2 over the internal
-// topic, with its stage 1 beside it.
-func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topics kafka.Topics, deps deps) (*pipeline, error) {
-	inputs := topics.Partitions
-	clTopic := kafka.ChangelogTopic(cfg)
+// topic, with its stage 1 beside it. On an error what was opened is
+// closed in one place.
+func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topics kafka.Topics, deps deps) (p *pipeline, err error) {
+	p = newPipelineState(cfg, c, topics, deps)
+	defer func() {
+		if err != nil {
+			p.prodCancel()
+			if p.db != nil {
+				p.db.Close()
+			}
+			p = nil
+		}
+	}()
+	txnID, err := p.openLocalState(c, topics, deps)
+	if err != nil {
+		return p, err
+	}
+	p.openDecoders(deps)
+	p.panes = newPaneWriter(p.writePane)
+	if p.baseOpts, err = kafka.ClientOpts(c, brokers, p.log); err != nil {
+		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
+	}
+	if p.rp != nil {
+		if p.rp.up, err = newRepartitioner(p.orig, c, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, topics.Partitions), deps.registry); err != nil {
+			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
+		}
+	} else {
+		p.watchSplitKeys()
+	}
+	// The group may assign partitions as soon as the client exists; the
+	// callbacks wait for mu until the pipeline is complete.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.openGroupClient(c, txnID); err != nil {
+		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
+	}
+	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
+	return p, nil
+}
+
+// newPipelineState is the pipeline of cfg before anything is opened.
+func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, deps deps) *pipeline {
 	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
-		rp = &stage2{inputs: inputs, ups: map[int32]*repartition.Table{}}
+		rp = &stage2{inputs: topics.Partitions, ups: map[int32]*repartition.Table{}}
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{
@@ -214,7 +252,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		log:       deps.log.With(zap.String("pipeline", cfg.Name)),
 		m:         deps.metrics,
 		now:       deps.now,
-		clTopic:   clTopic,
+		clTopic:   kafka.ChangelogTopic(orig),
 		eos:       cfg.Delivery == config.ExactlyOnce,
 		engOpts:   windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
 		abortTxn:  deps.faults.AbortTxn,
@@ -233,43 +271,44 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		p.stdout = deps.stdout
 	}
 	p.prodCtx, p.prodCancel = context.WithCancel(context.Background())
-	dir := filepath.Join(c.State.Dir, cfg.Name)
+	return p
+}
+
+// openLocalState opens the state directory and the engine on it: the
+// stored offsets and definition, the plan of a changed configuration, and
+// under exactly_once the transactional id it returns.
+func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps deps) (txnID string, err error) {
+	name := p.cfg.Name
+	dir := filepath.Join(c.State.Dir, name)
 	stateOpts := state.Options{
 		FS:   deps.faults.FS,
 		Logf: func(format string, args ...any) { p.log.Error("pebble: " + fmt.Sprintf(format, args...)) },
 		Fatal: func(msg string) {
-			p.m.ready.WithLabelValues(cfg.Name).Set(0)
-			deps.fatal(fmt.Sprintf("pipeline %s: %s", cfg.Name, msg))
+			p.m.ready.WithLabelValues(name).Set(0)
+			deps.fatal(fmt.Sprintf("pipeline %s: %s", name, msg))
 		},
 	}
-	db, err := p.openState(dir, stateOpts, topics.ChangelogID)
-	if err != nil {
-		return nil, err
+	if p.db, err = p.openState(dir, stateOpts, topics.ChangelogID); err != nil {
+		return "", err
 	}
-	p.db = db
-	p.store = &trackingStore{DB: db, dirty: map[int32]map[string]struct{}{}}
-	var txnID string
+	p.store = &trackingStore{DB: p.db, dirty: map[int32]map[string]struct{}{}}
 	if p.eos {
 		if txnID, err = p.openExactlyOnce(); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("pipeline %s: state: %w", cfg.Name, err)
+			return "", fmt.Errorf("pipeline %s: state: %w", name, err)
 		}
 	}
 	if err := p.loadMeta(); err != nil {
-		db.Close()
-		return nil, err
+		return "", err
 	}
-	if err := p.planState(inputs, dir); err != nil {
-		db.Close()
-		return nil, err
+	if err := p.planState(topics.Partitions, dir); err != nil {
+		return "", err
 	}
-	p.eng, err = windowing.New(cfg.Spec, cfg.Watermark, p.store, p, p.engOpts)
+	p.eng, err = windowing.New(p.cfg.Spec, p.cfg.Watermark, p.store, p, p.engOpts)
 	if err == nil {
 		err = p.storeDefinition()
 	}
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("pipeline %s: restore state: %w", cfg.Name, err)
+		return "", fmt.Errorf("pipeline %s: restore state: %w", name, err)
 	}
 	// Partitions of the last checkpoint hold the frontier until the group
 	// hands them back (or two session timeouts pass: they moved elsewhere).
@@ -277,6 +316,13 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		p.log.Info("holding the frontier for partitions of the last checkpoint until they are assigned",
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
+	return txnID, nil
+}
+
+// openDecoders makes the decoders of the loop and of the poll's second
+// goroutine (ahead.go), on the schema registry for avro and protobuf.
+func (p *pipeline) openDecoders(deps deps) {
+	cfg := p.cfg
 	p.dec = source.NewDecoder(cfg)
 	p.mu.ahead = newDecodeAhead(source.NewDecoder(cfg))
 	if cfg.Input.Format != config.JSON {
@@ -286,28 +332,28 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		// Before the client joins the group: its callbacks read it.
 		p.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
 	}
-	p.panes = newPaneWriter(p.writePane)
-	base, err := kafka.ClientOpts(c, brokers, p.log)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
-	}
-	p.baseOpts = base
-	if p.rp != nil {
-		orig := c.Pipeline(cfg.Name)
-		if p.rp.up, err = newRepartitioner(orig, c, base, p.log, p.m, p.now, kafka.RepartitionPartitions(orig, inputs), deps.registry); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
-		}
-	} else if p.def.GrewFrom > 0 {
+}
+
+// watchSplitKeys starts the split-key detector where a key's records may
+// be on two input partitions (split.go): a key from the value, or an input
+// that grew.
+func (p *pipeline) watchSplitKeys() {
+	if p.def.GrewFrom > 0 {
 		p.startSplitDetector() // partitions were added to the input
 	}
-	if p.rp == nil && cfg.Key.FromValue() {
+	if k := p.cfg.Key; k.FromValue() {
 		p.startSplitDetector()
-		p.log.Warn("a key from the value without repartition: true: the records of one key ("+cfg.Key.String()+") must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
-			zap.String("key", cfg.Key.String()))
+		p.log.Warn("a key from the value without repartition: true: the records of one key ("+k.String()+") must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
+			zap.String("key", k.String()))
 	}
-	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
+}
+
+// openGroupClient creates the consumer-group client (under exactly_once
+// its transact session, with the first transaction begun) and what works
+// through it (mu held: its callbacks may run at once).
+func (p *pipeline) openGroupClient(c *config.Config, txnID string) error {
+	cfg := p.cfg
+	opts := append(kafka.GroupOpts(p.baseOpts, c, cfg.Input.Group, cfg.Input.Topic),
 		// Partitions that move go where their state is (standby.go).
 		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),
@@ -315,24 +361,14 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordPartitioner(kafka.NewPartitioner(p.clTopic, p.cfg.OutputTopic)),
+		kgo.RecordPartitioner(kafka.NewPartitioner(p.clTopic, cfg.OutputTopic)),
 	)
 	if cfg.Watermark.MaxDrift > 0 {
 		opts = append(opts, kgo.FetchMaxWait(alignFetchMaxWait))
 	} else {
 		opts = append(opts, kgo.FetchMaxWait(resumeFetchMaxWait))
 	}
-	// The group may assign partitions as soon as the client exists; the
-	// callbacks wait for mu until the pipeline is complete.
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.eos {
-		// Rebalance callbacks run between polls. Not under exactly_once:
-		// a transaction's end waits for a heartbeat, and a member that
-		// lost the group gets its onLost only through this gate, so the
-		// end would wait forever (exactlyonce.go serialises by mu).
-		opts = append(opts, kgo.BlockRebalanceOnPoll())
-	}
+	var err error
 	if p.eos {
 		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(txnTimeout))
 		p.txn, err = kgo.NewGroupTransactSession(opts...)
@@ -345,11 +381,14 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		p.log.Info("exactly_once: one transaction per commit cycle", zap.String("transactional_id", txnID),
 			zap.Duration("commit_interval", time.Duration(cfg.CommitInterval)*time.Millisecond))
 	} else {
-		p.cl, err = kgo.NewClient(opts...)
+		// Rebalance callbacks run between polls. Not under exactly_once:
+		// a transaction's end waits for a heartbeat, and a member that
+		// lost the group gets its onLost only through this gate, so the
+		// end would wait forever (exactlyonce.go serialises by mu).
+		p.cl, err = kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll())...)
 	}
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("pipeline %s: kafka client: %w", cfg.Name, err)
+		return err
 	}
 	p.adm = kadm.NewClient(p.cl)
 	p.prod = kafka.NewProducer(p.cl)
@@ -360,8 +399,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		p.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
 		p.align.wait = p.wait
 	}
-	p.m.ready.WithLabelValues(cfg.Name).Set(0)
-	return p, nil
+	return nil
 }
 
 func (p *pipeline) nowMS() int64 { return p.now().UnixMilli() }

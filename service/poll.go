@@ -75,12 +75,42 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	return p.shutdown(m.Run(ctx), grace)
 }
 
-// step processes one poll's records, ticks processing time and commits when
-// due (mu held).
+// step runs one poll through the step order of docs/SEMANTICS.md (mu
+// held): the poll's records, then what the loop keeps up between polls
+// (releases, restores, high watermarks, the exactly_once settlement), the
+// processing-time tick, the registry and alignment pauses, and the commit
+// cycle when it is due.
 func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
 	p.applyReleased()
 	now := p.now()
+	if err := p.processPoll(ctx, fetches, now); err != nil {
+		return err
+	}
+	if err := p.keepUp(ctx, now); err != nil {
+		return err
+	}
+	if err := p.eng.Tick(p.nowMS()); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if err := p.releaseGated(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	p.pausePartitions()
+	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
+		if _, err := p.commitCycle(ctx); err != nil {
+			return err
+		}
+	}
+	p.updateMetrics()
+	return nil
+}
+
+// processPoll feeds the poll's records to the engine in order (mu held),
+// running a commit cycle in the middle when uncommitted state has grown
+// past its bound. After a rollback the rest of the poll is dropped: the
+// rewound fetches deliver it again.
+func (p *pipeline) processPoll(ctx context.Context, fetches kgo.Fetches, now time.Time) error {
 	var err error
 	rolledBack, dropped := false, 0
 	p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
@@ -113,26 +143,20 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 				}
 				return
 			}
-			if p.eng.NeedsCheckpoint() {
-				// Bound memory: uncommitted state writes must not pile up until the next interval.
-				if err = p.commit(ctx, true); errors.Is(err, errRolledBack) {
-					// The rest of the poll comes again: the
-					// rollback rewound the partitions processed
-					// since the checkpoint, and the abort reset
-					// every other partition franz-go delivered
-					// records of to its committed offset.
-					err = nil
-					rolledBack = true
-					dropped += len(fp.Records) - i - 1
-					return
-				}
-				if err != nil && !isFatal(err) {
-					p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
-					err = nil
-				}
-				if err != nil {
-					return
-				}
+			if !p.eng.NeedsCheckpoint() {
+				continue
+			}
+			// Bound memory: uncommitted state writes must not pile
+			// up until the next interval. After a rollback the rest
+			// of the poll comes again: the rollback rewound the
+			// partitions processed since the checkpoint, and the
+			// abort reset every other partition franz-go delivered
+			// records of to its committed offset.
+			if rolledBack, err = p.commitCycle(ctx); rolledBack {
+				dropped += len(fp.Records) - i - 1
+			}
+			if rolledBack || err != nil {
+				return
 			}
 		}
 	})
@@ -140,9 +164,13 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if dropped > 0 {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// keepUp does what the loop keeps up between polls (mu held): standbys,
+// finished restores, the partitions' high watermarks (idleness) and kept
+// lost state, and under exactly_once the settlement of the assignment.
+func (p *pipeline) keepUp(ctx context.Context, now time.Time) error {
 	p.reconcileStandbys()
 	if err := p.applyRestores(ctx); err != nil && !errors.Is(err, errRolledBack) {
 		return err
@@ -157,16 +185,14 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if p.eos && p.unsettled() && p.now().Sub(p.mu.lastSettle) >= time.Second {
 		// No session has settled the assignment yet (the group was
 		// rebalancing again, or could not be read): commits wait.
-		if err := p.settleAssignment(ctx, 1); err != nil {
-			return err
-		}
+		return p.settleAssignment(ctx, 1)
 	}
-	if err := p.eng.Tick(p.nowMS()); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if err := p.releaseGated(); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
+	return nil
+}
+
+// pausePartitions runs the registry outage's and the alignment's pauses
+// (mu held).
+func (p *pipeline) pausePartitions() {
 	if p.wait != nil {
 		var aligned func(int32) bool
 		if p.align != nil {
@@ -178,15 +204,22 @@ func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
 	if p.align != nil {
 		p.align.step(p.eng.Watermarks(), p.now())
 	}
-	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
-		if err := p.commit(ctx, true); err != nil && !errors.Is(err, errRolledBack) {
-			if isFatal(err) {
-				return err
-			}
-			p.m.commitFailures.WithLabelValues(p.cfg.Name).Inc()
-			p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
-		}
+}
+
+// commitCycle runs a commit cycle and is the one place a failed cycle is
+// handled (mu held): a rollback reports rolledBack, a fatal error is
+// returned, and any other failure is counted, logged and retried at the
+// next cycle (offsets not committed meanwhile).
+func (p *pipeline) commitCycle(ctx context.Context) (rolledBack bool, err error) {
+	switch err = p.commit(ctx, true); {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, errRolledBack):
+		return true, nil
+	case isFatal(err):
+		return false, err
 	}
-	p.updateMetrics()
-	return nil
+	p.m.commitFailures.WithLabelValues(p.cfg.Name).Inc()
+	p.log.Warn("commit cycle failed; offsets not committed, will retry", zap.Error(err))
+	return false, nil
 }

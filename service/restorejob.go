@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
-
-	"github.com/windowd/windowd/kafka"
 )
 
 // Restoring in the background (docs/OPERATIONS.md, Restore). A partition
@@ -176,134 +173,6 @@ func (p *pipeline) startReader(part int32, standby bool) {
 	p.rs.Unlock()
 	clNext, known := p.mu.clNext[part]
 	go p.readChangelog(ctx, j, clNext, known)
-}
-
-// readChangelog is the reader of j: from clNext when local state holds
-// part up to there (known), else from the start into an emptied shard.
-func (p *pipeline) readChangelog(ctx context.Context, j *restoreJob, clNext int64, known bool) {
-	defer close(j.done)
-	send := func(b restoreBatch) bool {
-		select {
-		case j.out <- b:
-		case <-ctx.Done():
-			return false
-		}
-		select {
-		case p.rs.wake <- struct{}{}:
-		default:
-		}
-		return true
-	}
-	fail := func(err error) {
-		if ctx.Err() == nil {
-			send(restoreBatch{err: err})
-		}
-	}
-	standby := j.standby.Load() // at the start: a promoted standby still reads the tail first
-	lo, hi, err := kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, j.part, p.log)
-	if err != nil {
-		fail(err)
-		return
-	}
-	b := restoreBatch{begin: true, from: lo, hi: hi}
-	switch {
-	case known && clNext >= lo && clNext <= hi:
-		b.from = clNext
-	case !known && lo == hi:
-		// Nothing logged yet: local state, if any, is the only copy
-		// (written before the changelog existed).
-		b.from = hi
-	default:
-		b.cold = true
-	}
-	j.total.Store(hi - b.from)
-	if !standby && b.from < hi {
-		// Only a restore with records to read waits for a slot: the
-		// partitions whose state is already local (or that have none)
-		// join at once and together, not one slot after another (their
-		// consumers resuming at different times made a backfill's
-		// partitions start apart, before watermark alignment could act).
-		select {
-		case p.rs.slots <- struct{}{}:
-			defer func() { <-p.rs.slots }()
-		case <-ctx.Done():
-			return
-		}
-	}
-	if p.restoreStarts != nil {
-		p.restoreStarts(ctx, j.part)
-	}
-	if !send(b) {
-		return
-	}
-	end := restoreBatch{end: true}
-	var seen *seenKeys // see latestValues
-	if b.cold {
-		seen = newSeenKeys(hi - b.from)
-	}
-	latest := newLatestValues(seen)
-	if standby {
-		from, err := p.followChangelog(ctx, j, b.from, &end, &latest, send)
-		if err != nil {
-			fail(err)
-			return
-		}
-		// Promoted: the rest of the changelog, as a restore.
-		if _, hi, err = kafka.PartitionBounds(ctx, p.cl, p.adm, p.clTopic, j.part, p.log); err != nil {
-			fail(err)
-			return
-		}
-		b.from = min(from, hi)
-		j.total.Store(end.records + hi - b.from)
-		end.promoted, end.standbyRecords = true, end.records
-	}
-	if b.from < hi {
-		label := strconv.Itoa(int(j.part))
-		remaining := p.m.restoreRemaining.WithLabelValues(p.cfg.Name, label)
-		defer p.m.restoreRemaining.DeleteLabelValues(p.cfg.Name, label)
-		progress := newRestoreProgress(p.now(), hi-b.from)
-		apply := func(r *kgo.Record) error {
-			if full, err := p.readRecord(j, r, &end, latest); err != nil || !full {
-				return err
-			}
-			if !send(restoreBatch{entries: latest.entries()}) {
-				return ctx.Err()
-			}
-			latest = latest.next()
-			return nil
-		}
-		read := end.records
-		afterPoll := func() error {
-			j.records.Store(end.records)
-			remaining.Set(float64(max(0, hi-b.from-(end.records-read))))
-			if share, rate, ok := progress.due(p.now(), end.records-read); ok {
-				p.log.Info("restoring partition from the changelog", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic),
-					zap.Int64("records", end.records-read), zap.Int64("offsets", hi-b.from),
-					zap.String("share", fmt.Sprintf("%.0f%%", 100*share)), zap.Float64("records_per_second", math.Round(rate)))
-			}
-			return nil
-		}
-		if err := kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, j.part, b.from, hi, p.log, apply, afterPoll); err != nil {
-			fail(err)
-			return
-		}
-	}
-	end.entries = latest.entries()
-	end.hi = hi
-	send(end)
-}
-
-// readRecord takes changelog record r of j into the batch being read
-// (latest) and what the reader keeps across batches (end), and reports
-// whether latest is full (restoreBatchBytes) and due to be handed over.
-func (p *pipeline) readRecord(j *restoreJob, r *kgo.Record, end *restoreBatch, latest *latestValues) (full bool, err error) {
-	j.pos.Store(r.Offset + 1)
-	end.records++
-	end.size += int64(len(r.Key) + len(r.Value))
-	if err := p.applyChangelog(j.part, r, &end.mk, &end.def, &end.covers, latest); err != nil {
-		return false, err
-	}
-	return latest.bytes >= restoreBatchBytes, nil
 }
 
 // restoreStepBudget bounds the time a step spends applying restore

@@ -78,35 +78,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	log := opts.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if opts.Fatal == nil {
-		opts.Fatal = func(msg string) {
-			log.Error("pipeline stopped: local state cannot be written; exiting without committing offsets", zap.String("error", msg))
-			_ = log.Sync()
-			os.Exit(1)
-		}
+	d, err := newDeps(cfg, opts, reg)
+	if err != nil {
+		return err
 	}
-	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
-	for _, p := range cfg.Pipelines {
-		if p.Input.Format != config.JSON && d.registry == nil {
-			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
-			if err != nil {
-				return err
-			}
-			d.registry = r
-			registerRegistryMetrics(reg, d.registry)
-			log.Info("schema registry", zap.String("url", d.registry.URL()))
-		}
-	}
-
-	brokers := opts.Brokers
-	if len(brokers) == 0 {
-		if cfg.Kafka.Embedded {
-			return errors.New("kafka.brokers: embedded: the embedded broker is started by `windowd run`, which passes its address in Options.Brokers")
-		}
-		brokers = cfg.Kafka.Brokers
-	}
-	if len(brokers) == 0 {
-		return config.ErrNoBrokers
+	brokers, err := brokersOf(cfg, opts)
+	if err != nil {
+		return err
 	}
 
 	st := &status{now: opts.Now}
@@ -147,30 +125,88 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := p.run(runCtx, grace)
-			for rejoins(err) && runCtx.Err() == nil {
-				// A zombie, or a transaction whose outcome is unknown
-				// (exactly_once): rejoin as a new pipeline on the same
-				// state dir and transactional id rather than exit.
-				log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
-					zap.String("pipeline", p.cfg.Name), zap.Error(err))
-				np, nerr := newPipeline(p.orig, cfg, brokers, inputs[p.orig.Name], d)
-				if nerr != nil {
-					err = nerr
-					break
-				}
-				st.replace(p, np)
-				p = np
-				err = p.run(runCtx, grace)
-			}
+			err := superviseRun(runCtx, p, cfg, brokers, inputs, d, st, grace)
 			if err != nil {
-				log.Error("pipeline stopped", zap.String("pipeline", p.cfg.Name), zap.Error(err))
 				stop() // one failed pipeline stops the process: restart resumes from the last checkpoint
 			}
 			errs <- err
 		}()
 	}
 	<-runCtx.Done()
+	return awaitPipelines(&wg, errs, grace, log)
+}
+
+// newDeps is what every pipeline of cfg shares: the logger, the metrics,
+// the clock, standard output, the fatal-error exit, the faults and, for
+// avro and protobuf inputs, the schema registry.
+func newDeps(cfg *config.Config, opts Options, reg *prometheus.Registry) (deps, error) {
+	log := opts.Log
+	if opts.Fatal == nil {
+		opts.Fatal = func(msg string) {
+			log.Error("pipeline stopped: local state cannot be written; exiting without committing offsets", zap.String("error", msg))
+			_ = log.Sync()
+			os.Exit(1)
+		}
+	}
+	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
+	for _, p := range cfg.Pipelines {
+		if p.Input.Format != config.JSON && d.registry == nil {
+			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
+			if err != nil {
+				return deps{}, err
+			}
+			d.registry = r
+			registerRegistryMetrics(reg, d.registry)
+			log.Info("schema registry", zap.String("url", d.registry.URL()))
+		}
+	}
+	return d, nil
+}
+
+// brokersOf is the brokers windowd connects to: the embedded one's address
+// `windowd run` passes, or the configured list.
+func brokersOf(cfg *config.Config, opts Options) ([]string, error) {
+	brokers := opts.Brokers
+	if len(brokers) == 0 {
+		if cfg.Kafka.Embedded {
+			return nil, errors.New("kafka.brokers: embedded: the embedded broker is started by `windowd run`, which passes its address in Options.Brokers")
+		}
+		brokers = cfg.Kafka.Brokers
+	}
+	if len(brokers) == 0 {
+		return nil, config.ErrNoBrokers
+	}
+	return brokers, nil
+}
+
+// superviseRun runs pipeline p until ctx ends or it fails; a pipeline
+// that must rejoin (exactly_once: a zombie, or a transaction whose outcome
+// is unknown) is built again on the same state and runs on.
+func superviseRun(ctx context.Context, p *pipeline, cfg *config.Config, brokers []string, inputs map[string]kafka.Topics, d deps, st *status, grace time.Duration) error {
+	err := p.run(ctx, grace)
+	for rejoins(err) && ctx.Err() == nil {
+		// Rejoin as a new pipeline on the same state dir and
+		// transactional id rather than exit.
+		d.log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
+			zap.String("pipeline", p.cfg.Name), zap.Error(err))
+		np, nerr := newPipeline(p.orig, cfg, brokers, inputs[p.orig.Name], d)
+		if nerr != nil {
+			err = nerr
+			break
+		}
+		st.replace(p, np)
+		p = np
+		err = p.run(ctx, grace)
+	}
+	if err != nil {
+		d.log.Error("pipeline stopped", zap.String("pipeline", p.cfg.Name), zap.Error(err))
+	}
+	return err
+}
+
+// awaitPipelines waits, at most grace, for the pipelines to stop, and
+// returns the errors of those that failed.
+func awaitPipelines(wg *sync.WaitGroup, errs chan error, grace time.Duration, log *zap.Logger) error {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

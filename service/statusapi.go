@@ -264,6 +264,13 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 		}
 		ps.LastCommit = c
 	}
+	p.partitionsStatus(&ps, status, minActive, f)
+	s.rate(&ps, now)
+	s.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
+}
+
+// partitionsStatus adds the assigned partitions to ps, with their sums.
+func (p *pipeline) partitionsStatus(ps *PipelineStatus, status []watermark.PartitionStatus, minActive, f int64) {
 	for _, st := range status {
 		part := p.mu.parts[st.Partition]
 		if part == nil || !st.Assigned {
@@ -294,9 +301,11 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 		ps.Group.Assigned = append(ps.Group.Assigned, part)
 	}
 	sort.Slice(ps.Group.Assigned, func(i, j int) bool { return ps.Group.Assigned[i] < ps.Group.Assigned[j] })
+}
 
-	// Rates over at least rateInterval; a rebalance that drops a
-	// partition's counters restarts the span.
+// rate sets ps's rates, over at least rateInterval; a rebalance that drops
+// a partition's counters restarts the span.
+func (s *statusState) rate(ps *PipelineStatus, now time.Time) {
 	if s.rateAt.IsZero() || ps.RecordsIn < s.rateIn {
 		s.rateAt, s.rateIn, s.ratePanes = now, ps.RecordsIn, ps.Panes
 		s.rates.panes = map[string]float64{}
@@ -311,7 +320,6 @@ func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive i
 	}
 	ps.RecordsPerSecond = s.rates.in
 	ps.PanesPerSecond = s.rates.panes
-	s.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
 }
 
 // inputTopic is the configured input topic (stage 2 of a repartitioned
