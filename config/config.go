@@ -196,6 +196,21 @@ const (
 	RFC3339
 )
 
+// String is the timestamp format's name in the configuration.
+func (f TimeFormat) String() string {
+	switch f {
+	case UnixS:
+		return "unix_s"
+	case UnixUS:
+		return "unix_us"
+	case UnixNS:
+		return "unix_ns"
+	case RFC3339:
+		return "rfc3339"
+	}
+	return "unix_ms"
+}
+
 // Format is how an input record's value is encoded.
 type Format uint8
 
@@ -273,6 +288,14 @@ const (
 	AtLeastOnce Delivery = iota
 	ExactlyOnce
 )
+
+// String is the delivery guarantee's name in the configuration.
+func (d Delivery) String() string {
+	if d == ExactlyOnce {
+		return "exactly_once"
+	}
+	return "at_least_once"
+}
 
 // Pipeline is one input topic's windowing job.
 type Pipeline struct {

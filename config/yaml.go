@@ -22,8 +22,8 @@ import (
 )
 
 // This file holds the schema-independent machinery: positions, alias
-// resolution, checked mappings and value converters. load.go uses it to
-// describe the windowd schema.
+// resolution, checked mappings and value converters. load.go and
+// pipeline.go use it to describe the windowd schema.
 
 // pos is a 1-based line and column in the file.
 type pos struct{ line, col int }
@@ -581,6 +581,15 @@ func (d *decoder) duration(b bound) conv[int64] {
 type choice[T any] struct {
 	name string
 	val  T
+}
+
+// named is the choices of an enumeration, each by its String.
+func named[T fmt.Stringer](vs ...T) []choice[T] {
+	cs := make([]choice[T], len(vs))
+	for i, v := range vs {
+		cs[i] = choice[T]{v.String(), v}
+	}
+	return cs
 }
 
 // oneOf accepts one of the names of choices.
