@@ -35,7 +35,9 @@ type decoded struct {
 }
 
 // decodeRecord decodes r into d with dec at processing time now (Unix ms:
-// timestamp.max_future judges event time against it).
+// timestamp.max_future judges event time against it). It is the one
+// place a Kafka record becomes a source.Record (the pipeline's decoders
+// and repartition stage 1's).
 func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded, now int64) {
 	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Now: now}
 	if dec.UsesExpressions() && len(r.Headers) > 0 {

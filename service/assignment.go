@@ -58,9 +58,9 @@ func (p *pipeline) unsettled() bool {
 	return p.rel.awaitSettle
 }
 
-// applyReleased releases the partitions deferRelease recorded (mu held).
+// applyReleasedLocked releases the partitions deferRelease recorded.
 // Their local state stays until the rollback that follows drops it.
-func (p *pipeline) applyReleased() {
+func (p *pipeline) applyReleasedLocked() {
 	p.rel.Lock()
 	parts := p.rel.released
 	p.rel.released = nil
@@ -70,14 +70,14 @@ func (p *pipeline) applyReleased() {
 	}
 }
 
-// settleAssignment runs at the end of every group session under
-// exactly_once (mu held). franz-go's transact session passes on only the
+// settleAssignmentLocked runs at the end of every group session under
+// exactly_once. franz-go's transact session passes on only the
 // first revoke between two transaction ends, so the group's own record of
 // this member's assignment is read, and anything the pipeline still holds
 // beyond it is released. A group that is rebalancing again leaves the
 // member unsettled until the next session.
-func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
-	p.applyReleased()
+func (p *pipeline) settleAssignmentLocked(ctx context.Context, attempts int) error {
+	p.applyReleasedLocked()
 	p.rel.Lock()
 	unsettled, revokes := p.rel.awaitSettle, p.rel.revokes
 	p.rel.Unlock()
@@ -128,7 +128,7 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 	return nil
 }
 
-// keepLost (mu held, in a rollback: exactly_once's after an abort,
+// keepLostLocked (in a rollback: exactly_once's after an abort,
 // at_least_once's after a loss) keeps the state of
 // the partitions lost since the last rollback for two session timeouts
 // instead of dropping it: a loss is usually the member's own session
@@ -139,7 +139,7 @@ func (p *pipeline) settleAssignment(ctx context.Context, attempts int) error {
 // only the changelog's tail: what another member committed meanwhile, if
 // any (restorejob.go). A partition not assigned back in time is dropped
 // (dropExpiredHolds).
-func (p *pipeline) keepLost() {
+func (p *pipeline) keepLostLocked() {
 	p.rel.Lock()
 	lost := p.rel.lost
 	p.rel.lost = nil
@@ -158,8 +158,8 @@ func (p *pipeline) keepLost() {
 	}
 }
 
-// keptFor reports whether a lost partition's state is still kept (mu held).
-func (p *pipeline) keptFor(part int32) bool {
+// keptForLocked reports whether a lost partition's state is still kept.
+func (p *pipeline) keptForLocked(part int32) bool {
 	until, ok := p.mu.keptLost[part]
 	return ok && p.now().Before(until)
 }

@@ -157,17 +157,17 @@ func (a *changelogAcks) done(r *kgo.Record, err error) {
 	}
 }
 
-// writeChangelog produces the cycle's changelog records (mu held, engine
+// writeChangelogLocked produces the cycle's changelog records (engine
 // flushed): the latest value of every key written since the last cycle and
 // a marker for every partition whose position or keys changed. It returns
 // the acks to wait for (the caller flushes the producer).
-func (p *pipeline) writeChangelog() *changelogAcks {
+func (p *pipeline) writeChangelogLocked() *changelogAcks {
 	acks := &changelogAcks{markers: map[int32]int64{}}
 	for part, keys := range p.store.dirty {
 		if _, assigned := p.mu.parts[part]; !assigned {
 			continue // released: its state is not this instance's to log
 		}
-		p.logDefinition(part, acks)
+		p.logDefinitionLocked(part, acks)
 		covers := []byte("-1")
 		if st := p.mu.parts[part]; st != nil && st.position >= 0 {
 			covers = strconv.AppendInt(nil, st.position, 10)
@@ -198,7 +198,7 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
 			continue
 		}
-		p.logDefinition(part, acks)
+		p.logDefinitionLocked(part, acks)
 		gen, _ := p.eng.Watermarks().Generator(part)
 		mk := marker{position: st.position, gen: gen, frontier: p.eng.Frontier()}
 		if p.rp != nil {
@@ -211,10 +211,10 @@ func (p *pipeline) writeChangelog() *changelogAcks {
 	return acks
 }
 
-// logDefinition writes the pipeline's definition to part's changelog once
+// logDefinitionLocked writes the pipeline's definition to part's changelog once
 // per assignment, and again when it changed (definition.go), ahead of the
-// partition's key records (mu held).
-func (p *pipeline) logDefinition(part int32, acks *changelogAcks) {
+// partition's key records.
+func (p *pipeline) logDefinitionLocked(part int32, acks *changelogAcks) {
 	if p.mu.defLogged[part] == p.mu.defSeq {
 		return
 	}

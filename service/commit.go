@@ -8,12 +8,12 @@ import (
 	"github.com/windowd/windowd/kafka"
 )
 
-// commit runs the commit cycle (mu held): write the changed keys and the
+// commitLocked runs the commit cycle: write the changed keys and the
 // partition markers to the changelog, wait for every produced record (panes,
 // dead letters, changelog) to be acknowledged, write state, offsets and the
 // frontier to Pebble in one synced batch, then commit the offsets to the
 // group.
-func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
+func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	// Every pane emitted so far is produced before the cycle flushes,
 	// ends the transaction or rolls back.
 	p.panes.sync()
@@ -21,7 +21,7 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 		// The offsets commit with the transaction, always. The cycles of
 		// assignment (toGroup false) and shutdown must end the open
 		// transaction; the poll loop's may wait for the group to settle.
-		return p.commitTxn(ctx, !toGroup || p.closing.Load())
+		return p.commitTxnLocked(ctx, !toGroup || p.closing.Load())
 	}
 	start := p.now()
 	p.mu.lastCommit = start
@@ -31,24 +31,24 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 	// records are skipped, docs/SEMANTICS.md, State follows partitions),
 	// so a crash with the value logged but a pane of it not yet written
 	// would lose that pane for good.
-	if err := p.flushOutput(ctx); err != nil {
+	if err := p.flushOutputLocked(ctx); err != nil {
 		return err
 	}
 	// After the cycle's panes, acknowledged above (docs/SEMANTICS.md,
 	// Progress records).
-	p.writeProgress(ctx, p.closing.Load())
+	p.writeProgressLocked(ctx, p.closing.Load())
 	// State changes go to the changelog before anything is committed.
 	if err := p.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
-	acks := p.writeChangelog()
-	if err := p.flushOutput(ctx); err != nil {
+	acks := p.writeChangelogLocked()
+	if err := p.flushOutputLocked(ctx); err != nil {
 		return err
 	}
 	if acks.err != nil {
 		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
 	}
-	if err := p.checkpoint(acks); err != nil {
+	if err := p.checkpointLocked(acks); err != nil {
 		return err
 	}
 	if toGroup {
@@ -56,16 +56,16 @@ func (p *pipeline) commit(ctx context.Context, toGroup bool) error {
 			return err
 		}
 		if p.rp != nil {
-			p.purgeRepartition(ctx)
+			p.purgeRepartitionLocked(ctx)
 		}
 	}
 	p.cycleDone(start)
 	return nil
 }
 
-// flushOutput waits until every record produced so far is acknowledged
-// (mu held); a refusal is fatal.
-func (p *pipeline) flushOutput(ctx context.Context) error {
+// flushOutputLocked waits until every record produced so far is
+// acknowledged; a refusal is fatal.
+func (p *pipeline) flushOutputLocked(ctx context.Context) error {
 	if err := p.prod.Flush(ctx); err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -75,10 +75,10 @@ func (p *pipeline) flushOutput(ctx context.Context) error {
 	return nil
 }
 
-// checkpoint makes the local checkpoint (mu held): the changelog positions
+// checkpointLocked makes the local checkpoint: the changelog positions
 // of the cycle's acknowledged records (acks nil: none), the offsets, the
 // state and the frontier, in one synced Pebble batch.
-func (p *pipeline) checkpoint(acks *changelogAcks) error {
+func (p *pipeline) checkpointLocked(acks *changelogAcks) error {
 	if acks != nil {
 		p.changelogWritten(acks)
 	}
@@ -96,7 +96,7 @@ func (p *pipeline) checkpoint(acks *changelogAcks) error {
 	p.off.Lock()
 	p.off.stored = offsets
 	p.off.Unlock()
-	p.publishWarm()
+	p.publishWarmLocked()
 	p.m.stateBytes.WithLabelValues(p.cfg.Name).Set(float64(p.db.DiskBytes()))
 	return nil
 }

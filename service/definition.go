@@ -66,10 +66,10 @@ func (p *pipeline) storeDefinition() error {
 	return p.db.PutMeta(metaDefinition, p.defBytes)
 }
 
-// adoptDefinition continues the state restored into part from a changelog
-// written under stored (mu held): refused as a start would be, or its
+// adoptDefinitionLocked continues the state restored into part from a changelog
+// written under stored: refused as a start would be, or its
 // layouts and sealed bound taken in.
-func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
+func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte) error {
 	if bytes.Equal(stored, p.defBytes) {
 		return nil
 	}
@@ -93,14 +93,14 @@ func (p *pipeline) adoptDefinition(part int32, stored []byte) error {
 	return p.storeDefinition()
 }
 
-// grewInput checks, at every assignment, whether partitions were added to
-// the input while running (mu held; between polls). They are consumed, and
+// grewInputLocked checks, at every assignment, whether partitions were added to
+// the input while running (between polls). They are consumed, and
 // applied by evolve's rule: the stored count follows, so that the next
 // start does not take the growth for a change made while stopped, and the
 // split-key detector starts (record.go), since keys the producer's
 // partitioner moves to the added partitions have their windows split. A
 // count the rule refuses stops the pipeline, as a start would refuse it.
-func (p *pipeline) grewInput(ctx context.Context, parts []int32) error {
+func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	if p.rp != nil || p.def.Partitions == 0 {
 		return nil
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// produce sends an output, late or dead-letter record (mu held).
-func (p *pipeline) produce(r *kgo.Record) {
+// produceLocked sends an output, late or dead-letter record.
+func (p *pipeline) produceLocked(r *kgo.Record) {
 	p.mu.txnRecords = true
 	p.prod.Produce(p.prodCtx, r)
 }
@@ -59,7 +59,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 			part.dead.Inc()
 		}
 		if p.mu.cur != nil {
-			p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.mu.cur))
+			p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.mu.cur))
 		}
 		return nil
 	}
@@ -67,7 +67,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 		part.late.Inc()
 	}
 	if p.cfg.LateTopic != "" && p.mu.cur != nil {
-		p.produce(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.mu.cur,
+		p.produceLocked(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.mu.cur,
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil

@@ -96,16 +96,16 @@ func (p *pipeline) openExactlyOnce() (string, error) {
 	return "windowd-" + p.cfg.Input.Group + "-" + p.cfg.Name + "-" + string(inst), nil
 }
 
-// markClean records a clean stop in the final checkpoint (mu held, last
+// markCleanLocked records a clean stop in the final checkpoint (last
 // transaction ended).
-func (p *pipeline) markClean() error {
+func (p *pipeline) markCleanLocked() error {
 	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
 		return err
 	}
 	return p.eng.Checkpoint(true)
 }
 
-// commitTxn is the exactly_once commit cycle (mu held): log the changed
+// commitTxnLocked is the exactly_once commit cycle: log the changed
 // keys and markers, end the transaction with the input offsets, and only
 // when it committed checkpoint Pebble. A transaction the group aborted
 // rolls back and returns errRolledBack.
@@ -113,11 +113,11 @@ func (p *pipeline) markClean() error {
 // While the group has taken partitions away and this member has not yet
 // settled what it owns (settleAssignment), nothing commits: the cycle is
 // skipped, or, when mustEnd, the transaction aborts and rolls back.
-func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
+func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 	// A transaction's end must not be cut off (franz-go: a canceled End
 	// leaves the client in an unknown state); shutdown's grace bounds it.
 	ctx = context.WithoutCancel(ctx)
-	p.applyReleased()
+	p.applyReleasedLocked()
 	if p.mu.abortNext || (p.unsettled() && mustEnd) {
 		p.mu.abortNext = false
 		return p.abort(ctx, "the group took partitions away")
@@ -142,8 +142,8 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	}
 	// In the transaction, after its panes (docs/SEMANTICS.md, Progress
 	// records).
-	p.writeProgress(ctx, p.closing.Load())
-	acks := p.writeChangelog()
+	p.writeProgressLocked(ctx, p.closing.Load())
+	acks := p.writeChangelogLocked()
 	ferr := p.prod.Flush(ctx)
 	if ferr != nil || acks.err != nil {
 		perr := errors.Join(ferr, acks.err)
@@ -184,7 +184,7 @@ func (p *pipeline) commitTxn(ctx context.Context, mustEnd bool) error {
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "committed").Inc()
 	if p.rp != nil {
-		p.purgeRepartition(ctx)
+		p.purgeRepartitionLocked(ctx)
 	}
 	return p.checkpointTxn(start, acks)
 }
@@ -215,7 +215,7 @@ func endFailed(err error) error {
 func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
 	p.mu.txnRecords = false
 	p.countCommittedDuplicates()
-	if err := p.checkpoint(acks); err != nil {
+	if err := p.checkpointLocked(acks); err != nil {
 		return err
 	}
 	p.cycleDone(start)
@@ -255,15 +255,15 @@ func (p *pipeline) aborted(why string) error {
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "aborted").Inc()
 	p.log.Warn("transaction aborted; state rolled back to the last committed transaction", zap.String("why", why))
-	p.applyReleased()
-	if err := p.rollback(); err != nil {
+	p.applyReleasedLocked()
+	if err := p.rollbackLocked(); err != nil {
 		return fatalError{fmt.Errorf("rolling back: %w", err)}
 	}
 	return errRolledBack
 }
 
-// rollback returns the pipeline to its last checkpoint, which is the last
-// committed transaction (mu held): the uncommitted state batch is
+// rollbackLocked returns the pipeline to its last checkpoint, which is the last
+// committed transaction: the uncommitted state batch is
 // discarded, the engine and the offsets are reloaded, partitions no longer
 // assigned are dropped, and the consumer rewinds each assigned partition
 // to the checkpoint's position (or to the first record it delivered, when
@@ -271,7 +271,7 @@ func (p *pipeline) aborted(why string) error {
 // the session's abort put it: franz-go resets every partition it delivered
 // records of to its committed offset, which is where its first delivery
 // began when nothing committed yet.
-func (p *pipeline) rollback() error {
+func (p *pipeline) rollbackLocked() error {
 	if err := p.db.Discard(); err != nil {
 		return err
 	}
@@ -289,11 +289,11 @@ func (p *pipeline) rollback() error {
 	if err != nil {
 		return err
 	}
-	p.countEvictions() // the discarded engine's
+	p.countEvictionsLocked() // the discarded engine's
 	p.eng, p.mu.countedEvictions = eng, 0
 	p.mu.gated = map[int32]int64{}
 	p.holdRestoring()
-	p.keepLost()
+	p.keepLostLocked()
 	inCheckpoint := map[int32]bool{}
 	for part := range p.mu.clNext {
 		inCheckpoint[part] = true
@@ -304,7 +304,7 @@ func (p *pipeline) rollback() error {
 	}
 	p.off.Unlock()
 	for part := range inCheckpoint {
-		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) && !p.keptFor(part) {
+		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) && !p.keptForLocked(part) {
 			if err := p.dropPartition(part); err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ func (p *pipeline) loadMeta() error {
 		return err
 	}
 	p.mu.skip, err = decodeSkip(b)
-	p.publishWarm()
+	p.publishWarmLocked()
 	return err
 }
 

@@ -133,16 +133,16 @@ func msGauge(v int64) float64 {
 	return float64(v)
 }
 
-// countEvictions adds the engine's cache evictions not counted yet to the
-// metric (mu held).
-func (p *pipeline) countEvictions() {
+// countEvictionsLocked adds the engine's cache evictions not counted yet to the
+// metric.
+func (p *pipeline) countEvictionsLocked() {
 	n := p.eng.Stats().Evictions
 	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.mu.countedEvictions))
 	p.mu.countedEvictions = n
 }
 
-// updateMetrics refreshes the gauges (mu held).
-func (p *pipeline) updateMetrics() {
+// updateMetricsLocked refreshes the gauges.
+func (p *pipeline) updateMetricsLocked() {
 	name := p.cfg.Name
 	f := p.eng.Frontier()
 	p.m.frontier.WithLabelValues(name).Set(msGauge(f))
@@ -153,7 +153,7 @@ func (p *pipeline) updateMetrics() {
 	}
 	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
 	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
-	p.countEvictions()
+	p.countEvictionsLocked()
 	p.m.assigned.WithLabelValues(name).Set(float64(len(p.mu.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))
@@ -177,7 +177,7 @@ func (p *pipeline) updateMetrics() {
 			p.m.lag.WithLabelValues(name, label).Set(float64(max(0, st.end-c)))
 		}
 	}
-	p.publishStatus(status, minActive)
+	p.publishStatusLocked(status, minActive)
 }
 
 func b2f(b bool) float64 {

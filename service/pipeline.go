@@ -117,7 +117,10 @@ type pipeline struct {
 	// mu guards the engine (eng, store, db's pending batch) and what
 	// follows against the rebalance callbacks (which BlockRebalanceOnPoll
 	// already serialises with polls; exactly_once holds mu across the
-	// poll instead, poll.go).
+	// poll instead, poll.go). As in Pebble, a method named …Locked runs
+	// with mu held; the poll loop's fields outside this struct (rp,
+	// split, align, wait, paneCounters, st's rates) are touched only by
+	// such methods (docs/ARCHITECTURE.md, Goroutines of a pipeline).
 	mu struct {
 		sync.Mutex
 		parts        map[int32]*partition
@@ -230,7 +233,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 	// callbacks wait for mu until the pipeline is complete.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openGroupClient(c, txnID); err != nil {
+	if err := p.openGroupClientLocked(c, txnID); err != nil {
 		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 	}
 	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
@@ -348,10 +351,10 @@ func (p *pipeline) watchSplitKeys() {
 	}
 }
 
-// openGroupClient creates the consumer-group client (under exactly_once
+// openGroupClientLocked creates the consumer-group client (under exactly_once
 // its transact session, with the first transaction begun) and what works
-// through it (mu held: its callbacks may run at once).
-func (p *pipeline) openGroupClient(c *config.Config, txnID string) error {
+// through it (its callbacks may run at once).
+func (p *pipeline) openGroupClientLocked(c *config.Config, txnID string) error {
 	cfg := p.cfg
 	opts := append(kafka.GroupOpts(p.baseOpts, c, cfg.Input.Group, cfg.Input.Topic),
 		// Partitions that move go where their state is (standby.go).

@@ -52,7 +52,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		// BlockRebalanceOnPoll makes callbacks wait for AllowRebalance,
 		// and a poll waits for a rebalance's callbacks, which wait for mu.
 		Hold: p.eos,
-		Step: p.step,
+		Step: p.stepLocked,
 		// A restore's reader has a batch for step to apply.
 		Wake: p.rs.wake,
 		// A failure a rebalance callback recorded.
@@ -75,42 +75,42 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	return p.shutdown(m.Run(ctx), grace)
 }
 
-// step runs one poll through the step order of docs/SEMANTICS.md (mu
-// held): the poll's records, then what the loop keeps up between polls
-// (releases, restores, high watermarks, the exactly_once settlement), the
+// stepLocked runs one poll through the step order of docs/SEMANTICS.md: the
+// poll's records, then what the loop keeps up between polls (releases,
+// restores, high watermarks, the exactly_once settlement), the
 // processing-time tick, the registry and alignment pauses, and the commit
 // cycle when it is due.
-func (p *pipeline) step(ctx context.Context, fetches kgo.Fetches) error {
+func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
-	p.applyReleased()
+	p.applyReleasedLocked()
 	now := p.now()
-	if err := p.processPoll(ctx, fetches, now); err != nil {
+	if err := p.processPollLocked(ctx, fetches, now); err != nil {
 		return err
 	}
-	if err := p.keepUp(ctx, now); err != nil {
+	if err := p.keepUpLocked(ctx, now); err != nil {
 		return err
 	}
 	if err := p.eng.Tick(p.nowMS()); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if err := p.releaseGated(); err != nil {
+	if err := p.releaseGatedLocked(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	p.pausePartitions()
+	p.pausePartitionsLocked()
 	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
-		if _, err := p.commitCycle(ctx); err != nil {
+		if _, err := p.commitCycleLocked(ctx); err != nil {
 			return err
 		}
 	}
-	p.updateMetrics()
+	p.updateMetricsLocked()
 	return nil
 }
 
-// processPoll feeds the poll's records to the engine in order (mu held),
+// processPollLocked feeds the poll's records to the engine in order,
 // running a commit cycle in the middle when uncommitted state has grown
 // past its bound. After a rollback the rest of the poll is dropped: the
 // rewound fetches deliver it again.
-func (p *pipeline) processPoll(ctx context.Context, fetches kgo.Fetches, now time.Time) error {
+func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, now time.Time) error {
 	var err error
 	rolledBack, dropped := false, 0
 	p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
@@ -133,7 +133,7 @@ func (p *pipeline) processPoll(ctx context.Context, fetches kgo.Fetches, now tim
 			st.end = fp.HighWatermark
 		}
 		for i, r := range fp.Records {
-			if err = p.handleDecoded(r, p.mu.ahead.get(first+i), now.UnixMilli()); err != nil {
+			if err = p.handleDecodedLocked(r, p.mu.ahead.get(first+i), now.UnixMilli()); err != nil {
 				var wait *registryUnavailable
 				if errors.As(err, &wait) {
 					// The rest of the partition's poll comes again
@@ -152,7 +152,7 @@ func (p *pipeline) processPoll(ctx context.Context, fetches kgo.Fetches, now tim
 			// partitions processed since the checkpoint, and the
 			// abort reset every other partition franz-go delivered
 			// records of to its committed offset.
-			if rolledBack, err = p.commitCycle(ctx); rolledBack {
+			if rolledBack, err = p.commitCycleLocked(ctx); rolledBack {
 				dropped += len(fp.Records) - i - 1
 			}
 			if rolledBack || err != nil {
@@ -167,32 +167,31 @@ func (p *pipeline) processPoll(ctx context.Context, fetches kgo.Fetches, now tim
 	return err
 }
 
-// keepUp does what the loop keeps up between polls (mu held): standbys,
+// keepUpLocked does what the loop keeps up between polls: standbys,
 // finished restores, the partitions' high watermarks (idleness) and kept
 // lost state, and under exactly_once the settlement of the assignment.
-func (p *pipeline) keepUp(ctx context.Context, now time.Time) error {
-	p.reconcileStandbys()
-	if err := p.applyRestores(ctx); err != nil && !errors.Is(err, errRolledBack) {
+func (p *pipeline) keepUpLocked(ctx context.Context, now time.Time) error {
+	p.reconcileStandbysLocked()
+	if err := p.applyRestoresLocked(ctx); err != nil && !errors.Is(err, errRolledBack) {
 		return err
 	}
 	if now.Sub(p.mu.lastEnds) >= endsInterval {
 		p.mu.lastEnds = now
 		p.refreshEnds(ctx)
-		if err := p.dropExpiredHolds(); err != nil {
+		if err := p.dropExpiredHoldsLocked(); err != nil {
 			return fatalError{err}
 		}
 	}
 	if p.eos && p.unsettled() && p.now().Sub(p.mu.lastSettle) >= time.Second {
 		// No session has settled the assignment yet (the group was
 		// rebalancing again, or could not be read): commits wait.
-		return p.settleAssignment(ctx, 1)
+		return p.settleAssignmentLocked(ctx, 1)
 	}
 	return nil
 }
 
-// pausePartitions runs the registry outage's and the alignment's pauses
-// (mu held).
-func (p *pipeline) pausePartitions() {
+// pausePartitionsLocked runs the registry outage's and the alignment's pauses.
+func (p *pipeline) pausePartitionsLocked() {
 	if p.wait != nil {
 		var aligned func(int32) bool
 		if p.align != nil {
@@ -206,12 +205,12 @@ func (p *pipeline) pausePartitions() {
 	}
 }
 
-// commitCycle runs a commit cycle and is the one place a failed cycle is
-// handled (mu held): a rollback reports rolledBack, a fatal error is
+// commitCycleLocked runs a commit cycle and is the one place a failed cycle is
+// handled: a rollback reports rolledBack, a fatal error is
 // returned, and any other failure is counted, logged and retried at the
 // next cycle (offsets not committed meanwhile).
-func (p *pipeline) commitCycle(ctx context.Context) (rolledBack bool, err error) {
-	switch err = p.commit(ctx, true); {
+func (p *pipeline) commitCycleLocked(ctx context.Context) (rolledBack bool, err error) {
+	switch err = p.commitLocked(ctx, true); {
 	case err == nil:
 		return false, nil
 	case errors.Is(err, errRolledBack):

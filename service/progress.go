@@ -24,9 +24,9 @@ import (
 // progressTimeout bounds the topic listing a progress round needs.
 const progressTimeout = 5 * time.Second
 
-// writeProgress produces the progress records when they are due (mu held;
+// writeProgressLocked produces the progress records when they are due (
 // force: the shutdown cycle writes them whenever they are on).
-func (p *pipeline) writeProgress(ctx context.Context, force bool) {
+func (p *pipeline) writeProgressLocked(ctx context.Context, force bool) {
 	if p.cfg.ProgressInterval <= 0 {
 		return
 	}
@@ -64,7 +64,7 @@ func (p *pipeline) writeProgress(ctx context.Context, force bool) {
 	pr := sink.Progress{Pipeline: p.orig.Name, Frontier: complete, FinalThrough: sink.FinalThrough(complete, p.cfg.Spec.AllowedLateness),
 		Partitions: parts, InputPartitions: max(inputs, parts[len(parts)-1]+1)}
 	for k := int32(0); k < outputs; k++ {
-		p.produce(sink.ProgressRecord(p.cfg.OutputTopic, k, &pr))
+		p.produceLocked(sink.ProgressRecord(p.cfg.OutputTopic, k, &pr))
 	}
 	p.m.progress.WithLabelValues(p.cfg.Name).Add(float64(outputs))
 	p.m.finalThrough.WithLabelValues(p.cfg.Name).Set(float64(pr.FinalThrough))

@@ -41,11 +41,11 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	if p.eos {
 		// Every session of the group ends here, also one that only took
 		// partitions away: the place to settle what this member owns.
-		if err := p.settleAssignment(ctx, 3); err != nil {
+		if err := p.settleAssignmentLocked(ctx, 3); err != nil {
 			return err
 		}
 	}
-	if err := p.grewInput(ctx, parts); err != nil {
+	if err := p.grewInputLocked(ctx, parts); err != nil {
 		return err
 	}
 	if len(parts) == 0 {
@@ -53,7 +53,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	}
 	// Commit what is pending first: under exactly_once the session's
 	// transaction ends with the session.
-	if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+	if err := p.commitLocked(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
 		return err
 	}
 	if p.eos {
@@ -76,7 +76,7 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	}
 	for _, part := range parts {
 		delete(p.mu.keptLost, part)
-		p.startRestore(part)
+		p.startRestoreLocked(part)
 	}
 	return nil
 }
@@ -150,11 +150,11 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	case toGroup:
 		// Revoked: log and commit their last changes, then drop them;
 		// their state now lives in the changelog and with their next owner.
-		if err := p.commit(ctx, true); err != nil {
+		if err := p.commitLocked(ctx, true); err != nil {
 			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
 		}
 		p.release(parts)
-		p.dropReleased(ctx, parts)
+		p.dropReleasedLocked(ctx, parts)
 	default:
 		// Lost: another member may own them already and be restoring them,
 		// so nothing more of theirs is logged, and the group refuses this
@@ -169,7 +169,7 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		p.rel.lost = append(p.rel.lost, parts...)
 		p.rel.Unlock()
 		p.panes.sync() // the discarded state's panes go out before the same panes again
-		if err := p.rollback(); err != nil {
+		if err := p.rollbackLocked(); err != nil {
 			p.mu.failed = fmt.Errorf("rolling back after losing partitions %v: %w", parts, err)
 		}
 	}
@@ -179,12 +179,12 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	logHandOver(p.log, parts, toGroup)
 }
 
-// dropReleased drops released partitions' local state and checkpoints
-// (mu held); a failure stops the pipeline. The checkpoint holds the other
-// partitions' state too, so the panes and diverted records produced from
-// it are acknowledged first (as in commit); when they cannot be, the
+// dropReleasedLocked drops released partitions' local state and
+// checkpoints; a failure stops the pipeline. The checkpoint holds the other
+// partitions' state too, so the panes and diverted records produced from it
+// are acknowledged first (as in commit); when they cannot be, the
 // checkpoint waits for the next commit cycle.
-func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
+func (p *pipeline) dropReleasedLocked(ctx context.Context, parts []int32) {
 	var err error
 	for _, part := range parts {
 		if err = p.dropPartition(part); err != nil {
@@ -193,13 +193,13 @@ func (p *pipeline) dropReleased(ctx context.Context, parts []int32) {
 	}
 	if err == nil {
 		p.panes.sync()
-		if ferr := p.flushOutput(ctx); ferr != nil {
+		if ferr := p.flushOutputLocked(ctx); ferr != nil {
 			if isFatal(ferr) {
 				p.mu.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
 			}
 			return
 		}
-		err = p.checkpoint(nil)
+		err = p.checkpointLocked(nil)
 	}
 	if err != nil {
 		p.mu.failed = fmt.Errorf("releasing partitions %v: %w", parts, err)
@@ -211,7 +211,7 @@ func (p *pipeline) release(parts []int32) {
 		p.wait.forget(parts)
 	}
 	for _, part := range parts {
-		p.cancelRestore(part)
+		p.cancelRestoreLocked(part)
 		delete(p.mu.gated, part)
 		p.eng.Revoke(part)
 		delete(p.mu.parts, part)
@@ -222,16 +222,16 @@ func (p *pipeline) release(parts []int32) {
 	}
 }
 
-// releaseGated returns a partition that joined behind the frontier to the
+// releaseGatedLocked returns a partition that joined behind the frontier to the
 // frontier once its own watermark has reached the frontier it joined at, or
-// it is idle (mu held). Until then it runs on its own frontier
+// it is idle. Until then it runs on its own frontier
 // (gateIfBehind). Not merely because its consumer reached the partition's
 // end: its watermark is still behind the frontier then, and its next
 // records, judged against the frontier, would be late (dropped under
 // allowed_lateness 0) where replay, whose frontier the partition held,
 // counts them; its frontier is held meanwhile, as the partition holds it
 // after the release too.
-func (p *pipeline) releaseGated() error {
+func (p *pipeline) releaseGatedLocked() error {
 	if len(p.mu.gated) == 0 {
 		return nil
 	}

@@ -25,14 +25,14 @@ func (p *pipeline) partitionState(part int32) *partition {
 	return st
 }
 
-// handle processes one input record (mu held).
-func (p *pipeline) handle(r *kgo.Record, now int64) error {
-	return p.handleDecoded(r, nil, now)
+// handleLocked processes one input record.
+func (p *pipeline) handleLocked(r *kgo.Record, now int64) error {
+	return p.handleDecodedLocked(r, nil, now)
 }
 
-// handleDecoded is handle with r's decoding done already (step's, decoded
-// ahead), or done here when d is nil (mu held).
-func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
+// handleDecodedLocked is handleLocked with r's decoding done already (step's, decoded
+// ahead), or done here when d is nil.
+func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) error {
 	part := p.mu.parts[r.Partition] // assigned: step skips the others
 	marker := false
 	if p.rp != nil {
@@ -51,13 +51,13 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 		}
 	}
 	if p.rp != nil {
-		done, err := p.stage2Record(r, now)
+		done, err := p.stage2RecordLocked(r, now)
 		if err != nil {
 			return err
 		}
 		if done {
 			// A marker, or a record processed already: not data.
-			p.advancePosition(part, r)
+			p.advancePositionLocked(part, r)
 			return nil
 		}
 	}
@@ -73,7 +73,7 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 			return err
 		}
 		part.dead.Inc()
-		p.produce(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
+		p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
 		p.mu.deadSinceLog++
 		if t := p.now(); t.Sub(p.mu.lastDeadLog) >= time.Second {
 			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.mu.deadSinceLog),
@@ -94,12 +94,12 @@ func (p *pipeline) handleDecoded(r *kgo.Record, d *decoded, now int64) error {
 		}
 	}
 	p.mu.cur = nil
-	p.advancePosition(part, r)
+	p.advancePositionLocked(part, r)
 	return nil
 }
 
-// advancePosition moves part past r (mu held).
-func (p *pipeline) advancePosition(part *partition, r *kgo.Record) {
+// advancePositionLocked moves part past r.
+func (p *pipeline) advancePositionLocked(part *partition, r *kgo.Record) {
 	if part.position < 0 && part.first < 0 {
 		part.first = r.Offset
 	}

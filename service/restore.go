@@ -42,8 +42,8 @@ type restoreStats struct {
 	took     time.Duration
 }
 
-// restoreLatest applies a batch of latest values to part (mu held).
-func (p *pipeline) restoreLatest(part int32, entries []restoreEntry) error {
+// restoreLatestLocked applies a batch of latest values to part.
+func (p *pipeline) restoreLatestLocked(part int32, entries []restoreEntry) error {
 	return p.store.untracked(func() error {
 		for _, e := range entries {
 			restore := p.eng.RestoreKey
@@ -122,11 +122,11 @@ func (p *pipeline) dropPartition(part int32) error {
 	return nil
 }
 
-// dropExpiredHolds drops the local state of partitions of the last
-// checkpoint that were not assigned back before their restart hold ended
-// (mu held): they moved to another instance, which restores them from the
-// changelog. The drop commits with the next cycle.
-func (p *pipeline) dropExpiredHolds() error {
+// dropExpiredHoldsLocked drops the local state of partitions of the last
+// checkpoint that were not assigned back before their restart hold ended:
+// they moved to another instance, which restores them from the changelog.
+// The drop commits with the next cycle.
+func (p *pipeline) dropExpiredHoldsLocked() error {
 	held := map[int32]bool{}
 	for _, s := range p.eng.Watermarks().Status() {
 		if s.Held {
@@ -135,7 +135,7 @@ func (p *pipeline) dropExpiredHolds() error {
 	}
 	var dropped []int32
 	for part := range p.mu.clNext {
-		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) || p.keptFor(part) {
+		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) || p.keptForLocked(part) {
 			continue
 		}
 		delete(p.mu.keptLost, part)

@@ -24,7 +24,7 @@ import (
 //     local state stops (from the start, into an emptied shard, when local
 //     state has nothing of it that the changelog still holds) and keeps each
 //     key's latest value (restore.go), handing batches to the poll loop.
-//   - The poll loop applies the batches between polls (mu held: the engine is
+//   - The poll loop applies the batches between polls (the engine is
 //     the loop's) and, after the last one, assigns the partition: its
 //     generator, skip set and offset come from the changelog's last marker,
 //     its windows may fire from then on, its consumer resumes at the offset
@@ -74,7 +74,7 @@ type restoreJob struct {
 	standby atomic.Bool
 	promote chan struct{}
 
-	// The poll loop's (mu held):
+	// The poll loop's (its …Locked methods'):
 	stats restoreStats
 	begun bool // the first batch was applied
 }
@@ -141,9 +141,9 @@ func (p *pipeline) restoringPart(part int32) bool {
 	return ok
 }
 
-// startRestore pauses newly assigned partition part and starts its restore
-// (mu held).
-func (p *pipeline) startRestore(part int32) {
+// startRestoreLocked pauses newly assigned partition part and starts its
+// restore.
+func (p *pipeline) startRestoreLocked(part int32) {
 	p.cl.PauseFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
 	p.eng.Watermarks().HoldRestoring(part)
 	p.rs.Lock()
@@ -160,11 +160,11 @@ func (p *pipeline) startRestore(part int32) {
 		}
 		return
 	}
-	p.startReader(part, false)
+	p.startReaderLocked(part, false)
 }
 
-// startReader starts the reader of part, a restore or a standby (mu held).
-func (p *pipeline) startReader(part int32, standby bool) {
+// startReaderLocked starts the reader of part, a restore or a standby.
+func (p *pipeline) startReaderLocked(part int32, standby bool) {
 	ctx, cancel := context.WithCancel(p.prodCtx)
 	j := &restoreJob{part: part, cancel: cancel, done: make(chan struct{}), out: make(chan restoreBatch, 1), start: p.now(), promote: make(chan struct{})}
 	j.standby.Store(standby)
@@ -181,11 +181,11 @@ func (p *pipeline) startReader(part int32, standby bool) {
 // readers had made them wait for the whole restore.
 const restoreStepBudget = 100 * time.Millisecond
 
-// applyRestores applies what the restores have read since the last poll,
+// applyRestoresLocked applies what the restores have read since the last poll,
 // for up to restoreStepBudget, and assigns the partitions whose restore is
-// complete (mu held, at the end of a step: a rollback here leaves nothing
+// complete (at the end of a step: a rollback here leaves nothing
 // of the poll to process).
-func (p *pipeline) applyRestores(ctx context.Context) error {
+func (p *pipeline) applyRestoresLocked(ctx context.Context) error {
 	if p.eos && p.unsettled() {
 		// Until settleAssignment: ending the transaction now would abort
 		// it. The batches wait in their channels.
@@ -211,14 +211,14 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 	if p.eos {
 		// The restored state is checkpointed alone (below): the open
 		// transaction ends first, committed, or aborted and rolled back.
-		if err := p.commit(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
+		if err := p.commitLocked(ctx, false); err != nil && !errors.Is(err, errRolledBack) {
 			return err
 		}
 	}
 	start := p.now()
 	finished := false
 	for ok {
-		done, err := p.applyRestoreBatch(j, b)
+		done, err := p.applyRestoreBatchLocked(j, b)
 		if err != nil {
 			return fatalError{fmt.Errorf("restoring partition %d: %w", j.part, err)}
 		}
@@ -229,7 +229,7 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 		j, b, ok = next()
 	}
 	if p.eos {
-		if err := p.checkpoint(nil); err != nil {
+		if err := p.checkpointLocked(nil); err != nil {
 			return err
 		}
 		if p.unsettled() {
@@ -238,7 +238,7 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 			return nil
 		}
 	} else if p.eng.NeedsCheckpoint() {
-		if err := p.commit(ctx, true); err != nil {
+		if err := p.commitLocked(ctx, true); err != nil {
 			return err
 		}
 	}
@@ -250,13 +250,13 @@ func (p *pipeline) applyRestores(ctx context.Context) error {
 	return nil
 }
 
-// applyRestoreBatch applies one batch of j and reports whether it was the
-// last (mu held).
-func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, err error) {
+// applyRestoreBatchLocked applies one batch of j and reports whether it was the
+// last.
+func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done bool, err error) {
 	switch {
 	case b.err != nil && j.standby.Load():
 		p.log.Warn("standby stopped: reading the changelog failed", zap.Int32("partition", j.part), zap.Error(b.err))
-		p.stopStandby(j)
+		p.stopStandbyLocked(j)
 		return false, nil
 	case b.err != nil:
 		return false, b.err
@@ -273,14 +273,14 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 		// together: a crash mid-restore then restarts it from scratch.
 		return false, p.putLocalMeta(p.offsetsToStore())
 	}
-	if err := p.restoreLatest(j.part, b.entries); err != nil {
+	if err := p.restoreLatestLocked(j.part, b.entries); err != nil {
 		return false, err
 	}
 	if !b.end {
 		return false, nil
 	}
 	if b.def != nil {
-		if err := p.adoptDefinition(j.part, b.def); err != nil {
+		if err := p.adoptDefinitionLocked(j.part, b.def); err != nil {
 			return false, err
 		}
 	}
@@ -288,15 +288,15 @@ func (p *pipeline) applyRestoreBatch(j *restoreJob, b restoreBatch) (done bool, 
 		return false, err
 	}
 	j.stats.records, j.stats.bytes = b.records-b.standbyRecords, b.size
-	p.finishRestore(j, b)
+	p.finishRestoreLocked(j, b)
 	return true, nil
 }
 
-// finishRestore assigns j's partition once its state is restored (mu
-// held): the changelog's last marker gives its offset and generator, keys
-// logged ahead of that offset skip the records they hold, and its consumer
-// resumes where its state ends.
-func (p *pipeline) finishRestore(j *restoreJob, b restoreBatch) {
+// finishRestoreLocked assigns j's partition once its state is restored: the
+// changelog's last marker gives its offset and generator, keys logged ahead
+// of that offset skip the records they hold, and its consumer resumes where
+// its state ends.
+func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	part := j.part
 	if b.mk != nil {
 		p.off.Lock()
@@ -366,10 +366,10 @@ func (p *pipeline) endRestore(j *restoreJob) {
 	p.rs.Unlock()
 }
 
-// cancelRestore stops the restore of part, no longer assigned here, if one
-// runs, and lifts its pause (mu held). Its state is what its next
-// assignment restores from again.
-func (p *pipeline) cancelRestore(part int32) {
+// cancelRestoreLocked stops the restore of part, no longer assigned here,
+// if one runs, and lifts its pause. Its state is what its next assignment
+// restores from again.
+func (p *pipeline) cancelRestoreLocked(part int32) {
 	p.rs.Lock()
 	j := p.rs.jobs[part]
 	p.rs.Unlock()

@@ -67,11 +67,11 @@ func (p *pipeline) finalCommit(cause error, by time.Time) error {
 	defer p.mu.Unlock()
 	var err error
 	if cause == nil {
-		if err = p.commit(gctx, true); errors.Is(err, errRolledBack) {
+		if err = p.commitLocked(gctx, true); errors.Is(err, errRolledBack) {
 			err = nil // back at the last committed transaction: as clean
 		}
 		if err == nil && p.eos {
-			err = p.markClean()
+			err = p.markCleanLocked()
 		}
 	}
 	p.panes.stop()

@@ -13,13 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
-	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
-	"github.com/windowd/windowd/windowing"
 )
 
 // repartitioner is stage 1 of a repartitioned pipeline (the overview is in
@@ -53,9 +51,7 @@ type repartitioner struct {
 		lastMarkers time.Time
 		lastCommit  time.Time
 		lastEnds    time.Time
-		ev          windowing.Event
-		rec         source.Record
-		headers     []expr.Header // rec's, for expressions
+		d           decoded // the record being written (ahead.go's decodeRecord)
 	}
 }
 
@@ -129,7 +125,7 @@ func (r *repartitioner) onRevoked(ctx context.Context, _ *kgo.Client, revoked ma
 		return
 	}
 	// Commit what was written for them before their next owner starts.
-	if err := r.commit(ctx); err != nil {
+	if err := r.commitLocked(ctx); err != nil {
 		r.log.Warn("commit before giving up input partitions failed", zap.Error(err))
 	}
 	r.forget(parts)
@@ -159,14 +155,14 @@ func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 	r.mu.Lock() // as pipeline.run: the group's callbacks commit too
 	r.mu.lastCommit = r.now()
 	r.mu.Unlock()
-	m := &kafka.Member{Client: r.cl, Log: r.log, Now: r.now, Mu: &r.mu.Mutex, Step: r.step}
+	m := &kafka.Member{Client: r.cl, Log: r.log, Now: r.now, Mu: &r.mu.Mutex, Step: r.stepLocked}
 	err := m.Run(ctx)
 	deadline := time.Now().Add(grace - shutdownMargin(grace))
 	gctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-leaveBudget(grace)))
 	defer cancel()
 	r.mu.Lock()
 	if err == nil {
-		if cerr := r.commit(gctx); cerr == nil {
+		if cerr := r.commitLocked(gctx); cerr == nil {
 			r.mu.Unlock()
 			lctx, lcancel := context.WithDeadline(context.Background(), deadline)
 			_ = r.cl.LeaveGroupContext(lctx)
@@ -186,9 +182,9 @@ func (r *repartitioner) run(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
-// step writes one poll's records on and markers out, and commits when due
-// (mu held).
-func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
+// stepLocked writes one poll's records on and markers out, and commits when
+// due.
+func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 	now := r.now()
 	nowMS := now.UnixMilli()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -200,7 +196,7 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 			st.end = fp.HighWatermark
 		}
 		for _, rec := range fp.Records {
-			if un := r.handle(rec, st, nowMS); un != nil {
+			if un := r.handleLocked(rec, st, nowMS); un != nil {
 				// The rest of the partition's poll comes again once
 				// the registry answers (registrywait.go).
 				r.wait.hold(rec, un, now)
@@ -230,9 +226,9 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 		r.mu.stage1.Watermarks().Advance()
 		r.align.step(r.mu.stage1.Watermarks(), now)
 	}
-	r.broadcast(nowMS, now.Sub(r.mu.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
+	r.broadcastLocked(nowMS, now.Sub(r.mu.lastMarkers) >= time.Duration(r.cfg.Repartition.WatermarkInterval)*time.Millisecond)
 	if now.Sub(r.mu.lastCommit) >= time.Duration(r.cfg.CommitInterval)*time.Millisecond {
-		if err := r.commit(ctx); err != nil {
+		if err := r.commitLocked(ctx); err != nil {
 			if isFatal(err) {
 				return err
 			}
@@ -242,17 +238,13 @@ func (r *repartitioner) step(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
-// handle writes one input record to the repartition topic, or to the
-// dead-letter topic when it cannot be decoded (mu held). When the schema
+// handleLocked writes one input record to the repartition topic, or to the
+// dead-letter topic when it cannot be decoded. When the schema
 // registry cannot be asked for the record's schema it does nothing with
 // it and returns why.
-func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) *schema.Unavailable {
-	r.mu.rec = source.Record{Partition: in.Partition, Offset: in.Offset, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp.UnixMilli(), Now: now}
-	if r.dec.UsesExpressions() && len(in.Headers) > 0 {
-		r.mu.headers = headers(in.Headers, r.mu.headers[:0])
-		r.mu.rec.Headers = r.mu.headers
-	}
-	err := r.dec.Decode(&r.mu.rec, &r.mu.ev)
+func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, now int64) *schema.Unavailable {
+	decodeRecord(r.dec, in, &r.mu.d, now)
+	err := r.mu.d.err
 	var un *schema.Unavailable
 	if errors.As(err, &un) {
 		return un
@@ -281,19 +273,19 @@ func (r *repartitioner) handle(in *kgo.Record, st *partition, now int64) *schema
 	headers = append(headers, in.Headers...)
 	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, in.Partition, in.Offset)})
 	r.produce(&kgo.Record{
-		Topic: r.topic, Partition: repartition.KeyPartition(r.mu.ev.Key, r.n),
-		Key: []byte(r.mu.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
+		Topic: r.topic, Partition: repartition.KeyPartition(r.mu.d.ev.Key, r.n),
+		Key: []byte(r.mu.d.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
 	})
-	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.ev.Time, now)
+	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.d.ev.Time, now)
 	return nil
 }
 
 func (r *repartitioner) produce(rec *kgo.Record) { r.prod.Produce(r.ctx, rec) }
 
-// broadcast writes a marker of every assigned input partition whose
+// broadcastLocked writes a marker of every assigned input partition whose
 // watermark or idleness changed since its last marker (all: of every one)
-// to every repartition partition (mu held).
-func (r *repartitioner) broadcast(now int64, all bool) {
+// to every repartition partition.
+func (r *repartitioner) broadcastLocked(now int64, all bool) {
 	if all {
 		r.mu.lastMarkers = time.UnixMilli(now)
 	}
@@ -308,9 +300,9 @@ func (r *repartitioner) broadcast(now int64, all bool) {
 	}
 }
 
-// commit waits for everything written so far to be acknowledged, then
-// commits the input positions (mu held).
-func (r *repartitioner) commit(ctx context.Context) error {
+// commitLocked waits for everything written so far to be acknowledged, then
+// commits the input positions.
+func (r *repartitioner) commitLocked(ctx context.Context) error {
 	r.mu.lastCommit = r.now()
 	if perr := r.prod.Flush(ctx); perr != nil {
 		if ctx.Err() != nil {

@@ -51,7 +51,8 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 	return &c
 }
 
-// stage2 is the repartition state of a stage-2 pipeline (mu held).
+// stage2 is the repartition state of a stage-2 pipeline, the poll loop's:
+// only methods named …Locked touch it.
 type stage2 struct {
 	inputs int32                        // upstream (input) partitions
 	ups    map[int32]*repartition.Table // per repartition partition
@@ -66,11 +67,11 @@ type stage2 struct {
 // are event times, which a backfill places far in the past).
 const purgeInterval = 30 * time.Second
 
-// purgeRepartition deletes, once per purgeInterval, the repartition records
-// below the positions committed one interval ago (mu held): every resume
+// purgeRepartitionLocked deletes, once per purgeInterval, the repartition
+// records below the positions committed one interval ago: every resume
 // point (group offsets, changelog markers, local checkpoints) has passed
 // them.
-func (p *pipeline) purgeRepartition(ctx context.Context) {
+func (p *pipeline) purgeRepartitionLocked(ctx context.Context) {
 	if p.now().Sub(p.rp.lastPurge) < purgeInterval {
 		return
 	}
@@ -148,10 +149,10 @@ func repartitionHeaders(r *kgo.Record) (marker bool, upstream []byte) {
 	return marker, upstream
 }
 
-// stage2Record handles what is special about a record of the repartition
-// topic (mu held). It reports whether the record is done with: a marker
+// stage2RecordLocked handles what is special about a record of the repartition
+// topic. It reports whether the record is done with: a marker
 // (applied), or a duplicate of an upstream record already processed.
-func (p *pipeline) stage2Record(r *kgo.Record, now int64) (bool, error) {
+func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 	isMarker, upstream := repartitionHeaders(r)
 	u := p.rp.upstream(r.Partition)
 	if isMarker {

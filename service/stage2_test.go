@@ -113,7 +113,7 @@ pipelines:
 		{marker(1, 100, false), 3000, 4}, // a lower marker never moves it back
 	}
 	for i, s := range steps {
-		if err := p.handle(s.r, 0); err != nil {
+		if err := p.handleLocked(s.r, 0); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if f := p.eng.Frontier(); f != s.frontier {
@@ -135,7 +135,7 @@ pipelines:
 	// Under exactly_once a duplicate counts when its transaction commits:
 	// a rollback would process it, and drop it, again.
 	p.eos = true
-	if err := p.handle(data(0, 11, "1600"), 0); err != nil {
+	if err := p.handleLocked(data(0, 11, "1600"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 || p.mu.txnDuplicates != 1 {

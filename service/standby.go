@@ -65,9 +65,9 @@ func (p *pipeline) planStandbys(ctx context.Context) {
 	}
 }
 
-// reconcileStandbys starts the standbys the plan wants that do not run
-// yet and stops those it no longer wants (mu held).
-func (p *pipeline) reconcileStandbys() {
+// reconcileStandbysLocked starts the standbys the plan wants that do not run
+// yet and stops those it no longer wants.
+func (p *pipeline) reconcileStandbysLocked() {
 	p.sb.Lock()
 	want, changed := p.sb.parts, p.sb.changed
 	p.sb.changed = false
@@ -78,7 +78,7 @@ func (p *pipeline) reconcileStandbys() {
 	var stopped, started []int32
 	for _, j := range p.rs.list() {
 		if j.standby.Load() && !slices.Contains(want, j.part) {
-			p.stopStandby(j)
+			p.stopStandbyLocked(j)
 			stopped = append(stopped, j.part)
 		}
 	}
@@ -86,7 +86,7 @@ func (p *pipeline) reconcileStandbys() {
 		if _, assigned := p.mu.parts[part]; assigned || p.restoringPart(part) {
 			continue
 		}
-		p.startReader(part, true)
+		p.startReaderLocked(part, true)
 		started = append(started, part)
 	}
 	n := 0
@@ -101,9 +101,9 @@ func (p *pipeline) reconcileStandbys() {
 	}
 }
 
-// stopStandby ends standby j and drops what it copied (mu held): the
+// stopStandbyLocked ends standby j and drops what it copied: the
 // partition is neither owned nor kept here.
-func (p *pipeline) stopStandby(j *restoreJob) {
+func (p *pipeline) stopStandbyLocked(j *restoreJob) {
 	p.endRestore(j)
 	if j.begun {
 		if err := p.dropPartition(j.part); err != nil {
@@ -126,10 +126,10 @@ func (p *pipeline) warmPositions() map[int32]int64 {
 	return out
 }
 
-// publishWarm refreshes what warmPositions reads of local state: the
-// changelog positions the last checkpoint holds (mu held; loadMeta and
+// publishWarmLocked refreshes what warmPositions reads of local state: the
+// changelog positions the last checkpoint holds (loadMeta and
 // checkpoint call it, a join metadata needs nothing fresher).
-func (p *pipeline) publishWarm() {
+func (p *pipeline) publishWarmLocked() {
 	m := maps.Clone(p.mu.clNext)
 	p.warm.Store(&m)
 }

@@ -15,8 +15,8 @@ import (
 
 // The status page (docs/OPERATIONS.md, Status page) reads snapshots, never
 // the engine: the poll loop publishes one through an atomic pointer at most
-// every snapshotInterval, after its metrics update (mu held already, once
-// per poll, not per record), and the pane writer copies each pane's
+// every snapshotInterval, after its metrics update (once per poll, not per
+// record), and the pane writer copies each pane's
 // identity into a small ring. A request costs the loop nothing.
 const (
 	snapshotInterval = 250 * time.Millisecond
@@ -142,7 +142,7 @@ type snapshot struct {
 }
 
 // statusState is the pipeline's status side: the published snapshot, the
-// pane ring, and what the loop keeps to compute rates (mu held).
+// pane ring, and what the loop keeps to compute rates.
 type statusState struct {
 	cur atomic.Pointer[snapshot]
 
@@ -227,10 +227,10 @@ func optInt(v int64) *int64 {
 	return &v
 }
 
-// publishStatus builds and publishes a snapshot when the last one is older
-// than snapshotInterval (mu held; called after updateMetrics, whose
-// watermark status it is given).
-func (p *pipeline) publishStatus(status []watermark.PartitionStatus, minActive int64) {
+// publishStatusLocked builds and publishes a snapshot when the last one is
+// older than snapshotInterval (called after updateMetrics, whose watermark
+// status it is given).
+func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minActive int64) {
 	s := &p.st
 	now := p.now()
 	if now.Sub(s.last) < snapshotInterval && s.cur.Load() != nil {

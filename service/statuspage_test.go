@@ -98,7 +98,7 @@ func TestStatusPage(t *testing.T) {
 	feed := func(part int32, ts int64) {
 		r := &kgo.Record{Partition: part, Offset: off[part], Value: []byte(`{"user":"u` + strconv.Itoa(int(part)) + `","ts":` + strconv.FormatInt(ts, 10) + `}`)}
 		off[part]++
-		if err := p.handle(r, now.UnixMilli()); err != nil {
+		if err := p.handleLocked(r, now.UnixMilli()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestStatusPage(t *testing.T) {
 	feed(0, base+2500) // partition 0 ahead: partition 1 holds the frontier
 	feed(1, base+1500) // closes [base, base+1s) for both
 	p.mu.parts[1].end = off[1] + 1500
-	p.updateMetrics()
+	p.updateMetricsLocked()
 	p.panes.sync()
 
 	s = getStatus(t, srv)
@@ -141,10 +141,10 @@ func TestStatusPage(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		feed(0, base+3000)
 	}
-	p.updateMetrics()
-	p.updateMetrics() // within snapshotInterval: no new snapshot
+	p.updateMetricsLocked()
+	p.updateMetricsLocked() // within snapshotInterval: no new snapshot
 	feed(0, base+3000)
-	p.updateMetrics()
+	p.updateMetricsLocked()
 	if ps = getStatus(t, srv).Pipelines[0]; ps.RecordsPerSecond != 5 || ps.RecordsIn != 14 {
 		t.Errorf("records/s %v, records %d: want 5 and 14", ps.RecordsPerSecond, ps.RecordsIn)
 	}
@@ -256,7 +256,7 @@ func BenchmarkPublishStatus(b *testing.B) {
 	p := statusPipeline(b, &now)
 	for b.Loop() {
 		now = now.Add(snapshotInterval)
-		p.updateMetrics()
+		p.updateMetricsLocked()
 	}
 }
 
@@ -266,7 +266,7 @@ func BenchmarkAPIStatus(b *testing.B) {
 	for i := 0; i < recentPanes; i++ {
 		p.st.ring.add(&windowing.Pane{Key: "u1"}, []byte("u1"), 1)
 	}
-	p.updateMetrics()
+	p.updateMetricsLocked()
 	st := &status{now: func() time.Time { return now }}
 	st.add(p)
 	mux := http.NewServeMux()
