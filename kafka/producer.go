@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,4 +53,67 @@ func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// Batch is the outcome of the records of one commit cycle produced with
+// ProduceIn (the changelog's): the first failure, and the offset of the
+// last acknowledged record per partition among those Track selects.
+type Batch struct {
+	what  string // names the records in the error
+	track func(*kgo.Record) bool
+
+	mu      sync.Mutex
+	err     error
+	offsets map[int32]int64
+}
+
+// NewBatch returns an empty batch of records named what (e.g. "changelog");
+// track selects the records whose offsets Offsets reports.
+func NewBatch(what string, track func(*kgo.Record) bool) *Batch {
+	return &Batch{what: what, track: track, offsets: map[int32]int64{}}
+}
+
+// ProduceIn sends r without waiting, its outcome kept in b (not in p's
+// first failure: the caller joins b's after Flush).
+func (p *Producer) ProduceIn(ctx context.Context, r *kgo.Record, b *Batch) {
+	p.cl.Produce(ctx, r, b.done)
+}
+
+func (b *Batch) done(r *kgo.Record, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		if b.err == nil {
+			b.err = fmt.Errorf("%s %s[%d]: %w", b.what, r.Topic, r.Partition, err)
+		}
+		return
+	}
+	if b.track != nil && b.track(r) {
+		b.offsets[r.Partition] = r.Offset
+	}
+}
+
+// Fail records err as the batch's failure when it has none (a record that
+// could not even be built).
+func (b *Batch) Fail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// Err is the batch's first failure; read it after the producer's Flush.
+func (b *Batch) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Offsets are the tracked records' offsets by partition; read them after
+// the producer's Flush.
+func (b *Batch) Offsets() map[int32]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.offsets
 }

@@ -2,15 +2,14 @@ package service
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/codec"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
@@ -136,33 +135,16 @@ type skipSet struct {
 	max  int64
 }
 
-// changelogAcks collects the outcome of changelog records produced in one cycle.
-type changelogAcks struct {
-	mu      sync.Mutex
-	err     error
-	markers map[int32]int64 // offset of the cycle's marker per partition
-}
-
-func (a *changelogAcks) done(r *kgo.Record, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		if a.err == nil {
-			a.err = fmt.Errorf("changelog %s[%d]: %w", r.Topic, r.Partition, err)
-		}
-		return
-	}
-	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
-		a.markers[r.Partition] = r.Offset
-	}
-}
+// isMarker selects a partition's marker among the changelog's records:
+// its offset is what local state holds after the cycle.
+func isMarker(r *kgo.Record) bool { return len(r.Key) == 1 && r.Key[0] == markerKey[0] }
 
 // writeChangelogLocked produces the cycle's changelog records (engine
 // flushed): the latest value of every key written since the last cycle and
 // a marker for every partition whose position or keys changed. It returns
 // the acks to wait for (the caller flushes the producer).
-func (p *pipeline) writeChangelogLocked() *changelogAcks {
-	acks := &changelogAcks{markers: map[int32]int64{}}
+func (p *pipeline) writeChangelogLocked() *kafka.Batch {
+	acks := kafka.NewBatch("changelog", isMarker)
 	for part, keys := range p.store.dirty {
 		if _, assigned := p.mu.parts[part]; !assigned {
 			continue // released: its state is not this instance's to log
@@ -175,19 +157,19 @@ func (p *pipeline) writeChangelogLocked() *changelogAcks {
 		for key := range keys {
 			v, err := p.eng.KeyState(part, key)
 			if err != nil {
-				acks.err = err
+				acks.Fail(err)
 				return acks
 			}
 			r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: append([]byte{'k'}, key...), Value: v,
 				Headers: []kgo.RecordHeader{{Key: headerCovers, Value: covers}}}
-			p.cl.Produce(p.prodCtx, r, acks.done)
+			p.prod.ProduceIn(p.prodCtx, r, acks)
 			p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 			p.m.changelogBytes.WithLabelValues(p.cfg.Name).Add(float64(len(r.Key) + len(v)))
 		}
 	}
 	if len(p.store.dirty) > 0 && p.mu.faultAfter > 0 {
 		if p.mu.faultAfter--; p.mu.faultAfter == 0 {
-			err := p.cl.Flush(p.prodCtx)
+			err := p.prod.Flush(p.prodCtx)
 			p.log.Error("fault injection: exiting after the changelog's key records, before its markers and the checkpoint",
 				zap.NamedError("flush", err))
 			_ = p.log.Sync()
@@ -205,7 +187,7 @@ func (p *pipeline) writeChangelogLocked() *changelogAcks {
 			mk.upstream = p.rp.upstream(part)
 		}
 		r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: markerKey, Value: encodeMarker(mk)}
-		p.cl.Produce(p.prodCtx, r, acks.done)
+		p.prod.ProduceIn(p.prodCtx, r, acks)
 		p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 	}
 	return acks
@@ -214,22 +196,22 @@ func (p *pipeline) writeChangelogLocked() *changelogAcks {
 // logDefinitionLocked writes the pipeline's definition to part's changelog once
 // per assignment, and again when it changed (definition.go), ahead of the
 // partition's key records.
-func (p *pipeline) logDefinitionLocked(part int32, acks *changelogAcks) {
+func (p *pipeline) logDefinitionLocked(part int32, acks *kafka.Batch) {
 	if p.mu.defLogged[part] == p.mu.defSeq {
 		return
 	}
 	p.mu.defLogged[part] = p.mu.defSeq
 	r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: definitionKey, Value: p.defBytes}
-	p.cl.Produce(p.prodCtx, r, acks.done)
+	p.prod.ProduceIn(p.prodCtx, r, acks)
 	p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 }
 
 // changelogWritten records a cycle whose changelog records were all
 // acknowledged: its markers' offsets are what local state now holds.
-func (p *pipeline) changelogWritten(acks *changelogAcks) {
+func (p *pipeline) changelogWritten(acks *kafka.Batch) {
 	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.store.writes - p.mu.loggedWrites))
 	p.mu.loggedWrites = p.store.writes
-	for part, off := range acks.markers {
+	for part, off := range acks.Offsets() {
 		p.mu.clNext[part] = off + 1
 		if st := p.mu.parts[part]; st != nil {
 			st.marked = st.position

@@ -45,8 +45,8 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	if err := p.flushOutputLocked(ctx); err != nil {
 		return err
 	}
-	if acks.err != nil {
-		return fatalError{fmt.Errorf("changelog not acknowledged: %w", acks.err)}
+	if err := acks.Err(); err != nil {
+		return fatalError{fmt.Errorf("changelog not acknowledged: %w", err)}
 	}
 	if err := p.checkpointLocked(acks); err != nil {
 		return err
@@ -78,7 +78,7 @@ func (p *pipeline) flushOutputLocked(ctx context.Context) error {
 // checkpointLocked makes the local checkpoint: the changelog positions
 // of the cycle's acknowledged records (acks nil: none), the offsets, the
 // state and the frontier, in one synced Pebble batch.
-func (p *pipeline) checkpointLocked(acks *changelogAcks) error {
+func (p *pipeline) checkpointLocked(acks *kafka.Batch) error {
 	if acks != nil {
 		p.changelogWritten(acks)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/evolve"
+	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/state"
 )
 
@@ -108,14 +109,10 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	for _, part := range parts {
 		n = max(n, part+1)
 	}
-	tds, err := p.adm.ListTopics(ctx, p.cfg.Input.Topic)
-	if err == nil {
-		err = tds.Error()
-	}
-	if err != nil {
+	if count, err := kafka.PartitionCount(ctx, p.adm, p.cfg.Input.Topic); err != nil {
 		p.log.Warn("reading the input's partition count failed: an added partition is noticed when it is assigned", zap.Error(err))
 	} else {
-		n = max(n, int32(len(tds[p.cfg.Input.Topic].Partitions)))
+		n = max(n, count)
 	}
 	if n == p.def.Partitions {
 		return nil

@@ -145,8 +145,8 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 	p.writeProgressLocked(ctx, p.closing.Load())
 	acks := p.writeChangelogLocked()
 	ferr := p.prod.Flush(ctx)
-	if ferr != nil || acks.err != nil {
-		perr := errors.Join(ferr, acks.err)
+	if cerr := acks.Err(); ferr != nil || cerr != nil {
+		perr := errors.Join(ferr, cerr)
 		_, aerr := p.txn.End(ctx, kgo.TryAbort)
 		if kafka.IsFenced(perr) {
 			// The broker timed the transaction out (an outage or a
@@ -212,7 +212,7 @@ func endFailed(err error) error {
 
 // checkpointTxn writes the checkpoint of a committed transaction (acks
 // nil: nothing was produced).
-func (p *pipeline) checkpointTxn(start time.Time, acks *changelogAcks) error {
+func (p *pipeline) checkpointTxn(start time.Time, acks *kafka.Batch) error {
 	p.mu.txnRecords = false
 	p.countCommittedDuplicates()
 	if err := p.checkpointLocked(acks); err != nil {
