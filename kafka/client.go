@@ -32,7 +32,7 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(c.Kafka.ClientID),
-		kgo.WithLogger(kgoLogger{log.Named("kgo")}),
+		LoggerOpt(log),
 		kgo.WithCompressor(comp),
 	}
 	opts = append(opts, FailoverOpts()...)
@@ -52,6 +52,10 @@ func ClientOpts(c *config.Config, brokers []string, log *zap.Logger) ([]kgo.Opt,
 	}
 	return opts, nil
 }
+
+// LoggerOpt logs franz-go's lines through log (named "kgo"); appended to
+// ClientOpts' options it replaces their logger.
+func LoggerOpt(log *zap.Logger) kgo.Opt { return kgo.WithLogger(kgoLogger{log.Named("kgo")}) }
 
 // FailoverOpts make a client find a moved partition leader or coordinator
 // within about a second of the cluster naming it, instead of franz-go's

@@ -23,11 +23,7 @@ import (
 // first connection to the cluster: a broker that cannot be reached or a
 // missing input topic is retried, but credentials, a certificate or
 // permissions that the cluster refuses stop it at once (SecurityError).
-func EnsureTopics(ctx context.Context, cfg *config.Config, brokers []string, log *zap.Logger) (map[string]Topics, error) {
-	opts, err := ClientOpts(cfg, brokers, log)
-	if err != nil {
-		return nil, err
-	}
+func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *zap.Logger) (map[string]Topics, error) {
 	inputs := map[string]Topics{}
 	if t := cfg.Kafka.TLS; t != nil && t.InsecureSkipVerify {
 		log.Warn("kafka.tls.insecure_skip_verify is true: the broker certificate is not verified")

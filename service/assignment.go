@@ -66,7 +66,7 @@ func (p *pipeline) applyReleasedLocked() {
 	p.rel.released = nil
 	p.rel.Unlock()
 	if len(parts) > 0 {
-		p.release(parts)
+		p.releaseLocked(parts)
 	}
 }
 
@@ -117,7 +117,7 @@ func (p *pipeline) settleAssignmentLocked(ctx context.Context, attempts int) err
 		// A revoke the session did not pass on: what the open
 		// transaction did for them must not commit.
 		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
-		p.release(extra)
+		p.releaseLocked(extra)
 		p.mu.abortNext = true
 	}
 	p.rel.Lock()

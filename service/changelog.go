@@ -145,7 +145,7 @@ func isMarker(r *kgo.Record) bool { return len(r.Key) == 1 && r.Key[0] == marker
 // the acks to wait for (the caller flushes the producer).
 func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 	acks := kafka.NewBatch("changelog", isMarker)
-	for part, keys := range p.store.dirty {
+	for part, keys := range p.mu.store.dirty {
 		if _, assigned := p.mu.parts[part]; !assigned {
 			continue // released: its state is not this instance's to log
 		}
@@ -155,7 +155,7 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 			covers = strconv.AppendInt(nil, st.position, 10)
 		}
 		for key := range keys {
-			v, err := p.eng.KeyState(part, key)
+			v, err := p.mu.eng.KeyState(part, key)
 			if err != nil {
 				acks.Fail(err)
 				return acks
@@ -167,7 +167,7 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 			p.m.changelogBytes.WithLabelValues(p.cfg.Name).Add(float64(len(r.Key) + len(v)))
 		}
 	}
-	if len(p.store.dirty) > 0 && p.mu.faultAfter > 0 {
+	if len(p.mu.store.dirty) > 0 && p.mu.faultAfter > 0 {
 		if p.mu.faultAfter--; p.mu.faultAfter == 0 {
 			err := p.prod.Flush(p.prodCtx)
 			p.log.Error("fault injection: exiting after the changelog's key records, before its markers and the checkpoint",
@@ -177,14 +177,14 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 		}
 	}
 	for part, st := range p.mu.parts {
-		if st.position < 0 || (st.position == st.marked && len(p.store.dirty[part]) == 0) {
+		if st.position < 0 || (st.position == st.marked && len(p.mu.store.dirty[part]) == 0) {
 			continue
 		}
 		p.logDefinitionLocked(part, acks)
-		gen, _ := p.eng.Watermarks().Generator(part)
-		mk := marker{position: st.position, gen: gen, frontier: p.eng.Frontier()}
-		if p.rp != nil {
-			mk.upstream = p.rp.upstream(part)
+		gen, _ := p.mu.eng.Watermarks().Generator(part)
+		mk := marker{position: st.position, gen: gen, frontier: p.mu.eng.Frontier()}
+		if p.mu.rp != nil {
+			mk.upstream = p.mu.rp.upstream(part)
 		}
 		r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: markerKey, Value: encodeMarker(mk)}
 		p.prod.ProduceIn(p.prodCtx, r, acks)
@@ -201,21 +201,21 @@ func (p *pipeline) logDefinitionLocked(part int32, acks *kafka.Batch) {
 		return
 	}
 	p.mu.defLogged[part] = p.mu.defSeq
-	r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: definitionKey, Value: p.defBytes}
+	r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: definitionKey, Value: p.mu.defBytes}
 	p.prod.ProduceIn(p.prodCtx, r, acks)
 	p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 }
 
-// changelogWritten records a cycle whose changelog records were all
+// changelogWrittenLocked records a cycle whose changelog records were all
 // acknowledged: its markers' offsets are what local state now holds.
-func (p *pipeline) changelogWritten(acks *kafka.Batch) {
-	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.store.writes - p.mu.loggedWrites))
-	p.mu.loggedWrites = p.store.writes
+func (p *pipeline) changelogWrittenLocked(acks *kafka.Batch) {
+	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.mu.store.writes - p.mu.loggedWrites))
+	p.mu.loggedWrites = p.mu.store.writes
 	for part, off := range acks.Offsets() {
 		p.mu.clNext[part] = off + 1
 		if st := p.mu.parts[part]; st != nil {
 			st.marked = st.position
 		}
 	}
-	clear(p.store.dirty)
+	clear(p.mu.store.dirty)
 }

@@ -16,7 +16,7 @@ import (
 func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	// Every pane emitted so far is produced before the cycle flushes,
 	// ends the transaction or rolls back.
-	p.panes.sync()
+	p.mu.panes.sync()
 	if p.eos {
 		// The offsets commit with the transaction, always. The cycles of
 		// assignment (toGroup false) and shutdown must end the open
@@ -38,7 +38,7 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	// Progress records).
 	p.writeProgressLocked(ctx, p.closing.Load())
 	// State changes go to the changelog before anything is committed.
-	if err := p.eng.Flush(); err != nil {
+	if err := p.mu.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
 	acks := p.writeChangelogLocked()
@@ -52,10 +52,10 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 		return err
 	}
 	if toGroup {
-		if err := p.commitGroup(ctx); err != nil {
+		if err := p.commitGroupLocked(ctx); err != nil {
 			return err
 		}
-		if p.rp != nil {
+		if p.mu.rp != nil {
 			p.purgeRepartitionLocked(ctx)
 		}
 	}
@@ -80,16 +80,16 @@ func (p *pipeline) flushOutputLocked(ctx context.Context) error {
 // state and the frontier, in one synced Pebble batch.
 func (p *pipeline) checkpointLocked(acks *kafka.Batch) error {
 	if acks != nil {
-		p.changelogWritten(acks)
+		p.changelogWrittenLocked(acks)
 	}
-	offsets := p.offsetsToStore()
+	offsets := p.offsetsToStoreLocked()
 	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
 	}
-	if err := p.eng.Checkpoint(true); err != nil {
+	if err := p.mu.eng.Checkpoint(true); err != nil {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}
-	if p.eng.Drained() && !p.mu.drainLogged {
+	if p.mu.eng.Drained() && !p.mu.drainLogged {
 		p.mu.drainLogged = true
 		p.log.Info("drain finished: every window of the previous window definition has closed; drain may now be removed from the configuration")
 	}
@@ -107,9 +107,9 @@ func (p *pipeline) cycleDone(start time.Time) {
 	p.m.commitLatency.WithLabelValues(p.cfg.Name).Observe(p.now().Sub(start).Seconds())
 }
 
-// offsetsToStore is the next input offset per partition that local state
+// offsetsToStoreLocked is the next input offset per partition that local state
 // holds after this cycle.
-func (p *pipeline) offsetsToStore() map[int32]int64 {
+func (p *pipeline) offsetsToStoreLocked() map[int32]int64 {
 	offsets := map[int32]int64{}
 	p.off.Lock()
 	for part, off := range p.off.stored {
@@ -135,7 +135,7 @@ func positions(parts map[int32]*partition) map[int32]int64 {
 	return out
 }
 
-// commitGroup commits the positions of the assigned partitions to the group.
-func (p *pipeline) commitGroup(ctx context.Context) error {
+// commitGroupLocked commits the positions of the assigned partitions to the group.
+func (p *pipeline) commitGroupLocked(ctx context.Context) error {
 	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.mu.parts))
 }

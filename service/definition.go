@@ -29,7 +29,7 @@ const (
 var definitionKey = []byte{'d'}
 
 // planState plans the start on the state directory's definition (after
-// loadMeta): it sets p.def and the engine's Evolution, or refuses.
+// loadMeta): it sets p.mu.def and the engine's Evolution, or refuses.
 func (p *pipeline) planState(inputs int32, dir string) error {
 	parts := inputs
 	if p.orig.Repartition != nil {
@@ -52,46 +52,46 @@ func (p *pipeline) planState(inputs int32, dir string) error {
 	if plan != nil && len(plan.Changes) > 0 {
 		p.log.Warn("the pipeline's configuration changed since its state was written; applying:\n"+plan.Text(), zap.Int("changes", len(plan.Changes)))
 	}
-	p.def, p.defBytes = next, nil
+	p.mu.def, p.mu.defBytes = next, nil
 	p.engOpts.Evolve = ev
 	p.engOpts.PartitionIDsFrom = next.PaneIDPartitionsFrom()
 	return nil
 }
 
-// storeDefinition puts the definition, with the engine's sealed bound, in
+// storeDefinitionLocked puts the definition, with the engine's sealed bound, in
 // the state's pending writes (committed with the next checkpoint).
-func (p *pipeline) storeDefinition() error {
-	p.def.Seal(p.eng.Sealed())
-	p.defBytes = p.def.Encode()
+func (p *pipeline) storeDefinitionLocked() error {
+	p.mu.def.Seal(p.mu.eng.Sealed())
+	p.mu.defBytes = p.mu.def.Encode()
 	p.mu.defSeq++
-	return p.db.PutMeta(metaDefinition, p.defBytes)
+	return p.db.PutMeta(metaDefinition, p.mu.defBytes)
 }
 
 // adoptDefinitionLocked continues the state restored into part from a changelog
 // written under stored: refused as a start would be, or its
 // layouts and sealed bound taken in.
 func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte) error {
-	if bytes.Equal(stored, p.defBytes) {
+	if bytes.Equal(stored, p.mu.defBytes) {
 		return nil
 	}
 	r, err := evolve.Decode(stored)
 	if err != nil {
 		return fmt.Errorf("changelog %s[%d]: %w", p.clTopic, part, err)
 	}
-	ls, err := p.def.Adopt(r, fmt.Sprintf("changelog %s[%d]", p.clTopic, part))
+	ls, err := p.mu.def.Adopt(r, fmt.Sprintf("changelog %s[%d]", p.clTopic, part))
 	if err != nil {
 		return err
 	}
-	if err := p.eng.AddLayouts(ls); err != nil {
+	if err := p.mu.eng.AddLayouts(ls); err != nil {
 		return err
 	}
 	if r.Sealed != nil {
-		p.eng.Seal(*r.Sealed)
+		p.mu.eng.Seal(*r.Sealed)
 	}
-	if p.def.GrewFrom > 0 && p.rp == nil {
-		p.startSplitDetector() // another instance saw the input grow
+	if p.mu.def.GrewFrom > 0 && p.mu.rp == nil {
+		p.startSplitDetectorLocked() // another instance saw the input grow
 	}
-	return p.storeDefinition()
+	return p.storeDefinitionLocked()
 }
 
 // grewInputLocked checks, at every assignment, whether partitions were added to
@@ -102,10 +102,10 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte) error {
 // partitioner moves to the added partitions have their windows split. A
 // count the rule refuses stops the pipeline, as a start would refuse it.
 func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
-	if p.rp != nil || p.def.Partitions == 0 {
+	if p.mu.rp != nil || p.mu.def.Partitions == 0 {
 		return nil
 	}
-	n := p.def.Partitions
+	n := p.mu.def.Partitions
 	for _, part := range parts {
 		n = max(n, part+1)
 	}
@@ -114,17 +114,17 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	} else {
 		n = max(n, count)
 	}
-	if n == p.def.Partitions {
+	if n == p.mu.def.Partitions {
 		return nil
 	}
-	from := p.def.Partitions
-	if err := p.def.Grow(n); err != nil {
+	from := p.mu.def.Partitions
+	if err := p.mu.def.Grow(n); err != nil {
 		return fmt.Errorf("pipeline %s: partitions were added to its input while it ran: %w", p.cfg.Name, err)
 	}
 	p.log.Warn("the input grew while running: "+evolve.GrowthRule,
-		zap.Int32("from_partitions", from), zap.Int32("to_partitions", n), zap.Int32("pane_ids_with_partition_from", p.def.PaneIDPartitionsFrom()))
-	p.startSplitDetector()
-	return p.storeDefinition()
+		zap.Int32("from_partitions", from), zap.Int32("to_partitions", n), zap.Int32("pane_ids_with_partition_from", p.mu.def.PaneIDPartitionsFrom()))
+	p.startSplitDetectorLocked()
+	return p.storeDefinitionLocked()
 }
 
 // openState opens the pipeline's state directory, first emptying it when

@@ -17,10 +17,11 @@ func (p *pipeline) produceLocked(r *kgo.Record) {
 }
 
 // Pane implements windowing.Emitter: the pane goes to the pane writer,
-// which produces it (writePane) in emission order.
+// which produces it (writePane) in emission order. The engine is the
+// loop's: Pane and Dropped run with mu held.
 func (p *pipeline) Pane(pn *windowing.Pane) error {
 	p.mu.txnRecords = true
-	p.panes.add(pn)
+	p.mu.panes.add(pn)
 	if !pn.Retraction {
 		p.paneCounter(pn.Timing).Inc()
 	}
@@ -39,15 +40,16 @@ func (p *pipeline) writePane(pn *windowing.Pane) {
 	}
 }
 
-// paneCounter returns the pane counter of timing t.
+// paneCounter returns the pane counter of timing t (under mu, as the
+// engine calls Pane).
 func (p *pipeline) paneCounter(t windowing.Timing) prometheus.Counter {
-	if int(t) >= len(p.paneCounters) {
+	if int(t) >= len(p.mu.paneCounters) {
 		return p.m.panes.WithLabelValues(p.cfg.Name, t.String())
 	}
-	if p.paneCounters[t] == nil {
-		p.paneCounters[t] = p.m.panes.WithLabelValues(p.cfg.Name, t.String())
+	if p.mu.paneCounters[t] == nil {
+		p.mu.paneCounters[t] = p.m.panes.WithLabelValues(p.cfg.Name, t.String())
 	}
-	return p.paneCounters[t]
+	return p.mu.paneCounters[t]
 }
 
 // Dropped implements windowing.Emitter: late records are counted and go to

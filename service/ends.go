@@ -11,11 +11,11 @@ import (
 	"github.com/windowd/windowd/watermark"
 )
 
-// refreshEnds lists the partitions' high watermarks so that a partition that
+// refreshEndsLocked lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
-func (p *pipeline) refreshEnds(ctx context.Context) {
+func (p *pipeline) refreshEndsLocked(ctx context.Context) {
 	topic := p.cfg.Input.Topic
-	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.eng.Watermarks())
+	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.mu.eng.Watermarks())
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and

@@ -102,7 +102,7 @@ func (p *pipeline) markCleanLocked() error {
 	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
 		return err
 	}
-	return p.eng.Checkpoint(true)
+	return p.mu.eng.Checkpoint(true)
 }
 
 // commitTxnLocked is the exactly_once commit cycle: log the changed
@@ -120,25 +120,25 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 	p.applyReleasedLocked()
 	if p.mu.abortNext || (p.unsettled() && mustEnd) {
 		p.mu.abortNext = false
-		return p.abort(ctx, "the group took partitions away")
+		return p.abortLocked(ctx, "the group took partitions away")
 	}
 	if p.unsettled() {
 		return nil // commits wait for settleAssignment
 	}
 	start := p.now()
 	p.mu.lastCommit = start
-	if err := p.eng.Flush(); err != nil {
+	if err := p.mu.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}
 	known := positions(p.mu.parts)
-	if len(known) == 0 && !p.mu.txnRecords && len(p.store.dirty) == 0 && !p.revokedSinceEnd() {
+	if len(known) == 0 && !p.mu.txnRecords && len(p.mu.store.dirty) == 0 && !p.revokedSinceEnd() {
 		// Nothing to commit (no partition has a position yet): ending
 		// an empty transaction costs franz-go a 500ms pause (it cannot
 		// tell whether the broker has KIP-447 without an offset commit).
 		// Not after a revoke or loss: the session would abort the next
 		// end, which must be this one (it rolls back and drops what
 		// was taken), not one after a restore.
-		return p.checkpointTxn(start, nil)
+		return p.checkpointTxnLocked(start, nil)
 	}
 	// In the transaction, after its panes (docs/SEMANTICS.md, Progress
 	// records).
@@ -157,11 +157,11 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", perr), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.inputID, known)
+		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.mu.inputID, known)
 		return nil
 	})
 	if p.abortTxn != nil && p.abortTxn() {
-		return p.abort(ctx, "a test injected the abort (Faults.AbortTxn)")
+		return p.abortLocked(ctx, "a test injected the abort (Faults.AbortTxn)")
 	}
 	revokedBefore := p.revokedSinceEnd() // franz-go aborts this end for it
 	p.markEnd()
@@ -177,16 +177,16 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 		return endFailed(err)
 	}
 	if !committed {
-		return p.aborted(notCommittedWhy(revokedBefore || p.revokedSinceEnd()))
+		return p.abortedLocked(notCommittedWhy(revokedBefore || p.revokedSinceEnd()))
 	}
 	if err := p.txn.Begin(); err != nil {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
 	}
 	p.m.transactions.WithLabelValues(p.cfg.Name, "committed").Inc()
-	if p.rp != nil {
+	if p.mu.rp != nil {
 		p.purgeRepartitionLocked(ctx)
 	}
-	return p.checkpointTxn(start, acks)
+	return p.checkpointTxnLocked(start, acks)
 }
 
 // endFailed is the error of a transaction end that failed with err: all
@@ -210,11 +210,11 @@ func endFailed(err error) error {
 	return fatalError{fmt.Errorf("ending the transaction: %w", err)}
 }
 
-// checkpointTxn writes the checkpoint of a committed transaction (acks
+// checkpointTxnLocked writes the checkpoint of a committed transaction (acks
 // nil: nothing was produced).
-func (p *pipeline) checkpointTxn(start time.Time, acks *kafka.Batch) error {
+func (p *pipeline) checkpointTxnLocked(start time.Time, acks *kafka.Batch) error {
 	p.mu.txnRecords = false
-	p.countCommittedDuplicates()
+	p.countCommittedDuplicatesLocked()
 	if err := p.checkpointLocked(acks); err != nil {
 		return err
 	}
@@ -236,19 +236,19 @@ func notCommittedWhy(revoked bool) string {
 	return "the group coordinator refused or did not answer the transaction's offset commit or heartbeat (a coordinator moving, a rebalance beginning; --log-level debug logs franz-go's reason)"
 }
 
-// abort ends the open transaction without committing it and rolls back
+// abortLocked ends the open transaction without committing it and rolls back
 // (aborted); why says what made it abort.
-func (p *pipeline) abort(ctx context.Context, why string) error {
+func (p *pipeline) abortLocked(ctx context.Context, why string) error {
 	p.markEnd()
 	if _, err := p.txn.End(ctx, kgo.TryAbort); err != nil {
 		return fatalError{fmt.Errorf("aborting the transaction: %w", err)}
 	}
-	return p.aborted(why)
+	return p.abortedLocked(why)
 }
 
-// aborted follows a transaction that ended without committing: the next
+// abortedLocked follows a transaction that ended without committing: the next
 // one begins and the pipeline rolls back to the last committed one.
-func (p *pipeline) aborted(why string) error {
+func (p *pipeline) abortedLocked(why string) error {
 	p.mu.txnRecords = false
 	if err := p.txn.Begin(); err != nil {
 		return fatalError{fmt.Errorf("beginning a transaction: %w", err)}
@@ -275,24 +275,24 @@ func (p *pipeline) rollbackLocked() error {
 	if err := p.db.Discard(); err != nil {
 		return err
 	}
-	clear(p.store.dirty)
-	p.mu.loggedWrites = p.store.writes
+	clear(p.mu.store.dirty)
+	p.mu.loggedWrites = p.mu.store.writes
 	p.mu.txnDuplicates = 0 // processed again after the rewind
 	p.off.Lock()
 	p.off.stored = map[int32]int64{}
 	p.off.Unlock()
 	p.mu.clNext = map[int32]int64{}
-	if err := p.loadMeta(); err != nil {
+	if err := p.loadMetaLocked(); err != nil {
 		return err
 	}
-	eng, err := windowing.New(p.cfg.Spec, p.cfg.Watermark, p.store, p, p.engOpts)
+	eng, err := windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
 	if err != nil {
 		return err
 	}
 	p.countEvictionsLocked() // the discarded engine's
-	p.eng, p.mu.countedEvictions = eng, 0
+	p.mu.eng, p.mu.countedEvictions = eng, 0
 	p.mu.gated = map[int32]int64{}
-	p.holdRestoring()
+	p.holdRestoringLocked()
 	p.keepLostLocked()
 	inCheckpoint := map[int32]bool{}
 	for part := range p.mu.clNext {
@@ -305,7 +305,7 @@ func (p *pipeline) rollbackLocked() error {
 	p.off.Unlock()
 	for part := range inCheckpoint {
 		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) && !p.keptForLocked(part) {
-			if err := p.dropPartition(part); err != nil {
+			if err := p.dropPartitionLocked(part); err != nil {
 				return err
 			}
 		}
@@ -329,8 +329,8 @@ func (p *pipeline) rollbackLocked() error {
 		if off >= 0 {
 			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
 		}
-		p.eng.Assign(part, now, false)
-		p.gateIfBehind(part)
+		p.mu.eng.Assign(part, now, false)
+		p.gateIfBehindLocked(part)
 	}
 	p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: rewind})
 	return nil

@@ -2,10 +2,10 @@ package service
 
 import "github.com/windowd/windowd/codec"
 
-// loadMeta reads what the last checkpoint holds beyond window state: the
+// loadMetaLocked reads what the last checkpoint holds beyond window state: the
 // next input offset and the next changelog offset per partition, and the
 // skip sets of restored keys.
-func (p *pipeline) loadMeta() error {
+func (p *pipeline) loadMetaLocked() error {
 	var err error
 	for name, dst := range map[string]map[int32]int64{metaOffsets: p.off.stored, metaChangelog: p.mu.clNext} {
 		var b []byte
@@ -16,12 +16,12 @@ func (p *pipeline) loadMeta() error {
 			return err
 		}
 	}
-	if p.rp != nil {
+	if p.mu.rp != nil {
 		b, err := p.db.GetMeta(metaUpstream)
 		if err != nil {
 			return err
 		}
-		if err := p.rp.decode(b); err != nil {
+		if err := p.mu.rp.decode(b); err != nil {
 			return err
 		}
 	}
@@ -57,8 +57,8 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 	if err := p.db.PutMeta(metaChangelog, encodeOffsets(p.mu.clNext)); err != nil {
 		return err
 	}
-	if p.rp != nil {
-		if err := p.db.PutMeta(metaUpstream, p.rp.encode()); err != nil {
+	if p.mu.rp != nil {
+		if err := p.db.PutMeta(metaUpstream, p.mu.rp.encode()); err != nil {
 			return err
 		}
 	}

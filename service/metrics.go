@@ -136,7 +136,7 @@ func msGauge(v int64) float64 {
 // countEvictionsLocked adds the engine's cache evictions not counted yet to the
 // metric.
 func (p *pipeline) countEvictionsLocked() {
-	n := p.eng.Stats().Evictions
+	n := p.mu.eng.Stats().Evictions
 	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.mu.countedEvictions))
 	p.mu.countedEvictions = n
 }
@@ -144,20 +144,20 @@ func (p *pipeline) countEvictionsLocked() {
 // updateMetricsLocked refreshes the gauges.
 func (p *pipeline) updateMetricsLocked() {
 	name := p.cfg.Name
-	f := p.eng.Frontier()
+	f := p.mu.eng.Frontier()
 	p.m.frontier.WithLabelValues(name).Set(msGauge(f))
 	if f == watermark.MinTime || f == watermark.MaxTime {
 		p.m.frontierLag.WithLabelValues(name).Set(math.NaN())
 	} else {
 		p.m.frontierLag.WithLabelValues(name).Set(float64(p.nowMS()-f) / 1000)
 	}
-	p.m.openWindows.WithLabelValues(name).Set(float64(p.eng.OpenWindows()))
-	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.eng.CacheBytes()))
+	p.m.openWindows.WithLabelValues(name).Set(float64(p.mu.eng.OpenWindows()))
+	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.mu.eng.CacheBytes()))
 	p.countEvictionsLocked()
 	p.m.assigned.WithLabelValues(name).Set(float64(len(p.mu.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))
-	status := p.eng.Watermarks().Status()
+	status := p.mu.eng.Watermarks().Status()
 	minActive := watermark.MaxTime
 	for _, s := range status {
 		if s.Assigned && !s.Idle && s.Watermark < minActive {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,71 +59,62 @@ func newPartition(in, dead, late, filtered prometheus.Counter) *partition {
 // records feed the windowing engine, whose panes go to the output topic,
 // and whose commit cycle makes output, state and offsets durable in that
 // order (docs/SEMANTICS.md, Delivery: at_least_once).
+//
+// Its fields are grouped by who may touch them (docs/ARCHITECTURE.md,
+// Goroutines of a pipeline): those set while it is built and only read
+// after, by every goroutine; mu, the poll loop's state, which the group
+// callbacks take too; and the hand-offs to other goroutines, each with its
+// own lock, channel or atomics.
 type pipeline struct {
-	orig   *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
-	cfg    *config.Pipeline
-	log    *zap.Logger
-	m      *metrics
-	now    func() time.Time
-	cl     *kgo.Client
-	adm    *kadm.Client
-	prod   *kafka.Producer
-	db     *state.DB
-	store  *trackingStore // db, recording the keys each cycle changes
-	eng    *windowing.Engine
-	dec    *source.Decoder
-	stdout *lockedWriter
+	// Set while the pipeline is built; read-only after.
+	orig          *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
+	cfg           *config.Pipeline
+	log           *zap.Logger
+	m             *metrics
+	now           func() time.Time
+	cl            *kgo.Client
+	adm           *kadm.Client
+	prod          *kafka.Producer // safe for every goroutine
+	db            *state.DB       // its pending batch is mu's (through mu.store)
+	stdout        *lockedWriter
+	clTopic       string    // the changelog topic
+	baseOpts      []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
+	engOpts       windowing.Options
+	eos           bool
+	session       time.Duration             // kafka.session_timeout
+	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
+	reg           *schema.Registry          // the schema registry of an avro or protobuf input
+	prodCtx       context.Context           // produce context: lives until the pipeline is closed
+	prodCancel    context.CancelFunc
+	standbys      int                                        // state.standby_replicas
+	up            *repartitioner                             // repartition: true: stage 1, on a goroutine of its own (stage1.go)
+	abortTxn      func() bool                                // Faults.AbortTxn; nil: off
+	endTxnErr     func() error                               // Faults.EndTxn; nil: off
+	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
 
-	clTopic string // the changelog topic
-	// def: the definition the state is kept under (definition.go), and
-	// its stored form.
-	def      *evolve.Definition
-	defBytes []byte
-	baseOpts []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
-	engOpts  windowing.Options
-
-	// exactly_once (exactlyonce.go): the transact session wrapping cl, and
-	// the input topic's id for the transaction's offset commits.
-	eos     bool
-	session time.Duration // kafka.session_timeout
-	txn     *kgo.GroupTransactSession
-	inputID [16]byte
-	// rel is what the rebalance callbacks leave for the poll loop under
-	// exactly_once (they must not wait for mu): partitions to release, and
-	// whether the member must settle its assignment before a transaction
-	// may commit.
-	rel struct {
-		sync.Mutex
-		released     []int32
-		awaitSettle  bool
-		revokes      int // revoke and lost callbacks so far
-		revokesAtEnd int // revokes before the last transaction end began
-		// lost: partitions lost since the last rollback, whose state
-		// the rollback keeps (keepLost).
-		lost []int32
-	}
-
-	align *aligner // watermark.max_drift (align.go); nil: off
-	// reg and wait: the schema registry of an avro or protobuf input, and
-	// the partitions paused while it cannot be asked (registrywait.go);
-	// nil for JSON.
-	reg   *schema.Registry
-	wait  *registryWait
-	rp    *stage2        // repartition: true (stage2.go); nil otherwise
-	split *splitDetector // key.field without repartition: notices split keys
-
-	prodCtx    context.Context // produce context: lives until the pipeline is closed
-	prodCancel context.CancelFunc
-
-	// mu guards the engine (eng, store, db's pending batch) and what
-	// follows against the rebalance callbacks (which BlockRebalanceOnPoll
-	// already serialises with polls; exactly_once holds mu across the
-	// poll instead, poll.go). As in Pebble, a method named …Locked runs
-	// with mu held; the poll loop's fields outside this struct (rp,
-	// split, align, wait, paneCounters, st's rates) are touched only by
-	// such methods (docs/ARCHITECTURE.md, Goroutines of a pipeline).
+	// mu is the poll loop's state: the engine and what it works with.
+	// The group callbacks take it too (at_least_once they run between
+	// polls, BlockRebalanceOnPoll; exactly_once holds mu from the poll
+	// through its records, poll.go). As in Pebble, a method named
+	// …Locked runs with mu held.
 	mu struct {
 		sync.Mutex
+		eng   *windowing.Engine
+		store *trackingStore  // db, recording the keys each cycle changes
+		dec   *source.Decoder // decodes a record outside a poll's (handleLocked)
+		// def: the definition the state is kept under (definition.go),
+		// and its stored form.
+		def      *evolve.Definition
+		defBytes []byte
+		align    *aligner       // watermark.max_drift (align.go); nil: off
+		wait     *registryWait  // partitions paused while the registry cannot be asked; nil for JSON
+		rp       *stage2        // repartition: true (stage2.go); nil otherwise
+		split    *splitDetector // notices keys seen on two partitions (split.go); nil: off
+		panes    *paneWriter    // hands the engine's panes to the pane writer goroutine
+		inputID  [16]byte       // exactly_once: the input topic's id for the transaction's offset commits
+		// paneCounters: windowd_panes_total by timing, looked up once.
+		paneCounters [windowing.Late + 1]prometheus.Counter
+
 		parts        map[int32]*partition
 		cur          *kgo.Record  // the record being processed, for Dropped
 		inline       decoded      // handle's decoding of a record outside a poll's
@@ -160,10 +152,21 @@ type pipeline struct {
 
 		progressDue time.Time // when the next progress records are due (progress.go)
 	}
-	paneCounters [windowing.Late + 1]prometheus.Counter // windowd_panes_total by timing, looked up once
-	panes        *paneWriter                            // produces the engine's panes behind the loop
-	abortTxn     func() bool                            // Faults.AbortTxn; nil: off
-	endTxnErr    func() error                           // Faults.EndTxn; nil: off
+
+	// rel is what the rebalance callbacks leave for the poll loop under
+	// exactly_once (they must not wait for mu): partitions to release, and
+	// whether the member must settle its assignment before a transaction
+	// may commit.
+	rel struct {
+		sync.Mutex
+		released     []int32
+		awaitSettle  bool
+		revokes      int // revoke and lost callbacks so far
+		revokesAtEnd int // revokes before the last transaction end began
+		// lost: partitions lost since the last rollback, whose state
+		// the rollback keeps (keepLost).
+		lost []int32
+	}
 
 	// off is the persisted offsets, read by AdjustFetchOffsetsFn (which
 	// runs on the group goroutine and must not wait for mu).
@@ -172,18 +175,17 @@ type pipeline struct {
 		stored map[int32]int64 // next offset per partition, as committed in Pebble
 	}
 
+	// Published by the loop for readiness, the status page and the
+	// balancer.
 	assignedOnce atomic.Bool
-	closing      atomic.Bool  // shutting down: the final commit cycle ran or runs
-	inGroup      atomic.Bool  // joined: assigned and not lost since
-	lastCommitOK atomic.Int64 // Unix nanoseconds of the last successful commit cycle
+	closing      atomic.Bool                     // shutting down: the final commit cycle ran or runs
+	inGroup      atomic.Bool                     // joined: assigned and not lost since
+	lastCommitOK atomic.Int64                    // Unix nanoseconds of the last successful commit cycle
+	warm         atomic.Pointer[map[int32]int64] // publishWarm's snapshot (standby.go)
+	st           statusState                     // the status page's snapshot and recent panes (statusapi.go)
 
-	rs            *restores                                  // restores and standbys under way (restorejob.go)
-	warm          atomic.Pointer[map[int32]int64]            // publishWarm's snapshot (standby.go)
-	sb            standbyPlan                                // this member's standby partitions (standby.go)
-	standbys      int                                        // state.standby_replicas
-	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
-
-	st statusState // the status page's snapshot and recent panes (statusapi.go)
+	rs *restores   // restores and standbys under way, with the readers' channels (restorejob.go)
+	sb standbyPlan // this member's standby partitions, from the planner goroutine (standby.go)
 }
 
 // lockedWriter serialises pane lines of several pipelines on one stream.
@@ -202,7 +204,7 @@ func (l *lockedWriter) writeLine(b []byte) {
 // partitions; a repartitioned pipeline runs as stage 2 over the internal
 // topic, with its stage 1 beside it. On an error what was opened is
 // closed in one place.
-func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topics kafka.Topics, deps deps) (p *pipeline, err error) {
+func newPipeline(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, deps deps) (p *pipeline, err error) {
 	p = newPipelineState(cfg, c, topics, deps)
 	defer func() {
 		if err != nil {
@@ -218,12 +220,10 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, brokers []string, topic
 		return p, err
 	}
 	p.openDecoders(deps)
-	p.panes = newPaneWriter(p.writePane)
-	if p.baseOpts, err = kafka.ClientOpts(c, brokers, p.log); err != nil {
-		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
-	}
-	if p.rp != nil {
-		if p.rp.up, err = newRepartitioner(p.orig, c, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, topics.Partitions), deps.registry); err != nil {
+	p.mu.panes = newPaneWriter(p.writePane)
+	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
+	if p.mu.rp != nil {
+		if p.up, err = newRepartitioner(p.orig, c, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, topics.Partitions), deps.registry); err != nil {
 			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 		}
 	} else {
@@ -250,7 +250,6 @@ func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topic
 	}
 	p := &pipeline{
 		orig:      orig,
-		rp:        rp,
 		cfg:       cfg,
 		log:       deps.log.With(zap.String("pipeline", cfg.Name)),
 		m:         deps.metrics,
@@ -261,6 +260,7 @@ func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topic
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
 	}
+	p.mu.rp = rp
 	p.rs = newRestores()
 	p.standbys = c.State.StandbyReplicas
 	p.restoreStarts = deps.faults.RestoreStarts
@@ -294,28 +294,28 @@ func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps de
 	if p.db, err = p.openState(dir, stateOpts, topics.ChangelogID); err != nil {
 		return "", err
 	}
-	p.store = &trackingStore{DB: p.db, dirty: map[int32]map[string]struct{}{}}
+	p.mu.store = &trackingStore{DB: p.db, dirty: map[int32]map[string]struct{}{}}
 	if p.eos {
 		if txnID, err = p.openExactlyOnce(); err != nil {
 			return "", fmt.Errorf("pipeline %s: state: %w", name, err)
 		}
 	}
-	if err := p.loadMeta(); err != nil {
+	if err := p.loadMetaLocked(); err != nil {
 		return "", err
 	}
 	if err := p.planState(topics.Partitions, dir); err != nil {
 		return "", err
 	}
-	p.eng, err = windowing.New(p.cfg.Spec, p.cfg.Watermark, p.store, p, p.engOpts)
+	p.mu.eng, err = windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
 	if err == nil {
-		err = p.storeDefinition()
+		err = p.storeDefinitionLocked()
 	}
 	if err != nil {
 		return "", fmt.Errorf("pipeline %s: restore state: %w", name, err)
 	}
 	// Partitions of the last checkpoint hold the frontier until the group
 	// hands them back (or two session timeouts pass: they moved elsewhere).
-	if held := p.eng.Watermarks().HoldRestored(p.nowMS(), 2*c.Kafka.SessionTimeout); len(held) > 0 {
+	if held := p.mu.eng.Watermarks().HoldRestored(p.nowMS(), 2*c.Kafka.SessionTimeout); len(held) > 0 {
 		p.log.Info("holding the frontier for partitions of the last checkpoint until they are assigned",
 			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
 	}
@@ -326,14 +326,14 @@ func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps de
 // goroutine (ahead.go), on the schema registry for avro and protobuf.
 func (p *pipeline) openDecoders(deps deps) {
 	cfg := p.cfg
-	p.dec = source.NewDecoder(cfg)
+	p.mu.dec = source.NewDecoder(cfg)
 	p.mu.ahead = newDecodeAhead(source.NewDecoder(cfg))
 	if cfg.Input.Format != config.JSON {
 		p.reg = deps.registry
-		p.dec.WithSchemas(cfg, p.reg)
+		p.mu.dec.WithSchemas(cfg, p.reg)
 		p.mu.ahead.dec.WithSchemas(cfg, p.reg).HoldsEvents()
 		// Before the client joins the group: its callbacks read it.
-		p.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
+		p.mu.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
 	}
 }
 
@@ -341,11 +341,11 @@ func (p *pipeline) openDecoders(deps deps) {
 // be on two input partitions (split.go): a key from the value, or an input
 // that grew.
 func (p *pipeline) watchSplitKeys() {
-	if p.def.GrewFrom > 0 {
-		p.startSplitDetector() // partitions were added to the input
+	if p.mu.def.GrewFrom > 0 {
+		p.startSplitDetectorLocked() // partitions were added to the input
 	}
 	if k := p.cfg.Key; k.FromValue() {
-		p.startSplitDetector()
+		p.startSplitDetectorLocked()
 		p.log.Warn("a key from the value without repartition: true: the records of one key ("+k.String()+") must share an input partition, or its windows are split; windowd warns and counts windowd_split_keys_total when it sees one on two partitions",
 			zap.String("key", k.String()))
 	}
@@ -395,12 +395,12 @@ func (p *pipeline) openGroupClientLocked(c *config.Config, txnID string) error {
 	}
 	p.adm = kadm.NewClient(p.cl)
 	p.prod = kafka.NewProducer(p.cl)
-	if p.wait != nil {
-		p.wait.cl = p.cl
+	if p.mu.wait != nil {
+		p.mu.wait.cl = p.cl
 	}
 	if cfg.Watermark.MaxDrift > 0 {
-		p.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
-		p.align.wait = p.wait
+		p.mu.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
+		p.mu.align.wait = p.mu.wait
 	}
 	return nil
 }

@@ -21,12 +21,12 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 	p.mu.lastCommit = p.now()
 	p.mu.Unlock()
 	var stage1 chan error
-	if p.rp != nil {
+	if p.up != nil {
 		// Stage 1 stops with this loop: the stage that fails first stops both.
 		upCtx, stopUp := context.WithCancel(ctx)
 		defer stopUp()
 		stage1 = make(chan error, 1)
-		go func() { stage1 <- p.rp.up.run(upCtx, grace) }()
+		go func() { stage1 <- p.up.run(upCtx, grace) }()
 		defer func() {
 			stopUp()
 			if uerr := <-stage1; uerr != nil {
@@ -81,7 +81,7 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 // processing-time tick, the registry and alignment pauses, and the commit
 // cycle when it is due.
 func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
-	defer p.panes.flush() // the poll's panes go out now, not at the next cycle
+	defer p.mu.panes.flush() // the poll's panes go out now, not at the next cycle
 	p.applyReleasedLocked()
 	now := p.now()
 	if err := p.processPollLocked(ctx, fetches, now); err != nil {
@@ -90,7 +90,7 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 	if err := p.keepUpLocked(ctx, now); err != nil {
 		return err
 	}
-	if err := p.eng.Tick(p.nowMS()); err != nil {
+	if err := p.mu.eng.Tick(p.nowMS()); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
 	if err := p.releaseGatedLocked(); err != nil {
@@ -138,12 +138,12 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 				if errors.As(err, &wait) {
 					// The rest of the partition's poll comes again
 					// once the registry answers (registrywait.go).
-					p.wait.hold(r, wait.un, p.now())
+					p.mu.wait.hold(r, wait.un, p.now())
 					err = nil
 				}
 				return
 			}
-			if !p.eng.NeedsCheckpoint() {
+			if !p.mu.eng.NeedsCheckpoint() {
 				continue
 			}
 			// Bound memory: uncommitted state writes must not pile
@@ -177,7 +177,7 @@ func (p *pipeline) keepUpLocked(ctx context.Context, now time.Time) error {
 	}
 	if now.Sub(p.mu.lastEnds) >= endsInterval {
 		p.mu.lastEnds = now
-		p.refreshEnds(ctx)
+		p.refreshEndsLocked(ctx)
 		if err := p.dropExpiredHoldsLocked(); err != nil {
 			return fatalError{err}
 		}
@@ -192,16 +192,16 @@ func (p *pipeline) keepUpLocked(ctx context.Context, now time.Time) error {
 
 // pausePartitionsLocked runs the registry outage's and the alignment's pauses.
 func (p *pipeline) pausePartitionsLocked() {
-	if p.wait != nil {
+	if p.mu.wait != nil {
 		var aligned func(int32) bool
-		if p.align != nil {
-			aligned = p.eng.Watermarks().Paused
+		if p.mu.align != nil {
+			aligned = p.mu.eng.Watermarks().Paused
 		}
-		p.wait.step(p.now(), aligned)
-		p.wait.recovered(p.reg)
+		p.mu.wait.step(p.now(), aligned)
+		p.mu.wait.recovered(p.reg)
 	}
-	if p.align != nil {
-		p.align.step(p.eng.Watermarks(), p.now())
+	if p.mu.align != nil {
+		p.mu.align.step(p.mu.eng.Watermarks(), p.now())
 	}
 }
 

@@ -42,7 +42,7 @@ func (p *pipeline) writeProgressLocked(ctx context.Context, force bool) {
 		return
 	}
 	slices.Sort(parts)
-	complete, ok := p.eng.Complete(parts)
+	complete, ok := p.mu.eng.Complete(parts)
 	if !ok {
 		return // a partition's windows wait, or no frontier yet
 	}

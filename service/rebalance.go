@@ -26,7 +26,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		return
 	}
 	parts := assigned[p.cfg.Input.Topic]
-	if err := p.assign(ctx, parts); err != nil {
+	if err := p.assignLocked(ctx, parts); err != nil {
 		if ctx.Err() == nil {
 			p.mu.failed = fmt.Errorf("assigning partitions %v: %w", parts, err)
 		}
@@ -37,7 +37,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	p.log.Info("partitions assigned", zap.Int32s("partitions", parts))
 }
 
-func (p *pipeline) assign(ctx context.Context, parts []int32) error {
+func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
 	if p.eos {
 		// Every session of the group ends here, also one that only took
 		// partitions away: the place to settle what this member owns.
@@ -63,12 +63,12 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 		if _, _, err := p.cl.ProducerID(ctx); err != nil {
 			return fmt.Errorf("initialising the transactional producer: %w", err)
 		}
-		if p.inputID == ([16]byte{}) {
+		if p.mu.inputID == ([16]byte{}) {
 			id, err := kafka.TopicID(ctx, p.adm, p.cfg.Input.Topic)
 			if err != nil {
 				return err
 			}
-			p.inputID = id
+			p.mu.inputID = id
 		}
 	}
 	if err := p.growChangelog(ctx, parts); err != nil {
@@ -81,20 +81,20 @@ func (p *pipeline) assign(ctx context.Context, parts []int32) error {
 	return nil
 }
 
-// gateIfBehind runs assigned partition part on its own frontier when it
+// gateIfBehindLocked runs assigned partition part on its own frontier when it
 // joins behind the frontier (it moved, or it was held), until releaseGated:
 // its records are then not late merely because this instance's frontier is
 // ahead, and its windows fire with its records (windowing.Engine.CatchUp).
-func (p *pipeline) gateIfBehind(part int32) {
-	if f := p.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
-		if g, _ := p.eng.Watermarks().Generator(part); g.Watermark < f {
-			p.eng.CatchUp(part)
+func (p *pipeline) gateIfBehindLocked(part int32) {
+	if f := p.mu.eng.Frontier(); f > watermark.MinTime && f < watermark.MaxTime {
+		if g, _ := p.mu.eng.Watermarks().Generator(part); g.Watermark < f {
+			p.mu.eng.CatchUp(part)
 			p.mu.gated[part] = f
 		}
 	}
 }
 
-func (p *pipeline) skipLen(part int32) int {
+func (p *pipeline) skipLenLocked(part int32) int {
 	if s := p.mu.skip[part]; s != nil {
 		return len(s.keys)
 	}
@@ -146,14 +146,14 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	case p.closing.Load():
 		// A clean shutdown keeps local state (its final cycle ran): a
 		// restart catches up from the changelog instead of restoring.
-		p.release(parts)
+		p.releaseLocked(parts)
 	case toGroup:
 		// Revoked: log and commit their last changes, then drop them;
 		// their state now lives in the changelog and with their next owner.
 		if err := p.commitLocked(ctx, true); err != nil {
 			p.log.Warn("commit before giving up partitions failed", zap.Bool("revoked", toGroup), zap.Error(err))
 		}
-		p.release(parts)
+		p.releaseLocked(parts)
 		p.dropReleasedLocked(ctx, parts)
 	default:
 		// Lost: another member may own them already and be restoring them,
@@ -164,11 +164,11 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 		// changelog up to its position, is kept for the group to hand
 		// them back (keepLost); the other partitions rewind to their
 		// checkpointed offsets.
-		p.release(parts)
+		p.releaseLocked(parts)
 		p.rel.Lock()
 		p.rel.lost = append(p.rel.lost, parts...)
 		p.rel.Unlock()
-		p.panes.sync() // the discarded state's panes go out before the same panes again
+		p.mu.panes.sync() // the discarded state's panes go out before the same panes again
 		if err := p.rollbackLocked(); err != nil {
 			p.mu.failed = fmt.Errorf("rolling back after losing partitions %v: %w", parts, err)
 		}
@@ -187,12 +187,12 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 func (p *pipeline) dropReleasedLocked(ctx context.Context, parts []int32) {
 	var err error
 	for _, part := range parts {
-		if err = p.dropPartition(part); err != nil {
+		if err = p.dropPartitionLocked(part); err != nil {
 			break
 		}
 	}
 	if err == nil {
-		p.panes.sync()
+		p.mu.panes.sync()
 		if ferr := p.flushOutputLocked(ctx); ferr != nil {
 			if isFatal(ferr) {
 				p.mu.failed = fmt.Errorf("releasing partitions %v: %w", parts, ferr)
@@ -206,14 +206,14 @@ func (p *pipeline) dropReleasedLocked(ctx context.Context, parts []int32) {
 	}
 }
 
-func (p *pipeline) release(parts []int32) {
-	if p.wait != nil {
-		p.wait.forget(parts)
+func (p *pipeline) releaseLocked(parts []int32) {
+	if p.mu.wait != nil {
+		p.mu.wait.forget(parts)
 	}
 	for _, part := range parts {
 		p.cancelRestoreLocked(part)
 		delete(p.mu.gated, part)
-		p.eng.Revoke(part)
+		p.mu.eng.Revoke(part)
 		delete(p.mu.parts, part)
 		label := strconv.Itoa(int(part))
 		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
@@ -236,16 +236,16 @@ func (p *pipeline) releaseGatedLocked() error {
 		return nil
 	}
 	idle := map[int32]bool{}
-	for _, s := range p.eng.Watermarks().Status() {
+	for _, s := range p.mu.eng.Watermarks().Status() {
 		idle[s.Partition] = s.Idle
 	}
 	for part, f := range p.mu.gated {
-		g, _ := p.eng.Watermarks().Generator(part)
+		g, _ := p.mu.eng.Watermarks().Generator(part)
 		if g.Watermark < f && !idle[part] {
 			continue
 		}
 		delete(p.mu.gated, part)
-		if err := p.eng.ReleaseTimers(part); err != nil {
+		if err := p.mu.eng.ReleaseTimers(part); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/windowd/windowd/source"
 )
 
-func (p *pipeline) partitionState(part int32) *partition {
+func (p *pipeline) partitionStateLocked(part int32) *partition {
 	if st, ok := p.mu.parts[part]; ok {
 		return st
 	}
@@ -35,13 +35,13 @@ func (p *pipeline) handleLocked(r *kgo.Record, now int64) error {
 func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) error {
 	part := p.mu.parts[r.Partition] // assigned: step skips the others
 	marker := false
-	if p.rp != nil {
+	if p.mu.rp != nil {
 		marker, _ = repartitionHeaders(r)
 	}
 	if !marker {
 		if d == nil {
 			d = &p.mu.inline
-			decodeRecord(p.dec, r, d, now)
+			decodeRecord(p.mu.dec, r, d, now)
 		}
 		// Before anything takes the record in (stage 2's duplicate
 		// check included): it comes again (registrywait.go).
@@ -50,7 +50,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 			return &registryUnavailable{un}
 		}
 	}
-	if p.rp != nil {
+	if p.mu.rp != nil {
 		done, err := p.stage2RecordLocked(r, now)
 		if err != nil {
 			return err
@@ -82,14 +82,14 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 		}
 	} else if skip != nil && r.Offset < skip.keys[ev.Key] {
 		// A restored value of the key already holds this record.
-		if err := p.eng.Skip(ev, now); err != nil {
+		if err := p.mu.eng.Skip(ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	} else {
-		if p.split != nil && p.split.see(ev.Key, r.Partition) {
-			p.warnSplit(r.Partition, ev.Key)
+		if p.mu.split != nil && p.mu.split.see(ev.Key, r.Partition) {
+			p.warnSplitLocked(r.Partition, ev.Key)
 		}
-		if err := p.eng.Record(ev, now); err != nil {
+		if err := p.mu.eng.Record(ev, now); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
@@ -109,11 +109,11 @@ func (p *pipeline) advancePositionLocked(part *partition, r *kgo.Record) {
 	}
 }
 
-// warnSplit logs, at most once a minute, that a key arrived on two input
+// warnSplitLocked logs, at most once a minute, that a key arrived on two input
 // partitions (split.go).
-func (p *pipeline) warnSplit(part int32, key string) {
-	if t := p.now(); t.Sub(p.split.lastLog) >= time.Minute {
-		p.split.lastLog = t
+func (p *pipeline) warnSplitLocked(part int32, key string) {
+	if t := p.now(); t.Sub(p.mu.split.lastLog) >= time.Minute {
+		p.mu.split.lastLog = t
 		p.log.Warn("key seen on two input partitions: without repartition: true its windows are split between the partitions' states and each emits its own panes",
 			zap.String("key_from", p.cfg.Key.String()), zap.String("key", key), zap.Int32("partition", part),
 			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.String()+" (and add partitions to it only with repartition: true)"))

@@ -44,11 +44,11 @@ type restoreStats struct {
 
 // restoreLatestLocked applies a batch of latest values to part.
 func (p *pipeline) restoreLatestLocked(part int32, entries []restoreEntry) error {
-	return p.store.untracked(func() error {
+	return p.mu.store.untracked(func() error {
 		for _, e := range entries {
-			restore := p.eng.RestoreKey
+			restore := p.mu.eng.RestoreKey
 			if e.fresh {
-				restore = p.eng.RestoreNewKey
+				restore = p.mu.eng.RestoreNewKey
 			}
 			if err := restore(part, e.key, e.value); err != nil {
 				return err
@@ -99,14 +99,14 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[
 	return nil
 }
 
-// dropPartition removes part's local state and what the pipeline knew of
+// dropPartitionLocked removes part's local state and what the pipeline knew of
 // it: its windows now live in the changelog and with its next owner.
-func (p *pipeline) dropPartition(part int32) error {
+func (p *pipeline) dropPartitionLocked(part int32) error {
 	// Other partitions' cached changes are written (and logged) first.
-	if err := p.eng.Flush(); err != nil {
+	if err := p.mu.eng.Flush(); err != nil {
 		return err
 	}
-	if err := p.store.untracked(func() error { return p.eng.DropShard(part) }); err != nil {
+	if err := p.mu.store.untracked(func() error { return p.mu.eng.DropShard(part) }); err != nil {
 		return err
 	}
 	p.off.Lock()
@@ -115,9 +115,9 @@ func (p *pipeline) dropPartition(part int32) error {
 	delete(p.mu.clNext, part)
 	delete(p.mu.skip, part)
 	delete(p.mu.defLogged, part)
-	delete(p.store.dirty, part)
-	if p.rp != nil {
-		delete(p.rp.ups, part)
+	delete(p.mu.store.dirty, part)
+	if p.mu.rp != nil {
+		delete(p.mu.rp.ups, part)
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ func (p *pipeline) dropPartition(part int32) error {
 // The drop commits with the next cycle.
 func (p *pipeline) dropExpiredHoldsLocked() error {
 	held := map[int32]bool{}
-	for _, s := range p.eng.Watermarks().Status() {
+	for _, s := range p.mu.eng.Watermarks().Status() {
 		if s.Held {
 			held[s.Partition] = true
 		}
@@ -139,7 +139,7 @@ func (p *pipeline) dropExpiredHoldsLocked() error {
 			continue
 		}
 		delete(p.mu.keptLost, part)
-		if err := p.dropPartition(part); err != nil {
+		if err := p.dropPartitionLocked(part); err != nil {
 			return err
 		}
 		dropped = append(dropped, part)

@@ -145,7 +145,7 @@ func (p *pipeline) restoringPart(part int32) bool {
 // restore.
 func (p *pipeline) startRestoreLocked(part int32) {
 	p.cl.PauseFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
-	p.eng.Watermarks().HoldRestoring(part)
+	p.mu.eng.Watermarks().HoldRestoring(part)
 	p.rs.Lock()
 	j := p.rs.jobs[part]
 	p.rs.Unlock()
@@ -237,7 +237,7 @@ func (p *pipeline) applyRestoresLocked(ctx context.Context) error {
 			// windows fire with the next frontier advance.
 			return nil
 		}
-	} else if p.eng.NeedsCheckpoint() {
+	} else if p.mu.eng.NeedsCheckpoint() {
 		if err := p.commitLocked(ctx, true); err != nil {
 			return err
 		}
@@ -245,7 +245,7 @@ func (p *pipeline) applyRestoresLocked(ctx context.Context) error {
 	if finished {
 		// Restored windows the frontier already passed fire now (those
 		// of partitions that joined behind it wait: releaseGated).
-		return p.eng.FireDue()
+		return p.mu.eng.FireDue()
 	}
 	return nil
 }
@@ -266,12 +266,12 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 		if !b.cold {
 			return false, nil
 		}
-		if err := p.dropPartition(j.part); err != nil {
+		if err := p.dropPartitionLocked(j.part); err != nil {
 			return false, err
 		}
 		// The drop and the changelog positions without part commit
 		// together: a crash mid-restore then restarts it from scratch.
-		return false, p.putLocalMeta(p.offsetsToStore())
+		return false, p.putLocalMeta(p.offsetsToStoreLocked())
 	}
 	if err := p.restoreLatestLocked(j.part, b.entries); err != nil {
 		return false, err
@@ -284,7 +284,7 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 			return false, err
 		}
 	}
-	if err := p.eng.FinishLayouts(j.part); err != nil {
+	if err := p.mu.eng.FinishLayouts(j.part); err != nil {
 		return false, err
 	}
 	j.stats.records, j.stats.bytes = b.records-b.standbyRecords, b.size
@@ -302,9 +302,9 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		p.off.Lock()
 		p.off.stored[part] = b.mk.position
 		p.off.Unlock()
-		p.eng.Watermarks().RestoreGenerator(part, b.mk.gen)
-		if p.rp != nil && b.mk.upstream != nil {
-			p.rp.ups[part] = b.mk.upstream
+		p.mu.eng.Watermarks().RestoreGenerator(part, b.mk.gen)
+		if p.mu.rp != nil && b.mk.upstream != nil {
+			p.mu.rp.ups[part] = b.mk.upstream
 		}
 	}
 	p.off.Lock()
@@ -327,12 +327,12 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		j.stats.to = b.hi
 	}
 	p.mu.clNext[part] = j.stats.to
-	st := p.partitionState(part)
+	st := p.partitionStateLocked(part)
 	if known {
 		st.position, st.marked = resume, resume
 	}
-	p.eng.Assign(part, p.nowMS(), false)
-	p.gateIfBehind(part)
+	p.mu.eng.Assign(part, p.nowMS(), false)
+	p.gateIfBehindLocked(part)
 	p.endRestore(j)
 	if known {
 		// Where the offsets fetched at the assignment (or an offset
@@ -349,11 +349,11 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	if b.promoted {
 		p.log.Info("partition state restored from its standby replica", zap.Int32("partition", part),
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("standby_records", b.standbyRecords),
-			zap.Int64("tail_records", rs.records), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+			zap.Int64("tail_records", rs.records), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLenLocked(part)))
 	} else if rs.records > 0 || rs.cold {
 		p.log.Info("partition state restored from the changelog", zap.Int32("partition", part), zap.Bool("from_scratch", rs.cold),
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
-			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLen(part)))
+			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLenLocked(part)))
 	}
 }
 
@@ -388,10 +388,10 @@ func (p *pipeline) stopRestores() {
 	}
 }
 
-// holdRestoring makes the partitions whose restore runs hold the frontier
+// holdRestoringLocked makes the partitions whose restore runs hold the frontier
 // of a new engine (a rollback's).
-func (p *pipeline) holdRestoring() {
+func (p *pipeline) holdRestoringLocked() {
 	for _, j := range p.rs.restoring() {
-		p.eng.Watermarks().HoldRestoring(j.part)
+		p.mu.eng.Watermarks().HoldRestoring(j.part)
 	}
 }

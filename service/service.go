@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
@@ -63,6 +64,9 @@ type deps struct {
 	// registry: the schemas of avro and protobuf pipelines; nil when
 	// every pipeline reads JSON.
 	registry *schema.Registry
+	// clientOpts: brokers, client id, compression, TLS and SASL,
+	// resolved once for every client of the process (kafka.ClientOpts).
+	clientOpts []kgo.Opt
 }
 
 // Run runs every pipeline of cfg until ctx is done, then shuts down within
@@ -86,6 +90,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// Resolved once: every client of the process starts from them.
+	if d.clientOpts, err = kafka.ClientOpts(cfg, brokers, log); err != nil {
+		return err
+	}
 
 	st := &status{now: opts.Now}
 	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st)
@@ -102,7 +110,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	inputs, err := kafka.EnsureTopics(runCtx, cfg, brokers, log)
+	inputs, err := kafka.EnsureTopics(runCtx, cfg, d.clientOpts, log)
 	if err != nil {
 		stop()
 		wg.Wait()
@@ -115,7 +123,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
 	for i := range cfg.Pipelines {
-		p, err := newPipeline(&cfg.Pipelines[i], cfg, brokers, inputs[cfg.Pipelines[i].Name], d)
+		p, err := newPipeline(&cfg.Pipelines[i], cfg, inputs[cfg.Pipelines[i].Name], d)
 		if err != nil {
 			stop()
 			wg.Wait()
@@ -125,7 +133,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := superviseRun(runCtx, p, cfg, brokers, inputs, d, st, grace)
+			err := superviseRun(runCtx, p, cfg, inputs, d, st, grace)
 			if err != nil {
 				stop() // one failed pipeline stops the process: restart resumes from the last checkpoint
 			}
@@ -182,14 +190,14 @@ func brokersOf(cfg *config.Config, opts Options) ([]string, error) {
 // superviseRun runs pipeline p until ctx ends or it fails; a pipeline
 // that must rejoin (exactly_once: a zombie, or a transaction whose outcome
 // is unknown) is built again on the same state and runs on.
-func superviseRun(ctx context.Context, p *pipeline, cfg *config.Config, brokers []string, inputs map[string]kafka.Topics, d deps, st *status, grace time.Duration) error {
+func superviseRun(ctx context.Context, p *pipeline, cfg *config.Config, inputs map[string]kafka.Topics, d deps, st *status, grace time.Duration) error {
 	err := p.run(ctx, grace)
 	for rejoins(err) && ctx.Err() == nil {
 		// Rejoin as a new pipeline on the same state dir and
 		// transactional id rather than exit.
 		d.log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
 			zap.String("pipeline", p.cfg.Name), zap.Error(err))
-		np, nerr := newPipeline(p.orig, cfg, brokers, inputs[p.orig.Name], d)
+		np, nerr := newPipeline(p.orig, cfg, inputs[p.orig.Name], d)
 		if nerr != nil {
 			err = nerr
 			break

@@ -74,7 +74,7 @@ func (p *pipeline) finalCommit(cause error, by time.Time) error {
 			err = p.markCleanLocked()
 		}
 	}
-	p.panes.stop()
+	p.mu.panes.stop()
 	return err
 }
 

@@ -41,11 +41,11 @@ func (d *splitDetector) see(key string, part int32) bool {
 	return split
 }
 
-// startSplitDetector makes the pipeline notice keys seen on two input
+// startSplitDetectorLocked makes the pipeline notice keys seen on two input
 // partitions (once started, it stays): for a key from the value, and
 // after partitions were added to the input (definition.go).
-func (p *pipeline) startSplitDetector() {
-	if p.split == nil {
-		p.split = newSplitDetector(p.m.splitKeys.WithLabelValues(p.cfg.Name))
+func (p *pipeline) startSplitDetectorLocked() {
+	if p.mu.split == nil {
+		p.mu.split = newSplitDetector(p.m.splitKeys.WithLabelValues(p.cfg.Name))
 	}
 }

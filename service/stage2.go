@@ -56,7 +56,6 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 type stage2 struct {
 	inputs int32                        // upstream (input) partitions
 	ups    map[int32]*repartition.Table // per repartition partition
-	up     *repartitioner               // this instance's stage 1
 
 	lastPurge time.Time
 	purgeNext map[int32]int64 // positions committed at the last purge: deleted at the next
@@ -72,20 +71,20 @@ const purgeInterval = 30 * time.Second
 // point (group offsets, changelog markers, local checkpoints) has passed
 // them.
 func (p *pipeline) purgeRepartitionLocked(ctx context.Context) {
-	if p.now().Sub(p.rp.lastPurge) < purgeInterval {
+	if p.now().Sub(p.mu.rp.lastPurge) < purgeInterval {
 		return
 	}
-	p.rp.lastPurge = p.now()
+	p.mu.rp.lastPurge = p.now()
 	del := map[int32]int64{}
-	for part, off := range p.rp.purgeNext {
+	for part, off := range p.mu.rp.purgeNext {
 		if _, assigned := p.mu.parts[part]; assigned {
 			del[part] = off
 		}
 	}
-	p.rp.purgeNext = map[int32]int64{}
+	p.mu.rp.purgeNext = map[int32]int64{}
 	for part, st := range p.mu.parts {
 		if st.position >= 0 {
-			p.rp.purgeNext[part] = st.position
+			p.mu.rp.purgeNext[part] = st.position
 		}
 	}
 	if len(del) == 0 {
@@ -154,11 +153,11 @@ func repartitionHeaders(r *kgo.Record) (marker bool, upstream []byte) {
 // (applied), or a duplicate of an upstream record already processed.
 func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 	isMarker, upstream := repartitionHeaders(r)
-	u := p.rp.upstream(r.Partition)
+	u := p.mu.rp.upstream(r.Partition)
 	if isMarker {
 		m, err := repartition.DecodeMarker(r.Value)
 		if err == nil && !u.Apply(m) {
-			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.rp.inputs)
+			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.mu.rp.inputs)
 		}
 		if err != nil {
 			if t := p.now(); t.Sub(p.mu.lastErrLog) >= errLogInterval {
@@ -171,28 +170,28 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 		wm, _, _ := u.Upstream(m.Upstream)
 		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
 		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
-		p.eng.Watermarks().Mark(r.Partition, u.Watermark())
-		if err := p.eng.Advance(); err != nil {
+		p.mu.eng.Watermarks().Mark(r.Partition, u.Watermark())
+		if err := p.mu.eng.Advance(); err != nil {
 			return true, fmt.Errorf("engine: %w", err)
 		}
 		return true, nil
 	}
 	up, off, ok := repartition.DecodeUpstream(upstream)
-	if !ok || up >= p.rp.inputs {
+	if !ok || up >= p.mu.rp.inputs {
 		return false, nil // not written by stage 1: processed as it is
 	}
 	if !u.Accept(up, off) {
-		p.duplicateDropped()
+		p.duplicateDroppedLocked()
 		return true, nil
 	}
 	return false, nil
 }
 
-// duplicateDropped counts a repartitioned record dropped as a duplicate:
+// duplicateDroppedLocked counts a repartitioned record dropped as a duplicate:
 // at once under at_least_once; under exactly_once when its transaction
 // commits (countCommittedDuplicates), since a rollback reprocesses it and
 // drops it again.
-func (p *pipeline) duplicateDropped() {
+func (p *pipeline) duplicateDroppedLocked() {
 	if p.eos {
 		p.mu.txnDuplicates++
 		return
@@ -200,9 +199,9 @@ func (p *pipeline) duplicateDropped() {
 	p.m.duplicates.WithLabelValues(p.cfg.Name).Inc()
 }
 
-// countCommittedDuplicates adds the duplicates of the transaction that
+// countCommittedDuplicatesLocked adds the duplicates of the transaction that
 // committed to the metric.
-func (p *pipeline) countCommittedDuplicates() {
+func (p *pipeline) countCommittedDuplicatesLocked() {
 	if p.mu.txnDuplicates > 0 {
 		p.m.duplicates.WithLabelValues(p.cfg.Name).Add(float64(p.mu.txnDuplicates))
 		p.mu.txnDuplicates = 0

@@ -74,16 +74,16 @@ pipelines:
 	if pc.Input.Topic != "windowd-r-r-repartition" || pc.Input.Group != pc.Input.Topic || !pc.Watermark.Marked {
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
-	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now,
-		rp: &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, dec: source.NewDecoder(pc)}
+	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}
+	p.mu.rp, p.mu.dec = &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, source.NewDecoder(pc)
 	p.mu.parts = map[int32]*partition{}
-	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
+	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const q = 1
-	st := p.partitionState(q)
-	p.eng.Assign(q, 0, true)
+	st := p.partitionStateLocked(q)
+	p.mu.eng.Assign(q, 0, true)
 	var off int64
 	marker := func(up int32, wm int64, idle bool) *kgo.Record {
 		off++
@@ -116,10 +116,10 @@ pipelines:
 		if err := p.handleLocked(s.r, 0); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		if f := p.eng.Frontier(); f != s.frontier {
+		if f := p.mu.eng.Frontier(); f != s.frontier {
 			t.Errorf("step %d: frontier %d, want %d", i, f, s.frontier)
 		}
-		if n := p.eng.Stats().Records; n != s.records {
+		if n := p.mu.eng.Stats().Records; n != s.records {
 			t.Errorf("step %d: engine saw %d records, want %d", i, n, s.records)
 		}
 		if st.position != s.r.Offset+1 {
@@ -141,7 +141,7 @@ pipelines:
 	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 || p.mu.txnDuplicates != 1 {
 		t.Errorf("exactly_once: duplicates %v and %d in the open transaction, want 2 and 1", got, p.mu.txnDuplicates)
 	}
-	p.countCommittedDuplicates()
+	p.countCommittedDuplicatesLocked()
 	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 3 || p.mu.txnDuplicates != 0 {
 		t.Errorf("exactly_once, committed: duplicates %v and %d in the open transaction, want 3 and 0", got, p.mu.txnDuplicates)
 	}

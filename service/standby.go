@@ -106,7 +106,7 @@ func (p *pipeline) reconcileStandbysLocked() {
 func (p *pipeline) stopStandbyLocked(j *restoreJob) {
 	p.endRestore(j)
 	if j.begun {
-		if err := p.dropPartition(j.part); err != nil {
+		if err := p.dropPartitionLocked(j.part); err != nil {
 			p.log.Warn("dropping a standby's state failed", zap.Int32("partition", j.part), zap.Error(err))
 		}
 	}

@@ -237,14 +237,14 @@ func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minAc
 		return
 	}
 	s.last = now
-	f := p.eng.Frontier()
+	f := p.mu.eng.Frontier()
 	ps := PipelineStatus{
 		Name:        p.cfg.Name,
 		InputTopic:  p.inputTopic(),
 		SnapshotMS:  now.UnixMilli(),
 		FrontierMS:  optInt(f),
-		OpenWindows: p.eng.OpenWindows(),
-		CacheBytes:  int64(p.eng.CacheBytes()),
+		OpenWindows: p.mu.eng.OpenWindows(),
+		CacheBytes:  int64(p.mu.eng.CacheBytes()),
 		StateBytes:  gaugeValue(p.m.stateBytes.WithLabelValues(p.cfg.Name)),
 		Panes:       map[string]int64{},
 		Group:       GroupStatus{ID: p.cfg.Input.Group, Assigned: []int32{}},
@@ -252,7 +252,7 @@ func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minAc
 	}
 	ps.Ready, ps.NotReady = p.ready()
 	for t := windowing.Early; t <= windowing.Late; t++ {
-		ps.Panes[t.String()] = counterValue(p.paneCounters[t])
+		ps.Panes[t.String()] = counterValue(p.mu.paneCounters[t])
 	}
 	if p.cl != nil {
 		ps.Group.MemberID, ps.Group.Generation = p.cl.GroupMetadata()
@@ -264,13 +264,13 @@ func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minAc
 		}
 		ps.LastCommit = c
 	}
-	p.partitionsStatus(&ps, status, minActive, f)
+	p.partitionsStatusLocked(&ps, status, minActive, f)
 	s.rate(&ps, now)
 	s.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
 }
 
-// partitionsStatus adds the assigned partitions to ps, with their sums.
-func (p *pipeline) partitionsStatus(ps *PipelineStatus, status []watermark.PartitionStatus, minActive, f int64) {
+// partitionsStatusLocked adds the assigned partitions to ps, with their sums.
+func (p *pipeline) partitionsStatusLocked(ps *PipelineStatus, status []watermark.PartitionStatus, minActive, f int64) {
 	for _, st := range status {
 		part := p.mu.parts[st.Partition]
 		if part == nil || !st.Assigned {
@@ -281,7 +281,7 @@ func (p *pipeline) partitionsStatus(ps *PipelineStatus, status []watermark.Parti
 			WatermarkMS:        optInt(st.Watermark),
 			Idle:               st.Idle,
 			Paused:             st.Paused,
-			WaitingForRegistry: p.wait.waiting(st.Partition),
+			WaitingForRegistry: p.mu.wait.waiting(st.Partition),
 			HoldsFrontier:      !st.Idle && st.Watermark == minActive && f < watermark.MaxTime,
 			RecordsIn:          counterValue(part.in),
 			DeadLetters:        counterValue(part.dead),

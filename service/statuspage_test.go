@@ -46,17 +46,18 @@ pipelines:
 	}
 	t.Cleanup(func() { db.Close() })
 	pc := &cfg.Pipelines[0]
-	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }, dec: source.NewDecoder(pc)}
+	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }}
+	p.mu.dec = source.NewDecoder(pc)
 	p.rs = newRestores()
 	p.mu.parts = map[int32]*partition{}
-	p.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
-	p.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
+	p.mu.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
+	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for part := int32(0); part < 2; part++ {
-		p.partitionState(part)
-		p.eng.Assign(part, 0, true)
+		p.partitionStateLocked(part)
+		p.mu.eng.Assign(part, 0, true)
 	}
 	return p
 }
@@ -109,11 +110,11 @@ func TestStatusPage(t *testing.T) {
 	feed(1, base+1500) // closes [base, base+1s) for both
 	p.mu.parts[1].end = off[1] + 1500
 	p.updateMetricsLocked()
-	p.panes.sync()
+	p.mu.panes.sync()
 
 	s = getStatus(t, srv)
 	ps := s.Pipelines[0]
-	if ps.FrontierMS == nil || *ps.FrontierMS != p.eng.Frontier() || *ps.FrontierMS != base+1500 {
+	if ps.FrontierMS == nil || *ps.FrontierMS != p.mu.eng.Frontier() || *ps.FrontierMS != base+1500 {
 		t.Fatalf("frontier %v, want %d", ps.FrontierMS, base+1500)
 	}
 	if ps.FrontierLagSeconds == nil || *ps.FrontierLagSeconds != 98.5 {
