@@ -75,6 +75,36 @@ type Reader struct {
 // NewReader reads b, a value of the format what (for errors: "offsets").
 func NewReader(b []byte, what string) *Reader { return &Reader{b: b, what: what} }
 
+// ReaderOf is NewReader as a value, for a decoder that embeds it (no
+// allocation per value read).
+func ReaderOf(b []byte, what string) Reader { return Reader{b: b, what: what} }
+
+// Len is the number of bytes not read yet: a count read from the value
+// can be checked against it before anything is allocated for it.
+func (r *Reader) Len() int { return len(r.b) }
+
+// Float64 reads 8 bytes, a float64 in little-endian IEEE 754.
+func (r *Reader) Float64() float64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+	r.b = r.b[8:]
+	return v
+}
+
+// Next reads n bytes; the slice aliases the value read.
+func (r *Reader) Next(n uint64) []byte {
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
 func (r *Reader) fail() {
 	if r.err == nil {
 		r.err = &CorruptError{What: r.what}

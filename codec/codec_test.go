@@ -1,8 +1,10 @@
 package codec
 
 import (
+	"encoding/binary"
 	"errors"
 	"maps"
+	"math"
 	"testing"
 )
 
@@ -50,5 +52,28 @@ func TestCorrupt(t *testing.T) {
 	}
 	if p := NewReader(NewWriter(nil).Varint(-1).Bytes(), "x"); p.Partition() != 0 || p.Err() == nil {
 		t.Fatal("negative partition accepted")
+	}
+}
+
+// TestReaderFloatAndNext: Float64 and Next read what a key state holds
+// (windowing's decoder), and a value cut short fails, with every later read
+// a zero value.
+func TestReaderFloatAndNext(t *testing.T) {
+	b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(2.5))
+	b = append(b, "abc"...)
+	r := ReaderOf(b, "test")
+	if v := r.Float64(); v != 2.5 || r.Len() != 3 {
+		t.Fatalf("Float64 %v, %d left", v, r.Len())
+	}
+	if v := string(r.Next(3)); v != "abc" || r.Done() != nil {
+		t.Fatalf("Next %q, %v", v, r.Done())
+	}
+	r = ReaderOf(b[:5], "test")
+	if v := r.Float64(); v != 0 || !errors.Is(r.Err(), ErrCorrupt) || r.Varint() != 0 {
+		t.Fatalf("a cut value: %v, %v", v, r.Err())
+	}
+	r = ReaderOf([]byte("ab"), "test")
+	if r.Next(3) != nil || r.Err() == nil {
+		t.Fatalf("Next past the end: %v", r.Err())
 	}
 }

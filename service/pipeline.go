@@ -97,61 +97,7 @@ type pipeline struct {
 	// polls, BlockRebalanceOnPoll; exactly_once holds mu from the poll
 	// through its records, poll.go). As in Pebble, a method named
 	// …Locked runs with mu held.
-	mu struct {
-		sync.Mutex
-		eng   *windowing.Engine
-		store *trackingStore  // db, recording the keys each cycle changes
-		dec   *source.Decoder // decodes a record outside a poll's (handleLocked)
-		// def: the definition the state is kept under (definition.go),
-		// and its stored form.
-		def      *evolve.Definition
-		defBytes []byte
-		align    *aligner       // watermark.max_drift (align.go); nil: off
-		wait     *registryWait  // partitions paused while the registry cannot be asked; nil for JSON
-		rp       *stage2        // repartition: true (stage2.go); nil otherwise
-		split    *splitDetector // notices keys seen on two partitions (split.go); nil: off
-		panes    *paneWriter    // hands the engine's panes to the pane writer goroutine
-		inputID  [16]byte       // exactly_once: the input topic's id for the transaction's offset commits
-		// paneCounters: windowd_panes_total by timing, looked up once.
-		paneCounters [windowing.Late + 1]prometheus.Counter
-
-		parts        map[int32]*partition
-		cur          *kgo.Record  // the record being processed, for Dropped
-		inline       decoded      // handle's decoding of a record outside a poll's
-		ahead        *decodeAhead // step's decoding of a poll's records
-		lastCommit   time.Time
-		lastEnds     time.Time
-		lastErrLog   time.Time
-		lastDeadLog  time.Time
-		deadSinceLog int
-		failed       error              // a rebalance callback could not restore or release state
-		clNext       map[int32]int64    // next changelog offset per partition that local state holds
-		skip         map[int32]*skipSet // restored keys ahead of their partition's position
-		loggedWrites int64              // store.writes already counted in the metric
-		// countedEvictions: the engine's Stats().Evictions already
-		// counted in the metric (0 again with a rollback's new engine).
-		countedEvictions int64
-		gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
-		faultAfter       int             // Faults.ExitAfterChangelog; 0: off
-		defSeq           int             // counts changes of defBytes
-		drainLogged      bool            // the end of a drain was logged
-		defLogged        map[int32]int   // defSeq last written to each partition's changelog
-
-		// exactly_once (exactlyonce.go)
-		txnRecords bool // the open transaction holds produced records
-		// txnDuplicates counts the repartitioned records the open
-		// transaction dropped as duplicates: the metric takes them when
-		// it commits, as a rollback processes and drops them again.
-		txnDuplicates int
-		abortNext     bool      // the open transaction must abort
-		lastSettle    time.Time // last settleAssignment attempt
-		// keptLost: lost partitions whose state, as of the last
-		// committed transaction, stays until then for the group to
-		// hand them back (keepLost).
-		keptLost map[int32]time.Time
-
-		progressDue time.Time // when the next progress records are due (progress.go)
-	}
+	mu loopState
 
 	// rel is what the rebalance callbacks leave for the poll loop under
 	// exactly_once (they must not wait for mu): partitions to release, and
@@ -186,6 +132,64 @@ type pipeline struct {
 
 	rs *restores   // restores and standbys under way, with the readers' channels (restorejob.go)
 	sb standbyPlan // this member's standby partitions, from the planner goroutine (standby.go)
+}
+
+// loopState is the poll loop's state: the engine and what it works with
+// (pipeline.mu). A method named …Locked runs with it held.
+type loopState struct {
+	sync.Mutex
+	eng   *windowing.Engine
+	store *trackingStore  // db, recording the keys each cycle changes
+	dec   *source.Decoder // decodes a record outside a poll's (handleLocked)
+	// def: the definition the state is kept under (definition.go),
+	// and its stored form.
+	def      *evolve.Definition
+	defBytes []byte
+	align    *aligner       // watermark.max_drift (align.go); nil: off
+	wait     *registryWait  // partitions paused while the registry cannot be asked; nil for JSON
+	rp       *stage2        // repartition: true (stage2.go); nil otherwise
+	split    *splitDetector // notices keys seen on two partitions (split.go); nil: off
+	panes    *paneWriter    // hands the engine's panes to the pane writer goroutine
+	inputID  [16]byte       // exactly_once: the input topic's id for the transaction's offset commits
+	// paneCounters: windowd_panes_total by timing, looked up once.
+	paneCounters [windowing.Late + 1]prometheus.Counter
+
+	parts        map[int32]*partition
+	cur          *kgo.Record  // the record being processed, for Dropped
+	inline       decoded      // handle's decoding of a record outside a poll's
+	ahead        *decodeAhead // step's decoding of a poll's records
+	lastCommit   time.Time
+	lastEnds     time.Time
+	lastErrLog   time.Time
+	lastDeadLog  time.Time
+	deadSinceLog int
+	failed       error              // a rebalance callback could not restore or release state
+	clNext       map[int32]int64    // next changelog offset per partition that local state holds
+	skip         map[int32]*skipSet // restored keys ahead of their partition's position
+	loggedWrites int64              // store.writes already counted in the metric
+	// countedEvictions: the engine's Stats().Evictions already
+	// counted in the metric (0 again with a rollback's new engine).
+	countedEvictions int64
+	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
+	faultAfter       int             // Faults.ExitAfterChangelog; 0: off
+	defSeq           int             // counts changes of defBytes
+	drainLogged      bool            // the end of a drain was logged
+	defLogged        map[int32]int   // defSeq last written to each partition's changelog
+
+	// exactly_once (exactlyonce.go)
+	txnRecords bool // the open transaction holds produced records
+	// txnDuplicates counts the repartitioned records the open
+	// transaction dropped as duplicates: the metric takes them when
+	// it commits, as a rollback processes and drops them again.
+	txnDuplicates int
+	abortNext     bool      // the open transaction must abort
+	lastSettle    time.Time // last settleAssignment attempt
+	// keptLost: lost partitions whose state, as of the last
+	// committed transaction, stays until then for the group to
+	// hand them back (keepLost).
+	keptLost map[int32]time.Time
+
+	progressDue time.Time // when the next progress records are due (progress.go)
 }
 
 // lockedWriter serialises pane lines of several pipelines on one stream.

@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/axiomhq/hyperloglog"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // window is the state of one open window of one key: its partial
@@ -382,12 +384,12 @@ func appendSlide(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 func (d *decoder) slide(ks *keyState, specs []AggSpec) error {
 	d.uvarint()
 	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	if n > uint64(d.left()) {
 		return errCorruptState
 	}
 	ks.slide = newSlides(specs)
 	prev := int64(math.MinInt64)
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.err() == nil; i++ {
 		t := d.varint()
 		d.varint()
 		d.uvarint()
@@ -456,7 +458,7 @@ func (d *decoder) accumsInto(acc []accum, specs []AggSpec) error {
 			a.f = d.float()
 		case DistinctApprox:
 			enc := d.bytes(d.uvarint())
-			if len(enc) > 0 && d.err == nil {
+			if len(enc) > 0 && d.err() == nil {
 				a.hll = new(hyperloglog.Sketch)
 				if err := a.hll.UnmarshalBinary(enc); err != nil {
 					return fmt.Errorf("decode %s: %w", specs[j].Name, err)
@@ -486,66 +488,26 @@ func (d *decoder) accumsInto(acc []accum, specs []AggSpec) error {
 
 var errCorruptState = errors.New("windowing: corrupt window state")
 
-type decoder struct {
-	b   []byte
-	err error
+// decoder reads key state through codec.Reader, the one reader of
+// windowd's binary formats; a value it cannot read is errCorruptState.
+type decoder struct{ r codec.Reader }
+
+func newDecoder(b []byte) decoder { return decoder{codec.ReaderOf(b, "window state")} }
+
+// err is errCorruptState once a field could not be read.
+func (d *decoder) err() error {
+	if d.r.Err() != nil {
+		return errCorruptState
+	}
+	return nil
 }
 
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errCorruptState
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errCorruptState
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte1() byte {
-	if d.err != nil || len(d.b) < 1 {
-		d.err = errCorruptState
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) float() float64 {
-	if d.err != nil || len(d.b) < 8 {
-		d.err = errCorruptState
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) bytes(n uint64) []byte {
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.err = errCorruptState
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) varint() int64         { return d.r.Varint() }
+func (d *decoder) uvarint() uint64       { return d.r.Uvarint() }
+func (d *decoder) byte1() byte           { return d.r.Byte() }
+func (d *decoder) float() float64        { return d.r.Float64() }
+func (d *decoder) bytes(n uint64) []byte { return d.r.Next(n) }
+func (d *decoder) left() int             { return d.r.Len() }
 
 // decodeKeyState fills ks.windows from b (which it does not retain),
 // untagged state of specs.
@@ -557,7 +519,7 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 // decode fills ks.windows from b (which it does not retain), carrying
 // state of an earlier layout to the current aggregates (layout.go).
 func (c *stateCodec) decode(b []byte, ks *keyState) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	ks.slide = nil
 	v := d.byte1()
 	tagged := v > keyStateTagged
@@ -594,7 +556,7 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 	} else {
 		ks.windows = make([]*window, 0, n)
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.err() == nil; i++ {
 		flags := d.byte1()
 		nAcc := len(specs)
 		if ks.sliced {
@@ -670,7 +632,7 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		if n > uint64(len(b)) {
 			return errCorruptState
 		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
+		for i := uint64(0); i < n && d.err() == nil; i++ {
 			sl := &slice{start: d.varint(), lastF: d.varint(), seq: d.uvarint()}
 			if tagged {
 				sl.partial = d.uvarint()
@@ -682,10 +644,10 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 			ks.slices = append(ks.slices, sl)
 		}
 	}
-	if d.err != nil {
-		return d.err
+	if d.err() != nil {
+		return d.err()
 	}
-	if len(d.b) != 0 {
+	if d.left() != 0 {
 		return errCorruptState
 	}
 	if carry != nil {

@@ -308,10 +308,10 @@ func (q *quantileSketch) appendBinary(b []byte) []byte {
 // counts must add up to n. It reports whether there was a bucket.
 func (d *decoder) quantiles(spec *AggSpec, n int64, q *quantileSketch) (bool, error) {
 	nb := d.uvarint()
-	if nb == 0 || d.err != nil {
-		return false, d.err
+	if nb == 0 || d.err() != nil {
+		return false, d.err()
 	}
-	if nb > uint64(len(d.b)) {
+	if nb > uint64(d.left()) {
 		return false, errCorruptState
 	}
 	q.b = q.first[:0]
@@ -320,7 +320,7 @@ func (d *decoder) quantiles(spec *AggSpec, n int64, q *quantileSketch) (bool, er
 	}
 	prev := int64(ordOffset)
 	var total uint64
-	for i := uint64(0); i < nb && d.err == nil; i++ {
+	for i := uint64(0); i < nb && d.err() == nil; i++ {
 		o := prev + d.varint()
 		c := d.uvarint()
 		if (i > 0 && o <= prev) || o < math.MinInt32 || o > math.MaxInt32 || c == 0 {
@@ -330,11 +330,11 @@ func (d *decoder) quantiles(spec *AggSpec, n int64, q *quantileSketch) (bool, er
 		total += c
 		prev = o
 	}
-	if d.err == nil && total != uint64(n) {
+	if d.err() == nil && total != uint64(n) {
 		return false, fmt.Errorf("decode %s: %w", spec.Name, errCorruptState)
 	}
 	// A smaller max_buckets than the state was written with collapses it
 	// as adding its values would have.
 	q.collapse(spec.maxBuckets())
-	return true, d.err
+	return true, d.err()
 }

@@ -168,10 +168,10 @@ func encodeAccum(t *testing.T, spec *AggSpec, a *accum) []byte {
 
 func decodeAccum(t *testing.T, spec *AggSpec, b []byte) accum {
 	t.Helper()
-	d := decoder{b: b}
+	d := newDecoder(b)
 	acc, err := d.accums([]AggSpec{*spec})
-	if err != nil || d.err != nil || len(d.b) != 0 {
-		t.Fatalf("decode: %v %v, %d bytes left", err, d.err, len(d.b))
+	if err != nil || d.err() != nil || d.left() != 0 {
+		t.Fatalf("decode: %v %v, %d bytes left", err, d.err(), d.left())
 	}
 	return acc[0]
 }

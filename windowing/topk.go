@@ -220,12 +220,12 @@ func (t *topK) appendBinary(b []byte) []byte {
 func (d *decoder) topK(spec *AggSpec) (*topK, error) {
 	t := &topK{floor: d.uvarint()}
 	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	if n > uint64(d.left()) {
 		return nil, errCorruptState
 	}
 	t.e = make([]topEntry, 0, n)
 	prev := ""
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.err() == nil; i++ {
 		p := d.uvarint()
 		rest := d.bytes(d.uvarint())
 		if p > uint64(len(prev)) {
@@ -242,5 +242,5 @@ func (d *decoder) topK(spec *AggSpec) (*topK, error) {
 	// A smaller capacity than the state was written with drops counters
 	// as a merge does.
 	t.shrink(spec.capacity())
-	return t, d.err
+	return t, d.err()
 }
