@@ -113,8 +113,6 @@ type Engine struct {
 	codec    stateCodec
 	pending  []pendingKey // restored keys of layouts not known yet (layout.go)
 	sealed   int64        // windows ending at or before it have expired (Evolution.Sealed)
-	drain    *drain       // a running Drain (drain.go)
-	drained  bool         // the drain given has finished
 
 	cache      keyCache
 	cacheBytes int
@@ -156,6 +154,9 @@ type Engine struct {
 	// whose windows hold about one record each, a window per record is
 	// otherwise the engine's one allocation per record.
 	freeWindows []*window
+
+	drain   *drain // a running Drain (drain.go)
+	drained bool   // the drain given has finished
 }
 
 // maxFreeWindows bounds Engine.freeWindows: enough for the windows one
