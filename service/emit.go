@@ -60,16 +60,16 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 		if part != nil {
 			part.dead.Inc()
 		}
-		if p.mu.cur != nil {
-			p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.mu.cur))
+		if src, ok := ev.Source.(*kgo.Record); ok {
+			p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), src))
 		}
 		return nil
 	}
 	if part != nil {
 		part.late.Inc()
 	}
-	if p.cfg.LateTopic != "" && p.mu.cur != nil {
-		p.produceLocked(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.mu.cur,
+	if src, ok := ev.Source.(*kgo.Record); ok && p.cfg.LateTopic != "" {
+		p.produceLocked(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), src,
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil

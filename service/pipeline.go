@@ -155,7 +155,6 @@ type loopState struct {
 	paneCounters [windowing.Late + 1]prometheus.Counter
 
 	parts        map[int32]*partition
-	cur          *kgo.Record  // the record being processed, for Dropped
 	inline       decoded      // handle's decoding of a record outside a poll's
 	ahead        *decodeAhead // step's decoding of a poll's records
 	lastCommit   time.Time

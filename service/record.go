@@ -62,8 +62,8 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 		}
 	}
 	part.in.Inc()
-	p.mu.cur = r
 	ev := &d.ev
+	ev.Source = r // for Dropped (emit.go)
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if d.err == source.ErrFiltered {
 		part.filtered.Inc()
@@ -93,7 +93,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
-	p.mu.cur = nil
+	ev.Source = nil
 	p.advancePositionLocked(part, r)
 	return nil
 }
