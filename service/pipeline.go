@@ -153,6 +153,7 @@ type loopState struct {
 	inputID  [16]byte       // exactly_once: the input topic's id for the transaction's offset commits
 	// paneCounters: windowd_panes_total by timing, looked up once.
 	paneCounters [windowing.Late + 1]prometheus.Counter
+	status       statusRates // what the status snapshots are built from (statusapi.go)
 
 	parts        map[int32]*partition
 	inline       decoded      // handle's decoding of a record outside a poll's

@@ -63,7 +63,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 	}
 	part.in.Inc()
 	ev := &d.ev
-	ev.Source = r // for Dropped (emit.go)
+	ev.Source = r                  // for Dropped (emit.go)
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if d.err == source.ErrFiltered {
 		part.filtered.Inc()

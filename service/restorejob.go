@@ -74,7 +74,12 @@ type restoreJob struct {
 	standby atomic.Bool
 	promote chan struct{}
 
-	// The poll loop's (its …Locked methods'):
+	loop restoreApplied // the poll loop's side
+}
+
+// restoreApplied is the poll loop's side of a restore job: only its
+// …Locked methods touch it (the reader has the channel and the atomics).
+type restoreApplied struct {
 	stats restoreStats
 	begun bool // the first batch was applied
 }
@@ -261,8 +266,8 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 	case b.err != nil:
 		return false, b.err
 	case b.begin:
-		j.begun = true
-		j.stats.from, j.stats.to, j.stats.cold = b.from, b.hi, b.cold
+		j.loop.begun = true
+		j.loop.stats.from, j.loop.stats.to, j.loop.stats.cold = b.from, b.hi, b.cold
 		if !b.cold {
 			return false, nil
 		}
@@ -287,7 +292,7 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 	if err := p.mu.eng.FinishLayouts(j.part); err != nil {
 		return false, err
 	}
-	j.stats.records, j.stats.bytes = b.records-b.standbyRecords, b.size
+	j.loop.stats.records, j.loop.stats.bytes = b.records-b.standbyRecords, b.size
 	p.finishRestoreLocked(j, b)
 	return true, nil
 }
@@ -324,9 +329,9 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		s.max = max(s.max, c)
 	}
 	if b.hi > 0 {
-		j.stats.to = b.hi
+		j.loop.stats.to = b.hi
 	}
-	p.mu.clNext[part] = j.stats.to
+	p.mu.clNext[part] = j.loop.stats.to
 	st := p.partitionStateLocked(part)
 	if known {
 		st.position, st.marked = resume, resume
@@ -341,11 +346,11 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: {part: {Epoch: -1, Offset: resume}}})
 	}
 	p.cl.ResumeFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
-	j.stats.took = p.now().Sub(j.start)
+	j.loop.stats.took = p.now().Sub(j.start)
 	label := strconv.Itoa(int(part))
-	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.stats.records))
-	p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(j.stats.took.Seconds())
-	rs := j.stats
+	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.loop.stats.records))
+	p.m.restoreSeconds.WithLabelValues(p.cfg.Name, label).Set(j.loop.stats.took.Seconds())
+	rs := j.loop.stats
 	if b.promoted {
 		p.log.Info("partition state restored from its standby replica", zap.Int32("partition", part),
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("standby_records", b.standbyRecords),

@@ -105,7 +105,7 @@ func (p *pipeline) reconcileStandbysLocked() {
 // partition is neither owned nor kept here.
 func (p *pipeline) stopStandbyLocked(j *restoreJob) {
 	p.endRestore(j)
-	if j.begun {
+	if j.loop.begun {
 		if err := p.dropPartitionLocked(j.part); err != nil {
 			p.log.Warn("dropping a standby's state failed", zap.Int32("partition", j.part), zap.Error(err))
 		}

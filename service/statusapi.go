@@ -141,21 +141,22 @@ type snapshot struct {
 	frontier int64 // engine frontier, watermark.MinTime before the first
 }
 
-// statusState is the pipeline's status side: the published snapshot, the
-// pane ring, and what the loop keeps to compute rates.
+// statusState is what the pipeline publishes for the status page: the
+// snapshot (the loop stores it, requests load it) and the pane ring (the
+// pane writer fills it under its own lock).
 type statusState struct {
-	cur atomic.Pointer[snapshot]
+	cur  atomic.Pointer[snapshot]
+	ring paneRing
+}
 
+// statusRates is what the loop keeps to build snapshots (loopState).
+type statusRates struct {
 	last      time.Time // when the last snapshot was built
 	rateAt    time.Time // start of the current rate span
 	rateIn    int64
 	ratePanes map[string]int64
-	rates     struct {
-		in    float64
-		panes map[string]float64
-	}
-
-	ring paneRing
+	in        float64
+	panes     map[string]float64
 }
 
 // paneRing holds the last recentPanes panes. It is written by the pane
@@ -231,9 +232,9 @@ func optInt(v int64) *int64 {
 // older than snapshotInterval (called after updateMetrics, whose watermark
 // status it is given).
 func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minActive int64) {
-	s := &p.st
+	s := &p.mu.status
 	now := p.now()
-	if now.Sub(s.last) < snapshotInterval && s.cur.Load() != nil {
+	if now.Sub(s.last) < snapshotInterval && p.st.cur.Load() != nil {
 		return
 	}
 	s.last = now
@@ -266,7 +267,7 @@ func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minAc
 	}
 	p.partitionsStatusLocked(&ps, status, minActive, f)
 	s.rate(&ps, now)
-	s.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
+	p.st.cur.Store(&snapshot{PipelineStatus: ps, frontier: f})
 }
 
 // partitionsStatusLocked adds the assigned partitions to ps, with their sums.
@@ -305,21 +306,21 @@ func (p *pipeline) partitionsStatusLocked(ps *PipelineStatus, status []watermark
 
 // rate sets ps's rates, over at least rateInterval; a rebalance that drops
 // a partition's counters restarts the span.
-func (s *statusState) rate(ps *PipelineStatus, now time.Time) {
+func (s *statusRates) rate(ps *PipelineStatus, now time.Time) {
 	if s.rateAt.IsZero() || ps.RecordsIn < s.rateIn {
 		s.rateAt, s.rateIn, s.ratePanes = now, ps.RecordsIn, ps.Panes
-		s.rates.panes = map[string]float64{}
+		s.panes = map[string]float64{}
 	} else if d := now.Sub(s.rateAt); d >= rateInterval {
 		sec := d.Seconds()
-		s.rates.in = float64(ps.RecordsIn-s.rateIn) / sec
-		s.rates.panes = map[string]float64{}
+		s.in = float64(ps.RecordsIn-s.rateIn) / sec
+		s.panes = map[string]float64{}
 		for t, n := range ps.Panes {
-			s.rates.panes[t] = float64(n-s.ratePanes[t]) / sec
+			s.panes[t] = float64(n-s.ratePanes[t]) / sec
 		}
 		s.rateAt, s.rateIn, s.ratePanes = now, ps.RecordsIn, ps.Panes
 	}
-	ps.RecordsPerSecond = s.rates.in
-	ps.PanesPerSecond = s.rates.panes
+	ps.RecordsPerSecond = s.in
+	ps.PanesPerSecond = s.panes
 }
 
 // inputTopic is the configured input topic (stage 2 of a repartitioned
