@@ -18,7 +18,7 @@ func (p *pipeline) produceLocked(r *kgo.Record) {
 
 // Pane implements windowing.Emitter: the pane goes to the pane writer,
 // which produces it (writePane) in emission order. The engine is the
-// loop's: Pane and Dropped run with mu held.
+// loop's: Pane and Dropped run holding mu, like its …Locked methods.
 func (p *pipeline) Pane(pn *windowing.Pane) error {
 	p.mu.txnRecords = true
 	p.mu.panes.add(pn)

@@ -96,7 +96,7 @@ type pipeline struct {
 	// The group callbacks take it too (at_least_once they run between
 	// polls, BlockRebalanceOnPoll; exactly_once holds mu from the poll
 	// through its records, poll.go). As in Pebble, a method named
-	// …Locked runs with mu held.
+	// …Locked runs holding mu.
 	mu loopState
 
 	// rel is what the rebalance callbacks leave for the poll loop under
