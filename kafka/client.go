@@ -108,8 +108,7 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // GroupOpts are the client options of a consumer-group member of group on
 // topic: read_committed from the log start, offsets committed by the
 // caller, cooperative-sticky rebalances.
-func GroupOpts(base []kgo.Opt, c *config.Config, group, topic string) []kgo.Opt {
-	session := time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
+func GroupOpts(base []kgo.Opt, session time.Duration, group, topic string) []kgo.Opt {
 	return append(append([]kgo.Opt(nil), base...),
 		// A heartbeat, join or sync that finds its coordinator dead is
 		// retried until the cluster has moved the coordinator and well

@@ -79,9 +79,16 @@ func newDecodeAhead(dec *source.Decoder) *decodeAhead {
 	return &decodeAhead{dec: dec, parallel: runtime.GOMAXPROCS(0) > 1}
 }
 
+// decodedPoll is one poll's records being decoded, as start hands them to
+// the loop: get the decoding of each in order, then finish.
+type decodedPoll struct{ a *decodeAhead }
+
+func (d decodedPoll) get(i int) *decoded { return d.a.get(i) }
+func (d decodedPoll) finish()            { d.a.finish() }
+
 // start takes the records of topic in fetches, polled at processing time
-// now (Unix ms), and, when worth it, starts decoding them.
-func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) {
+// now (Unix ms), when worth it starts decoding them, and returns the poll.
+func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) decodedPoll {
 	a.recs = a.recs[:0]
 	a.now = now
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -93,12 +100,13 @@ func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) {
 		a.slots = append(a.slots, make([]decoded, n-len(a.slots))...)
 	}
 	if !a.parallel || len(a.recs) < aheadMin {
-		return
+		return decodedPoll{a}
 	}
 	a.running, a.avail = true, 0
 	a.ready = make(chan int, (len(a.recs)+aheadChunk-1)/aheadChunk)
 	a.stop = make(chan struct{})
 	go a.run(a.recs, a.slots, a.now, a.ready, a.stop)
+	return decodedPoll{a}
 }
 
 // run decodes recs into slots, aheadChunk at a time, telling ready how far

@@ -204,12 +204,35 @@ func (l *lockedWriter) writeLine(b []byte) {
 	_, _ = l.w.Write(append(b, '\n'))
 }
 
-// newPipeline builds the pipeline of cfg, whose input topic has inputs
-// partitions; a repartitioned pipeline runs as stage 2 over the internal
-// topic, with its stage 1 beside it. On an error what was opened is
-// closed in one place.
-func newPipeline(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, deps deps) (p *pipeline, err error) {
-	p = newPipelineState(cfg, c, topics, deps)
+// plan is what one pipeline is built from, resolved once by Run from the
+// configuration: the pipeline as configured, its topics (partition counts,
+// the changelog's id, from kafka.EnsureTopics) and the process's settings
+// it uses. The client options every client starts from are in deps.
+type plan struct {
+	pipeline   *config.Pipeline
+	topics     kafka.Topics
+	stateDir   string        // state.dir
+	cacheBytes int64         // state.cache_bytes
+	standbys   int           // state.standby_replicas
+	session    time.Duration // kafka.session_timeout
+}
+
+// plans resolves the plan of every pipeline of c.
+func plans(c *config.Config, topics map[string]kafka.Topics) []plan {
+	pls := make([]plan, len(c.Pipelines))
+	for i := range c.Pipelines {
+		pl := &c.Pipelines[i]
+		pls[i] = plan{pipeline: pl, topics: topics[pl.Name], stateDir: c.State.Dir, cacheBytes: c.State.CacheBytes,
+			standbys: c.State.StandbyReplicas, session: time.Duration(c.Kafka.SessionTimeout) * time.Millisecond}
+	}
+	return pls
+}
+
+// newPipeline builds the pipeline of pl; a repartitioned pipeline runs as
+// stage 2 over the internal topic, with its stage 1 beside it. On an error
+// what was opened is closed in one place.
+func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
+	p = newPipelineState(pl, deps)
 	defer func() {
 		if err != nil {
 			p.prodCancel()
@@ -219,7 +242,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, de
 			p = nil
 		}
 	}()
-	txnID, err := p.openLocalState(c, topics, deps)
+	txnID, err := p.openLocalState(pl, deps)
 	if err != nil {
 		return p, err
 	}
@@ -227,7 +250,7 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, de
 	p.mu.panes = newPaneWriter(p.writePane)
 	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
 	if p.mu.rp != nil {
-		if p.up, err = newRepartitioner(p.orig, c, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, topics.Partitions), deps.registry); err != nil {
+		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, pl.topics.Partitions), deps.registry); err != nil {
 			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 		}
 	} else {
@@ -237,15 +260,16 @@ func newPipeline(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, de
 	// callbacks wait for mu until the pipeline is complete.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openGroupClientLocked(c, txnID); err != nil {
+	if err := p.openGroupClientLocked(txnID); err != nil {
 		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 	}
 	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
 	return p, nil
 }
 
-// newPipelineState is the pipeline of cfg before anything is opened.
-func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topics, deps deps) *pipeline {
+// newPipelineState is the pipeline of pl before anything is opened.
+func newPipelineState(pl plan, deps deps) *pipeline {
+	cfg, topics := pl.pipeline, pl.topics
 	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
@@ -260,18 +284,18 @@ func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topic
 		now:       deps.now,
 		clTopic:   kafka.ChangelogTopic(orig),
 		eos:       cfg.Delivery == config.ExactlyOnce,
-		engOpts:   windowing.Options{ShardByPartition: true, CacheBytes: int(c.State.CacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
+		engOpts:   windowing.Options{ShardByPartition: true, CacheBytes: int(pl.cacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
 	}
 	p.mu.rp = rp
 	p.rs = newRestores()
-	p.standbys = c.State.StandbyReplicas
+	p.standbys = pl.standbys
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.mu.defLogged = map[int32]int{}
 	p.mu.keptLost = map[int32]time.Time{}
-	p.session = time.Duration(c.Kafka.SessionTimeout) * time.Millisecond
+	p.session = pl.session
 	p.off.stored = map[int32]int64{}
 	p.mu.faultAfter = deps.faults.ExitAfterChangelog
 	if cfg.OutputStdout {
@@ -284,9 +308,9 @@ func newPipelineState(cfg *config.Pipeline, c *config.Config, topics kafka.Topic
 // openLocalState opens the state directory and the engine on it: the
 // stored offsets and definition, the plan of a changed configuration, and
 // under exactly_once the transactional id it returns.
-func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps deps) (txnID string, err error) {
+func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) {
 	name := p.cfg.Name
-	dir := filepath.Join(c.State.Dir, name)
+	dir := filepath.Join(pl.stateDir, name)
 	stateOpts := state.Options{
 		FS:   deps.faults.FS,
 		Logf: func(format string, args ...any) { p.log.Error("pebble: " + fmt.Sprintf(format, args...)) },
@@ -295,7 +319,7 @@ func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps de
 			deps.fatal(fmt.Sprintf("pipeline %s: %s", name, msg))
 		},
 	}
-	if p.db, err = p.openState(dir, stateOpts, topics.ChangelogID); err != nil {
+	if p.db, err = p.openState(dir, stateOpts, pl.topics.ChangelogID); err != nil {
 		return "", err
 	}
 	p.mu.store = &trackingStore{DB: p.db, dirty: map[int32]map[string]struct{}{}}
@@ -307,7 +331,7 @@ func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps de
 	if err := p.loadMetaLocked(); err != nil {
 		return "", err
 	}
-	if err := p.planState(topics.Partitions, dir); err != nil {
+	if err := p.planState(pl.topics.Partitions, dir); err != nil {
 		return "", err
 	}
 	p.mu.eng, err = windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
@@ -319,9 +343,9 @@ func (p *pipeline) openLocalState(c *config.Config, topics kafka.Topics, deps de
 	}
 	// Partitions of the last checkpoint hold the frontier until the group
 	// hands them back (or two session timeouts pass: they moved elsewhere).
-	if held := p.mu.eng.Watermarks().HoldRestored(p.nowMS(), 2*c.Kafka.SessionTimeout); len(held) > 0 {
+	if held := p.mu.eng.Watermarks().HoldRestored(p.nowMS(), 2*p.session.Milliseconds()); len(held) > 0 {
 		p.log.Info("holding the frontier for partitions of the last checkpoint until they are assigned",
-			zap.Int32s("partitions", held), zap.Duration("at_most", 2*time.Duration(c.Kafka.SessionTimeout)*time.Millisecond))
+			zap.Int32s("partitions", held), zap.Duration("at_most", 2*p.session))
 	}
 	return txnID, nil
 }
@@ -358,9 +382,9 @@ func (p *pipeline) watchSplitKeys() {
 // openGroupClientLocked creates the consumer-group client (under exactly_once
 // its transact session, with the first transaction begun) and what works
 // through it (its callbacks may run at once).
-func (p *pipeline) openGroupClientLocked(c *config.Config, txnID string) error {
+func (p *pipeline) openGroupClientLocked(txnID string) error {
 	cfg := p.cfg
-	opts := append(kafka.GroupOpts(p.baseOpts, c, cfg.Input.Group, cfg.Input.Topic),
+	opts := append(kafka.GroupOpts(p.baseOpts, p.session, cfg.Input.Group, cfg.Input.Topic),
 		// Partitions that move go where their state is (standby.go).
 		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),

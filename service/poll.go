@@ -113,8 +113,8 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, now time.Time) error {
 	var err error
 	rolledBack, dropped := false, 0
-	p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
-	next := 0 // the poll's number of fp.Records[0] in p.mu.ahead
+	poll := p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
+	next := 0 // the poll's number of fp.Records[0]
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if err != nil || fp.Topic != p.cfg.Input.Topic {
 			return
@@ -133,7 +133,7 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 			st.end = fp.HighWatermark
 		}
 		for i, r := range fp.Records {
-			if err = p.handleDecodedLocked(r, p.mu.ahead.get(first+i), now.UnixMilli()); err != nil {
+			if err = p.handleDecodedLocked(r, poll.get(first+i), now.UnixMilli()); err != nil {
 				var wait *registryUnavailable
 				if errors.As(err, &wait) {
 					// The rest of the partition's poll comes again
@@ -160,7 +160,7 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 			}
 		}
 	})
-	p.mu.ahead.finish()
+	poll.finish()
 	if dropped > 0 {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}

@@ -122,8 +122,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
-	for i := range cfg.Pipelines {
-		p, err := newPipeline(&cfg.Pipelines[i], cfg, inputs[cfg.Pipelines[i].Name], d)
+	for _, pl := range plans(cfg, inputs) {
+		p, err := newPipeline(pl, d)
 		if err != nil {
 			stop()
 			wg.Wait()
@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := superviseRun(runCtx, p, cfg, inputs, d, st, grace)
+			err := superviseRun(runCtx, p, pl, d, st, grace)
 			if err != nil {
 				stop() // one failed pipeline stops the process: restart resumes from the last checkpoint
 			}
@@ -190,14 +190,14 @@ func brokersOf(cfg *config.Config, opts Options) ([]string, error) {
 // superviseRun runs pipeline p until ctx ends or it fails; a pipeline
 // that must rejoin (exactly_once: a zombie, or a transaction whose outcome
 // is unknown) is built again on the same state and runs on.
-func superviseRun(ctx context.Context, p *pipeline, cfg *config.Config, inputs map[string]kafka.Topics, d deps, st *status, grace time.Duration) error {
+func superviseRun(ctx context.Context, p *pipeline, pl plan, d deps, st *status, grace time.Duration) error {
 	err := p.run(ctx, grace)
 	for rejoins(err) && ctx.Err() == nil {
 		// Rejoin as a new pipeline on the same state dir and
 		// transactional id rather than exit.
 		d.log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
 			zap.String("pipeline", p.cfg.Name), zap.Error(err))
-		np, nerr := newPipeline(p.orig, cfg, inputs[p.orig.Name], d)
+		np, nerr := newPipeline(pl, d)
 		if nerr != nil {
 			err = nerr
 			break

@@ -55,7 +55,7 @@ type repartitioner struct {
 	}
 }
 
-func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32, reg *schema.Registry) (*repartitioner, error) {
+func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32, reg *schema.Registry) (*repartitioner, error) {
 	r := &repartitioner{
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg,
@@ -67,7 +67,7 @@ func newRepartitioner(cfg *config.Pipeline, c *config.Config, base []kgo.Opt, lo
 	}
 	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	opts := append(kafka.GroupOpts(base, c, cfg.Input.Group, cfg.Input.Topic),
+	opts := append(kafka.GroupOpts(base, session, cfg.Input.Group, cfg.Input.Topic),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
