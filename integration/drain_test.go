@@ -20,14 +20,7 @@ import (
 func TestDrainOnRestart(t *testing.T) {
 	parallel(t, 6*time.Second)
 	e, halves := evolveEnv(t, 11, 80)
-	a := e.startProcess()
-	produce(t, e.in, halves[0])
-	a.waitRecordsIn(t, len(halves[0]))
-	e.waitCommitted(t, 60*time.Second)
-	if err := a.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("after SIGTERM: %v", err)
-	}
-	e.waitGroupEmpty(t, 30*time.Second)
+	runAndStop(t, e, halves[0])
 
 	old := e.cfg.Pipelines[0] // tumbling 10s
 	cut := base + 40_000      // the first half ends before it; a boundary of both windows

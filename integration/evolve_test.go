@@ -228,14 +228,7 @@ func TestRefusedOnRestart(t *testing.T) {
 func TestResetAfterRefusedChange(t *testing.T) {
 	parallel(t, 5*time.Second)
 	e, halves := evolveEnv(t, 9, 80)
-	a := e.startProcess()
-	produce(t, e.in, halves[0])
-	a.waitRecordsIn(t, len(halves[0]))
-	e.waitCommitted(t, 60*time.Second)
-	if err := a.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("after SIGTERM: %v", err)
-	}
-	e.waitGroupEmpty(t, 30*time.Second)
+	runAndStop(t, e, halves[0])
 
 	out2 := uniqueName(t, "out2")
 	e.editConfig(map[string]string{
@@ -291,4 +284,18 @@ func evolveEnv(t *testing.T, seed int64, perPart int) (*env, [2][]input) {
 		}
 	}
 	return e, halves
+}
+
+// runAndStop runs windowd over recs until they are committed and stops it
+// (SIGTERM) with its windows open, the group left empty.
+func runAndStop(t *testing.T, e *env, recs []input) {
+	t.Helper()
+	a := e.startProcess()
+	produce(t, e.in, recs)
+	a.waitRecordsIn(t, len(recs))
+	e.waitCommitted(t, 60*time.Second)
+	if err := a.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	e.waitGroupEmpty(t, 30*time.Second)
 }
