@@ -66,31 +66,7 @@ func newPartition(in, dead, late, filtered prometheus.Counter) *partition {
 // callbacks take too; and the hand-offs to other goroutines, each with its
 // own lock, channel or atomics.
 type pipeline struct {
-	// Set while the pipeline is built; read-only after.
-	orig          *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
-	cfg           *config.Pipeline
-	log           *zap.Logger
-	m             *metrics
-	now           func() time.Time
-	cl            *kgo.Client
-	adm           *kadm.Client
-	prod          *kafka.Producer // safe for every goroutine
-	db            *state.DB       // its pending batch is mu's (through mu.store)
-	stdout        *lockedWriter
-	clTopic       string    // the changelog topic
-	baseOpts      []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
-	engOpts       windowing.Options
-	eos           bool
-	session       time.Duration             // kafka.session_timeout
-	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
-	reg           *schema.Registry          // the schema registry of an avro or protobuf input
-	prodCtx       context.Context           // produce context: lives until the pipeline is closed
-	prodCancel    context.CancelFunc
-	standbys      int                                        // state.standby_replicas
-	up            *repartitioner                             // repartition: true: stage 1, on a goroutine of its own (stage1.go)
-	abortTxn      func() bool                                // Faults.AbortTxn; nil: off
-	endTxnErr     func() error                               // Faults.EndTxn; nil: off
-	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
+	setup // set while the pipeline is built; read-only after
 
 	// mu is the poll loop's state: the engine and what it works with.
 	// The group callbacks take it too (at_least_once they run between
@@ -132,6 +108,35 @@ type pipeline struct {
 
 	rs *restores   // restores and standbys under way, with the readers' channels (restorejob.go)
 	sb standbyPlan // this member's standby partitions, from the planner goroutine (standby.go)
+}
+
+// setup is what a pipeline is given or opens while it is built: read-only
+// after, by every goroutine.
+type setup struct {
+	orig          *config.Pipeline // as configured (cfg is stage 2's when repartitioned)
+	cfg           *config.Pipeline
+	log           *zap.Logger
+	m             *metrics
+	now           func() time.Time
+	cl            *kgo.Client
+	adm           *kadm.Client
+	prod          *kafka.Producer // safe for every goroutine
+	db            *state.DB       // its pending batch is mu's (through mu.store)
+	stdout        *lockedWriter
+	clTopic       string    // the changelog topic
+	baseOpts      []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
+	engOpts       windowing.Options
+	eos           bool
+	session       time.Duration             // kafka.session_timeout
+	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
+	reg           *schema.Registry          // the schema registry of an avro or protobuf input
+	prodCtx       context.Context           // produce context: lives until the pipeline is closed
+	prodCancel    context.CancelFunc
+	standbys      int                                        // state.standby_replicas
+	up            *repartitioner                             // repartition: true: stage 1, on a goroutine of its own (stage1.go)
+	abortTxn      func() bool                                // Faults.AbortTxn; nil: off
+	endTxnErr     func() error                               // Faults.EndTxn; nil: off
+	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
 }
 
 // loopState is the poll loop's state: the engine and what it works with
@@ -276,7 +281,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		rp = &stage2{inputs: topics.Partitions, ups: map[int32]*repartition.Table{}}
 		cfg = stage2Config(cfg)
 	}
-	p := &pipeline{
+	p := &pipeline{setup: setup{
 		orig:      orig,
 		cfg:       cfg,
 		log:       deps.log.With(zap.String("pipeline", cfg.Name)),
@@ -287,7 +292,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		engOpts:   windowing.Options{ShardByPartition: true, CacheBytes: int(pl.cacheBytes), MaxPendingBytes: deps.faults.MaxPendingBytes},
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
-	}
+	}}
 	p.mu.rp = rp
 	p.rs = newRestores()
 	p.standbys = pl.standbys

@@ -74,7 +74,7 @@ pipelines:
 	if pc.Input.Topic != "windowd-r-r-repartition" || pc.Input.Group != pc.Input.Topic || !pc.Watermark.Marked {
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
-	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}
+	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}}
 	p.mu.rp, p.mu.dec = &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, source.NewDecoder(pc)
 	p.mu.parts = map[int32]*partition{}
 	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})

@@ -46,7 +46,7 @@ pipelines:
 	}
 	t.Cleanup(func() { db.Close() })
 	pc := &cfg.Pipelines[0]
-	p := &pipeline{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }}
+	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }}}
 	p.mu.dec = source.NewDecoder(pc)
 	p.rs = newRestores()
 	p.mu.parts = map[int32]*partition{}
