@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -27,6 +28,9 @@ const (
 )
 
 var definitionKey = []byte{'d'}
+
+// partitionCountTimeout bounds the metadata request of grewInputLocked.
+const partitionCountTimeout = 5 * time.Second
 
 // planState plans the start on the state directory's definition (after
 // loadMeta): it sets p.mu.def and the engine's Evolution, or refuses.
@@ -109,7 +113,11 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	for _, part := range parts {
 		n = max(n, part+1)
 	}
-	if count, err := kafka.PartitionCount(ctx, p.adm, p.cfg.Input.Topic); err != nil {
+	// Bounded: a broker outage must not hold the group's callback (the
+	// next assignment reads the count again).
+	mctx, cancel := context.WithTimeout(ctx, partitionCountTimeout)
+	defer cancel()
+	if count, err := kafka.PartitionCount(mctx, p.adm, p.cfg.Input.Topic); err != nil {
 		p.log.Warn("reading the input's partition count failed: an added partition is noticed when it is assigned", zap.Error(err))
 	} else {
 		n = max(n, count)
