@@ -28,7 +28,7 @@ type window struct {
 	last       *lastPane
 	paneSeq    uint64 // sliced key: its seq at the window's last pane
 	retired    bool   // sliding key: expired, kept for its slices (sliding.go)
-	mode       Mode   // the accumulation mode it was opened under (layout.go)
+	mode       Mode   // its accumulation mode: the one it opened under, until a pane bridges it to the pipeline's (bridgeMode)
 	partial    uint64 // aggregates added after it opened: bit i, aggregate i (layout.go)
 }
 

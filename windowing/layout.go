@@ -11,7 +11,7 @@ import (
 // Layout is an earlier aggregate layout that stored key state may still be
 // written in (docs/OPERATIONS.md, Changing a deployed pipeline): its
 // aggregates in their stored order, the accumulation mode windows opened
-// under it keep, and for each of the pipeline's current aggregates its
+// under it have until their next pane (bridgeMode), and for each of the pipeline's current aggregates its
 // index in Aggregates (-1: the aggregate is newer than the state, which
 // is then partial in that window's panes).
 type Layout struct {
