@@ -73,7 +73,10 @@ type Reader struct {
 }
 
 // NewReader reads b, a value of the format what (for errors: "offsets").
-func NewReader(b []byte, what string) *Reader { return &Reader{b: b, what: what} }
+func NewReader(b []byte, what string) *Reader {
+	r := ReaderOf(b, what)
+	return &r
+}
 
 // ReaderOf is NewReader as a value, for a decoder that embeds it (no
 // allocation per value read).

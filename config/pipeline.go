@@ -446,19 +446,16 @@ func (d *decoder) drain(m *mapping, cur windowing.WindowSpec) *Drain {
 	dm := m.sub("drain", "window", "until")
 	w := d.window(dm.sub("window", windowKeys...))
 	until, untilOK := req(dm, "until", d.instant)
-	fixed := func(k windowing.WindowKind) bool {
-		return k == windowing.Tumbling || k == windowing.Hopping || k == windowing.Calendar
-	}
 	switch {
-	case w.Kind != 0 && !fixed(w.Kind):
+	case w.Kind != 0 && !windowing.Drainable(w.Kind):
 		d.errorf(dm.valueAt("window"), dm.child("window"), "a drain finishes tumbling, hopping or calendar windows, not %s windows: run the new definition as a new pipeline next to the old one instead", w.Kind)
-	case cur.Kind != 0 && !fixed(cur.Kind):
+	case cur.Kind != 0 && !windowing.Drainable(cur.Kind):
 		d.errorf(m.keyAt("drain"), m.child("drain"), "a drain switches to tumbling, hopping or calendar windows, not %s windows: run the new definition as a new pipeline next to the old one instead", cur.Kind)
 	case untilOK && w.Kind != 0 && cur.Kind != 0:
 		if ok, next := windowing.CheckDrain(w, cur, until); !ok {
 			hint := "choose another cut"
 			if next != 0 {
-				hint = "the next cut that can is " + time.UnixMilli(next).UTC().Format(time.RFC3339Nano)
+				hint = "the next cut that can is " + windowing.FormatTime(next)
 			}
 			d.errorf(dm.valueAt("until"), dm.child("until"), "at this cut a window of the pipeline's window that holds records from the cut on starts where a window of drain.window starts but ends elsewhere, and a key's windows are told apart by their start: %s", hint)
 			return nil

@@ -3,7 +3,6 @@ package evolve
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/windowd/windowd/windowing"
 )
@@ -113,7 +112,7 @@ func Compare(old, new *Definition) *Plan {
 	switch {
 	case old.Window == new.Window:
 		if old.Drain != nil && new.Drain != nil && *old.Drain != *new.Drain {
-			add(Change{What: "drain", From: old.Drain.From + " until " + fmtMillis(old.Drain.Cut), To: new.Drain.From + " until " + fmtMillis(new.Drain.Cut), Class: Rule,
+			add(Change{What: "drain", From: old.Drain.From + " until " + windowing.FormatTime(old.Drain.Cut), To: new.Drain.From + " until " + windowing.FormatTime(new.Drain.Cut), Class: Rule,
 				Rule: "the state's window is already the configured one: the stored drain goes on as it began (a running drain needs drain.window to stay its previous window), and drain.until cannot move"})
 		}
 	case new.Drain != nil && new.Drain.From == old.Window:
@@ -347,10 +346,7 @@ const GrowthRule = "the producer's partitioner moves some keys to the added part
 // another partition's. Any other count is refused: it moves keys between
 // the original partitions, whose pane ids carry no partition.
 func (d *Definition) Grow(n int32) error {
-	base := d.GrewFrom
-	if base == 0 {
-		base = d.Partitions
-	}
+	base := d.basePartitions()
 	switch {
 	case n < d.Partitions:
 		return fmt.Errorf("the input has %d partitions, fewer than the %d its state was keyed by (the topic was deleted and created again?); start fresh", n, d.Partitions)
@@ -372,6 +368,11 @@ func (d *Definition) PaneIDPartitionsFrom() int32 {
 	if d.Repartition {
 		return 0
 	}
+	return d.basePartitions()
+}
+
+// basePartitions is the input's partition count before it first grew.
+func (d *Definition) basePartitions() int32 {
 	if d.GrewFrom > 0 {
 		return d.GrewFrom
 	}
@@ -383,7 +384,5 @@ func drainRule(d *Drain) string {
 	return fmt.Sprintf("drained: records before %s go to the old windows, records from then on to the new ones; "+
 		"a window spanning the cut that only one definition has names its aggregates partial; "+
 		"the drain ends when the frontier passes %s plus allowed_lateness, when the last old window has closed",
-		fmtMillis(d.Cut), fmtMillis(d.End))
+		windowing.FormatTime(d.Cut), windowing.FormatTime(d.End))
 }
-
-func fmtMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

@@ -63,24 +63,21 @@ func (d *drain) has(a *Assigner, buf *[]Span, start, end int64) bool {
 func (e *Engine) startDrain(ev *Evolution) error {
 	if ev.PriorDrainEnd != 0 && !expired(e.f, ev.PriorDrainEnd, e.spec.AllowedLateness) {
 		return fmt.Errorf("%w: the previous drain has not finished (its windows close when the frontier passes %s, allowed_lateness included; it is at %s): change the window again after that",
-			ErrDrain, fmtTime(addSat(ev.PriorDrainEnd, e.spec.AllowedLateness)), fmtTime(e.f))
+			ErrDrain, FormatTime(addSat(ev.PriorDrainEnd, e.spec.AllowedLateness)), FormatTime(e.f))
 	}
 	d := ev.Drain
 	if d == nil || expired(e.f, d.End, e.spec.AllowedLateness) {
 		return nil
 	}
-	fixed := func(k WindowKind) bool { return k == Tumbling || k == Hopping || k == Calendar }
-	if !fixed(e.spec.Window.Kind) || d.Window.Kind != 0 && !fixed(d.Window.Kind) {
+	if !Drainable(e.spec.Window.Kind) || d.Window.Kind != 0 && !Drainable(d.Window.Kind) {
 		return fmt.Errorf("%w: a drain is between tumbling, hopping or calendar windows, not %v and %v", ErrDrain, d.Window.Kind, e.spec.Window.Kind)
-	}
-	if d.Window.Kind != 0 {
-		if ok, _ := CheckDrain(d.Window, e.spec.Window, d.Cut); !ok {
-			return fmt.Errorf("%w: a window of the new definition spanning the cut %s starts where a previous window starts but ends elsewhere", ErrDrain, fmtTime(d.Cut))
-		}
 	}
 	if d.Window.Kind == 0 {
 		return fmt.Errorf("%w: a drain runs until the frontier passes %s (allowed_lateness included; it is at %s): keep drain (the previous window and the same until) in the configuration until then",
-			ErrDrain, fmtTime(addSat(d.End, e.spec.AllowedLateness)), fmtTime(e.f))
+			ErrDrain, FormatTime(addSat(d.End, e.spec.AllowedLateness)), FormatTime(e.f))
+	}
+	if ok, _ := CheckDrain(d.Window, e.spec.Window, d.Cut); !ok {
+		return fmt.Errorf("%w: a window of the new definition spanning the cut %s starts where a previous window starts but ends elsewhere", ErrDrain, FormatTime(d.Cut))
 	}
 	e.drain = &drain{prev: NewAssigner(d.Window), cut: d.Cut, end: d.End, zone: e.pane.Zone}
 	if c := d.Window.Calendar; c != nil {
@@ -144,7 +141,14 @@ func (e *Engine) Drained() bool { return e.drained }
 // Draining reports whether a drain is running.
 func (e *Engine) Draining() bool { return e.drain != nil }
 
-func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+// FormatTime writes the instant ms (Unix milliseconds) as RFC 3339 in UTC,
+// as messages about drains give their times.
+func FormatTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+// Drainable reports whether windows of kind k can take part in a drain:
+// a record's windows follow from its time alone (tumbling, hopping,
+// calendar).
+func Drainable(k WindowKind) bool { return k == Tumbling || k == Hopping || k == Calendar }
 
 // CheckDrain reports whether cut can separate the windows of prev from
 // those of next: no window of next that spans the cut (so holds records
