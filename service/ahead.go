@@ -159,7 +159,7 @@ func (a *decodeAhead) finish() {
 	}
 	// Do not keep the poll's records alive until the next one.
 	for i := range a.recs {
-		a.slots[i].ev.Key, a.slots[i].err = "", nil
+		a.slots[i].ev.Key, a.slots[i].ev.Source, a.slots[i].err = "", nil, nil
 	}
 	clear(a.recs)
 }
