@@ -94,8 +94,10 @@ func stderrTail(inst *instance, n int) string {
 }
 
 // logTroubles logs, when the test failed, the warnings and errors of the
-// named instances (up to 15 lines each). With WINDOWD_TEST_LOG_DIR set, it
-// also writes each instance's whole log there, failed or not.
+// named instances (up to 15 lines each, leaving out franz-go's repeated
+// "unable to open connection" to a broker a test took down). With
+// WINDOWD_TEST_LOG_DIR set, it also writes each instance's whole log
+// there, failed or not.
 func logTroubles(t *testing.T, names map[*instance]string) {
 	t.Cleanup(func() {
 		if dir := os.Getenv("WINDOWD_TEST_LOG_DIR"); dir != "" {
@@ -113,7 +115,8 @@ func logTroubles(t *testing.T, names map[*instance]string) {
 			n := 0
 			for _, l := range lines(inst.stderr.String()) {
 				if (strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) ||
-					strings.Contains(l, `"level":"fatal"`) || strings.Contains(l, "panic")) && n < 15 {
+					strings.Contains(l, `"level":"fatal"`) || strings.Contains(l, "panic")) &&
+					!strings.Contains(l, "unable to open connection to broker") && n < 15 {
 					t.Logf("instance %s: %s", name, l)
 					n++
 				}

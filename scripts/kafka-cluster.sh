@@ -3,7 +3,9 @@
 # on one machine, for the broker-failure tests and for users who want to see
 # windowd ride through a broker restart. Every topic, the internal ones too,
 # has replication 3 and min.insync.replicas 2, and the internal topics have
-# Kafka's 50 partitions, as in production.
+# Kafka's 50 partitions, as in production. A killed node is fenced 4 s after
+# its last heartbeat (broker.session.timeout.ms, set by kafka-local.sh for a
+# node of a quorum; Kafka's default is 9 s).
 #
 #   scripts/kafka-cluster.sh start          start three fresh nodes, wait until all answer
 #   scripts/kafka-cluster.sh stop           stop every node (no-op when not running)
