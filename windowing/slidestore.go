@@ -105,9 +105,26 @@ type slideTree struct {
 	root  int32
 	free  int32 // freed nodes, linked through left
 	n     int
-	seed  uint64
-	buf   []accum // each's
+	// minT and maxT are the first and last times of the tree (when
+	// n > 0): a range that reaches past either end is merged along one
+	// path, or is the root's merge.
+	minT, maxT int64
+	// The tail holds the newest times, after every time of the tree, in
+	// order: records mostly come in time order, and a key's next record
+	// comes after thousands of other keys', so the tree's path is out of
+	// the CPU's caches by then. A record of the tail's times is added to
+	// one time and to the tail's merge (tailAll); a full tail goes into
+	// the tree at once, along a path that stays cached.
+	tailT   []int64
+	tailAcc []cheapAcc // len(tailT) × len(ops)
+	tailAll []cheapAcc
+	seed    uint64
+	buf     []accum // each's
 }
+
+// tailLen is the number of times a slideTree's tail holds before they go
+// into the tree.
+const tailLen = 32
 
 type slideNode struct {
 	t           int64
@@ -121,6 +138,7 @@ func newSlideTree(specs []AggSpec) *slideTree {
 		x.ops = append(x.ops, s.Op)
 	}
 	x.vals = make([]cheapAcc, 2*len(x.ops))
+	x.tailAll = make([]cheapAcc, len(x.ops))
 	return x
 }
 
@@ -151,9 +169,7 @@ func (x *slideTree) alloc(t int64) int32 {
 	} else {
 		i = int32(len(x.nodes))
 		x.nodes = append(x.nodes, slideNode{})
-		for range 2 * len(x.ops) {
-			x.vals = append(x.vals, cheapAcc{})
-		}
+		x.vals = append(x.vals, make([]cheapAcc, 2*len(x.ops))...)
 	}
 	x.nodes[i] = slideNode{t: t, prio: x.prio()}
 	clear(x.own(i))
@@ -179,57 +195,145 @@ func (x *slideTree) fix(i int32) {
 }
 
 func (x *slideTree) add(t int64, in []Input) bool {
+	if n := len(x.tailT); (n > 0 && t >= x.tailT[0]) || (x.n > 0 && t > x.maxT) || x.n == 0 {
+		return x.addTail(t, in)
+	}
 	fresh := false
 	x.root = x.addAt(x.root, t, in, &fresh)
+	x.held(t)
 	return fresh
 }
 
-// addAt adds a record at t to the subtree i and returns its new root.
+// addTail adds a record at t, at or after the tail's first time (or after
+// every time of the tree), to the tail.
+func (x *slideTree) addTail(t int64, in []Input) bool {
+	k := len(x.ops)
+	x.addTo(x.tailAll, in)
+	n := len(x.tailT)
+	i := n
+	for i > 0 && x.tailT[i-1] > t {
+		i-- // out of order within the tail: a few steps back
+	}
+	if i > 0 && x.tailT[i-1] == t {
+		x.addTo(x.tailAcc[(i-1)*k:i*k], in)
+		return false
+	}
+	if n == 0 && cap(x.tailT) == 0 {
+		x.tailT = make([]int64, 0, tailLen/4)
+		x.tailAcc = make([]cheapAcc, 0, tailLen/4*k)
+	}
+	x.tailT = append(x.tailT, 0)
+	copy(x.tailT[i+1:], x.tailT[i:n])
+	x.tailT[i] = t
+	x.tailAcc = append(x.tailAcc, make([]cheapAcc, k)...)
+	copy(x.tailAcc[(i+1)*k:], x.tailAcc[i*k:n*k])
+	acc := x.tailAcc[i*k : (i+1)*k]
+	clear(acc)
+	x.addTo(acc, in)
+	if n+1 == tailLen {
+		x.flush()
+	}
+	return true
+}
+
+// flush moves the tail into the tree.
+func (x *slideTree) flush() {
+	k := len(x.ops)
+	for i, t := range x.tailT {
+		x.root = x.loadAt(x.root, t, x.tailAcc[i*k:(i+1)*k])
+		x.held(t)
+	}
+	x.tailT, x.tailAcc = x.tailT[:0], x.tailAcc[:0]
+	clear(x.tailAll)
+}
+
+// held widens minT and maxT to t, a time just put in the tree.
+func (x *slideTree) held(t int64) {
+	if x.n == 1 {
+		x.minT, x.maxT = t, t
+		return
+	}
+	x.minT, x.maxT = min(x.minT, t), max(x.maxT, t)
+}
+
+// addAt adds a record at t to the subtree i and returns its new root. The
+// record joins the merge of every subtree on its way down, so that only a
+// new node and the rotations lifting it are merged again.
 func (x *slideTree) addAt(i int32, t int64, in []Input, fresh *bool) int32 {
 	if i == 0 {
 		i = x.alloc(t)
-		x.addOwn(i, in)
-		x.fix(i)
+		x.addTo(x.own(i), in)
+		copy(x.sub(i), x.own(i))
 		*fresh = true
 		return i
 	}
+	x.addTo(x.sub(i), in)
 	nd := &x.nodes[i]
 	switch {
 	case t < nd.t:
 		l := x.addAt(nd.left, t, in, fresh)
 		nd = &x.nodes[i] // the slab may have grown
 		nd.left = l
-		if x.nodes[l].prio > nd.prio { // rotate right
+		if x.nodes[l].prio > nd.prio { // rotate right: l takes i's subtree
 			nd.left, x.nodes[l].right = x.nodes[l].right, i
+			copy(x.sub(l), x.sub(i))
 			x.fix(i)
-			x.fix(l)
 			return l
 		}
 	case t > nd.t:
 		r := x.addAt(nd.right, t, in, fresh)
 		nd = &x.nodes[i]
 		nd.right = r
-		if x.nodes[r].prio > nd.prio { // rotate left
+		if x.nodes[r].prio > nd.prio { // rotate left: r takes i's subtree
 			nd.right, x.nodes[r].left = x.nodes[r].left, i
+			copy(x.sub(r), x.sub(i))
 			x.fix(i)
-			x.fix(r)
 			return r
 		}
 	default:
-		x.addOwn(i, in)
+		x.addTo(x.own(i), in)
 	}
-	x.fix(i)
 	return i
 }
 
-func (x *slideTree) addOwn(i int32, in []Input) {
-	own := x.own(i)
+// addTo adds a record's values to the aggregates acc.
+func (x *slideTree) addTo(acc []cheapAcc, in []Input) {
 	for j, op := range x.ops {
-		own[j].add(op, in[j].Num)
+		acc[j].add(op, in[j].Num)
 	}
 }
 
 func (x *slideTree) rangeInto(lo, hi int64, dst []accum) {
+	if n := len(x.tailT); n > 0 && hi >= x.tailT[0] {
+		if lo <= x.tailT[0] && hi >= x.tailT[n-1] {
+			x.into(dst, x.tailAll)
+		} else {
+			k := len(x.ops)
+			for i, t := range x.tailT {
+				if lo <= t && t <= hi {
+					x.into(dst, x.tailAcc[i*k:(i+1)*k])
+				}
+			}
+		}
+	}
+	x.treeRangeInto(lo, hi, dst)
+}
+
+// treeRangeInto merges the tree's times from lo through hi into dst.
+func (x *slideTree) treeRangeInto(lo, hi int64, dst []accum) {
+	switch {
+	case x.n == 0:
+		return
+	case lo <= x.minT && hi >= x.maxT:
+		x.into(dst, x.sub(x.root))
+		return
+	case hi >= x.maxT:
+		x.from(x.root, lo, dst)
+		return
+	case lo <= x.minT:
+		x.through(x.root, hi, dst)
+		return
+	}
 	i := x.root
 	for i != 0 {
 		nd := &x.nodes[i]
@@ -295,16 +399,31 @@ func (x *slideTree) into(dst []accum, src []cheapAcc) {
 }
 
 func (x *slideTree) dropThrough(limit int64) int {
-	i := x.root
-	for i != 0 && x.nodes[i].left != 0 {
-		i = x.nodes[i].left
+	if len(x.tailT) > 0 && x.tailT[0] <= limit {
+		x.flush() // rare: a key silent for longer than the window
 	}
-	if i == 0 || x.nodes[i].t > limit {
+	if x.n == 0 || x.minT > limit {
 		return 0 // nothing to drop: no fix on the way
 	}
 	before := x.n
 	x.root = x.dropAt(x.root, limit)
+	x.bounds()
 	return before - x.n
+}
+
+// bounds sets minT and maxT from the tree's ends.
+func (x *slideTree) bounds() {
+	if x.root == 0 {
+		return
+	}
+	i, j := x.root, x.root
+	for x.nodes[i].left != 0 {
+		i = x.nodes[i].left
+	}
+	for x.nodes[j].right != 0 {
+		j = x.nodes[j].right
+	}
+	x.minT, x.maxT = x.nodes[i].t, x.nodes[j].t
 }
 
 // dropAt removes the times of subtree i at or below limit and returns its
@@ -338,13 +457,31 @@ func (x *slideTree) release(i int32) {
 	}
 }
 
-func (x *slideTree) len() int { return x.n }
+func (x *slideTree) len() int { return x.n + len(x.tailT) }
 
 func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 	if cap(x.buf) < len(x.ops) {
 		x.buf = make([]accum, len(x.ops))
 	}
-	return x.eachAt(x.root, fn)
+	if err := x.eachAt(x.root, fn); err != nil {
+		return err
+	}
+	k := len(x.ops)
+	for i, t := range x.tailT {
+		if err := fn(t, x.accums(x.tailAcc[i*k:(i+1)*k])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accums copies aggregates into each's buffer.
+func (x *slideTree) accums(src []cheapAcc) []accum {
+	acc := x.buf[:len(x.ops)]
+	for j, c := range src {
+		acc[j] = accum{n: c.n, f: c.f}
+	}
+	return acc
 }
 
 func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
@@ -352,11 +489,7 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 		if err := x.eachAt(x.nodes[i].left, fn); err != nil {
 			return err
 		}
-		acc := x.buf[:len(x.ops)]
-		for j, c := range x.own(i) {
-			acc[j] = accum{n: c.n, f: c.f}
-		}
-		if err := fn(x.nodes[i].t, acc); err != nil {
+		if err := fn(x.nodes[i].t, x.accums(x.own(i))); err != nil {
 			return err
 		}
 		i = x.nodes[i].right
@@ -365,22 +498,28 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 }
 
 func (x *slideTree) load(t int64, acc []accum) {
-	fresh := false
-	x.root = x.loadAt(x.root, t, acc, &fresh)
+	if len(x.tailT) > 0 {
+		x.flush()
+	}
+	own := x.tailAll // empty after the flush: the scratch of a load
+	for j, a := range acc {
+		own[j] = cheapAcc{a.n, a.f}
+	}
+	x.root = x.loadAt(x.root, t, own)
+	clear(own)
+	x.held(t)
 }
 
-// loadAt is addAt for a time not held, with its aggregates.
-func (x *slideTree) loadAt(i int32, t int64, acc []accum, fresh *bool) int32 {
+// loadAt puts time t, after every time of subtree i, with its aggregates
+// acc, into the subtree and returns its new root.
+func (x *slideTree) loadAt(i int32, t int64, acc []cheapAcc) int32 {
 	if i == 0 {
 		i = x.alloc(t)
-		for j, a := range acc {
-			x.own(i)[j] = cheapAcc{a.n, a.f}
-		}
+		copy(x.own(i), acc)
 		x.fix(i)
 		return i
 	}
-	// Loads come in time order: always to the right.
-	r := x.loadAt(x.nodes[i].right, t, acc, fresh)
+	r := x.loadAt(x.nodes[i].right, t, acc)
 	x.nodes[i].right = r
 	if x.nodes[r].prio > x.nodes[i].prio {
 		x.nodes[i].right, x.nodes[r].left = x.nodes[r].left, i

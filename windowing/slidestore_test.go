@@ -7,7 +7,9 @@ import (
 
 // Both slide stores against a brute-force list of records: random adds
 // (new times in any order, ties), range merges and drops, over many
-// seeds, with the tree's freed nodes reused.
+// seeds, with the tree's freed nodes reused. Odd seeds add mostly in time
+// order, as streams do (the tree's tail fills and goes into the tree),
+// and merge ranges near the newest time.
 func TestSlideStores(t *testing.T) {
 	specs := []AggSpec{{Name: "n", Op: Count}, {Name: "s", Op: Sum}, {Name: "lo", Op: Min}, {Name: "hi", Op: Max}, {Name: "a", Op: Avg}}
 	type rec struct {
@@ -19,10 +21,16 @@ func TestSlideStores(t *testing.T) {
 		stores := map[string]slideStore{"tree": newSlideTree(specs), "flat": &slideFlat{specs: specs}}
 		var recs []rec
 		dropped := int64(-1 << 62)
+		ordered := seed%2 == 1
+		last := dropped + 1
 		for step := range 400 {
 			switch op := rng.Intn(10); {
 			case op < 6:
 				r := rec{t: dropped + 1 + rng.Int63n(200), x: float64(rng.Intn(100) - 30)}
+				if ordered {
+					r.t = max(dropped+1, last+rng.Int63n(5)-1)
+					last = r.t
+				}
 				if len(recs) > 0 && rng.Intn(4) == 0 {
 					r.t = recs[rng.Intn(len(recs))].t // a tie
 				}
@@ -42,6 +50,9 @@ func TestSlideStores(t *testing.T) {
 				recs = append(recs, r)
 			case op < 9:
 				lo := dropped + rng.Int63n(220) - 10
+				if ordered {
+					lo = last - rng.Int63n(80)
+				}
 				hi := lo + rng.Int63n(120)
 				var want [5]accum
 				for _, r := range recs {
@@ -62,6 +73,9 @@ func TestSlideStores(t *testing.T) {
 				}
 			default:
 				dropped += rng.Int63n(40)
+				if ordered {
+					dropped = min(dropped, last+2)
+				}
 				times := map[int64]bool{}
 				kept := recs[:0]
 				for _, r := range recs {
