@@ -29,11 +29,21 @@ type slides struct {
 	partialTo int64
 }
 
+// treeSlides is a slides and its tree in one allocation: a record reads
+// the header and the tree's tail one after the other.
+type treeSlides struct {
+	slides
+	tree slideTree
+}
+
 // newSlides returns the store of specs: a tree of merged subtrees when
 // every aggregate merges in constant time, else sorted arrays.
 func newSlides(specs []AggSpec) *slides {
 	if slideIndexed(specs) {
-		return &slides{slideStore: newSlideTree(specs)}
+		ts := &treeSlides{}
+		ts.tree.init(specs)
+		ts.slideStore = &ts.tree
+		return &ts.slides
 	}
 	return &slides{slideStore: &slideFlat{specs: specs}}
 }
@@ -99,27 +109,29 @@ func (a *cheapAcc) merge(op AggOp, b cheapAcc) {
 // live in two slabs (a cold key is a few cache lines a level, not an
 // object per time).
 type slideTree struct {
-	ops   []AggOp
-	nodes []slideNode // nodes[0] stands for no node
-	vals  []cheapAcc  // node i: its own aggregates, then its subtree's
-	root  int32
-	free  int32 // freed nodes, linked through left
-	n     int
-	// minT and maxT are the first and last times of the tree (when
-	// n > 0): a range that reaches past either end is merged along one
-	// path, or is the root's merge.
-	minT, maxT int64
 	// The tail holds the newest times, after every time of the tree, in
 	// order: records mostly come in time order, and a key's next record
 	// comes after thousands of other keys', so the tree's path is out of
 	// the CPU's caches by then. A record of the tail's times is added to
 	// one time and to the tail's merge (tailAll); a full tail goes into
-	// the tree at once, along a path that stays cached.
-	tailT   []int64
-	tailAcc []cheapAcc // len(tailT) × len(ops)
+	// the tree at once, along a path that stays cached. The tail's times
+	// come first, next to the slides header a record reads anyway.
+	tailN   int
+	tailT   [tailLen]int64
+	tailAcc []cheapAcc // tailN × len(ops)
 	tailAll []cheapAcc
-	seed    uint64
-	buf     []accum // each's
+	// minT and maxT are the first and last times of the tree (when
+	// n > 0): a range that reaches past either end is merged along one
+	// path, or is the root's merge.
+	minT, maxT int64
+	n          int
+	ops        []AggOp
+	nodes      []slideNode // nodes[0] stands for no node
+	vals       []cheapAcc  // node i: its own aggregates, then its subtree's
+	root       int32
+	free       int32 // freed nodes, linked through left
+	seed       uint64
+	buf        []accum // each's
 }
 
 // tailLen is the number of times a slideTree's tail holds before they go
@@ -133,13 +145,18 @@ type slideNode struct {
 }
 
 func newSlideTree(specs []AggSpec) *slideTree {
-	x := &slideTree{nodes: make([]slideNode, 1), seed: 0x9e3779b97f4a7c15}
+	x := &slideTree{}
+	x.init(specs)
+	return x
+}
+
+func (x *slideTree) init(specs []AggSpec) {
+	x.nodes, x.seed = make([]slideNode, 1), 0x9e3779b97f4a7c15
 	for _, s := range specs {
 		x.ops = append(x.ops, s.Op)
 	}
 	x.vals = make([]cheapAcc, 2*len(x.ops))
 	x.tailAll = make([]cheapAcc, len(x.ops))
-	return x
 }
 
 func (x *slideTree) own(i int32) []cheapAcc {
@@ -195,7 +212,7 @@ func (x *slideTree) fix(i int32) {
 }
 
 func (x *slideTree) add(t int64, in []Input) bool {
-	if n := len(x.tailT); (n > 0 && t >= x.tailT[0]) || (x.n > 0 && t > x.maxT) || x.n == 0 {
+	if n := x.tailN; (n > 0 && t >= x.tailT[0]) || (x.n > 0 && t > x.maxT) || x.n == 0 {
 		return x.addTail(t, in)
 	}
 	fresh := false
@@ -209,7 +226,7 @@ func (x *slideTree) add(t int64, in []Input) bool {
 func (x *slideTree) addTail(t int64, in []Input) bool {
 	k := len(x.ops)
 	x.addTo(x.tailAll, in)
-	n := len(x.tailT)
+	n := x.tailN
 	i := n
 	for i > 0 && x.tailT[i-1] > t {
 		i-- // out of order within the tail: a few steps back
@@ -218,13 +235,12 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 		x.addTo(x.tailAcc[(i-1)*k:i*k], in)
 		return false
 	}
-	if n == 0 && cap(x.tailT) == 0 {
-		x.tailT = make([]int64, 0, tailLen/4)
+	if n == 0 && cap(x.tailAcc) == 0 {
 		x.tailAcc = make([]cheapAcc, 0, tailLen/4*k)
 	}
-	x.tailT = append(x.tailT, 0)
-	copy(x.tailT[i+1:], x.tailT[i:n])
+	copy(x.tailT[i+1:n+1], x.tailT[i:n])
 	x.tailT[i] = t
+	x.tailN++
 	x.tailAcc = append(x.tailAcc, make([]cheapAcc, k)...)
 	copy(x.tailAcc[(i+1)*k:], x.tailAcc[i*k:n*k])
 	acc := x.tailAcc[i*k : (i+1)*k]
@@ -239,11 +255,11 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 // flush moves the tail into the tree.
 func (x *slideTree) flush() {
 	k := len(x.ops)
-	for i, t := range x.tailT {
+	for i, t := range x.tailT[:x.tailN] {
 		x.root = x.loadAt(x.root, t, x.tailAcc[i*k:(i+1)*k])
 		x.held(t)
 	}
-	x.tailT, x.tailAcc = x.tailT[:0], x.tailAcc[:0]
+	x.tailN, x.tailAcc = 0, x.tailAcc[:0]
 	clear(x.tailAll)
 }
 
@@ -304,12 +320,12 @@ func (x *slideTree) addTo(acc []cheapAcc, in []Input) {
 }
 
 func (x *slideTree) rangeInto(lo, hi int64, dst []accum) {
-	if n := len(x.tailT); n > 0 && hi >= x.tailT[0] {
+	if n := x.tailN; n > 0 && hi >= x.tailT[0] {
 		if lo <= x.tailT[0] && hi >= x.tailT[n-1] {
 			x.into(dst, x.tailAll)
 		} else {
 			k := len(x.ops)
-			for i, t := range x.tailT {
+			for i, t := range x.tailT[:n] {
 				if lo <= t && t <= hi {
 					x.into(dst, x.tailAcc[i*k:(i+1)*k])
 				}
@@ -399,7 +415,7 @@ func (x *slideTree) into(dst []accum, src []cheapAcc) {
 }
 
 func (x *slideTree) dropThrough(limit int64) int {
-	if len(x.tailT) > 0 && x.tailT[0] <= limit {
+	if x.tailN > 0 && x.tailT[0] <= limit {
 		x.flush() // rare: a key silent for longer than the window
 	}
 	if x.n == 0 || x.minT > limit {
@@ -457,7 +473,7 @@ func (x *slideTree) release(i int32) {
 	}
 }
 
-func (x *slideTree) len() int { return x.n + len(x.tailT) }
+func (x *slideTree) len() int { return x.n + x.tailN }
 
 func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 	if cap(x.buf) < len(x.ops) {
@@ -467,7 +483,7 @@ func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 		return err
 	}
 	k := len(x.ops)
-	for i, t := range x.tailT {
+	for i, t := range x.tailT[:x.tailN] {
 		if err := fn(t, x.accums(x.tailAcc[i*k:(i+1)*k])); err != nil {
 			return err
 		}
@@ -498,7 +514,7 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 }
 
 func (x *slideTree) load(t int64, acc []accum) {
-	if len(x.tailT) > 0 {
+	if x.tailN > 0 {
 		x.flush()
 	}
 	own := x.tailAll // empty after the flush: the scratch of a load
