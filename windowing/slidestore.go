@@ -252,15 +252,66 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 	return true
 }
 
-// flush moves the tail into the tree.
+// flush moves the tail into the tree: the tail's times, sorted and after
+// every time of the tree, become a treap of their own in one pass (a
+// Cartesian tree of their priorities), joined to the tree's right spine.
 func (x *slideTree) flush() {
 	k := len(x.ops)
+	var spine [tailLen]int32 // the new treap's right spine, root first
+	depth := 0
 	for i, t := range x.tailT[:x.tailN] {
-		x.root = x.loadAt(x.root, t, x.tailAcc[i*k:(i+1)*k])
+		j := x.alloc(t)
+		copy(x.own(j), x.tailAcc[i*k:(i+1)*k])
+		var last int32
+		for depth > 0 && x.nodes[spine[depth-1]].prio < x.nodes[j].prio {
+			last = spine[depth-1]
+			depth--
+		}
+		x.nodes[j].left = last
+		if depth > 0 {
+			x.nodes[spine[depth-1]].right = j
+		}
+		spine[depth] = j
+		depth++
 		x.held(t)
+	}
+	if depth > 0 {
+		x.fixAll(spine[0])
+		x.root = x.join(x.root, spine[0])
 	}
 	x.tailN, x.tailAcc = 0, x.tailAcc[:0]
 	clear(x.tailAll)
+}
+
+// fixAll recomputes the merges of every subtree of i (a new treap).
+func (x *slideTree) fixAll(i int32) {
+	if i == 0 {
+		return
+	}
+	x.fixAll(x.nodes[i].left)
+	x.fixAll(x.nodes[i].right)
+	x.fix(i)
+}
+
+// join returns the root of subtrees a and b, every time of a before
+// every time of b.
+func (x *slideTree) join(a, b int32) int32 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	case x.nodes[a].prio > x.nodes[b].prio:
+		r := x.join(x.nodes[a].right, b)
+		x.nodes[a].right = r
+		x.fix(a)
+		return a
+	default:
+		l := x.join(a, x.nodes[b].left)
+		x.nodes[b].left = l
+		x.fix(b)
+		return b
+	}
 }
 
 // held widens minT and maxT to t, a time just put in the tree.

@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 )
@@ -101,6 +102,9 @@ func TestSlideStores(t *testing.T) {
 					t.Fatalf("seed %d step %d: %s.len() = %d, want %d", seed, step, name, s.len(), len(distinct))
 				}
 			}
+			if err := checkTreap(stores["tree"].(*slideTree)); err != "" {
+				t.Fatalf("seed %d step %d: %s", seed, step, err)
+			}
 		}
 		// each and load round-trip the tree.
 		tree := stores["tree"]
@@ -125,4 +129,63 @@ func TestSlideStores(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkTreap returns what breaks x's invariants ("" when none): times in
+// order, each node's priority at least its children's, each subtree's
+// merge the merge of its nodes, minT and maxT the tree's ends, the tail
+// after them.
+func checkTreap(x *slideTree) string {
+	var times []int64
+	var walk func(i int32) ([]cheapAcc, string)
+	walk = func(i int32) ([]cheapAcc, string) {
+		sum := make([]cheapAcc, len(x.ops))
+		if i == 0 {
+			return sum, ""
+		}
+		nd := x.nodes[i]
+		for _, c := range []int32{nd.left, nd.right} {
+			if c != 0 && x.nodes[c].prio > nd.prio {
+				return nil, fmt.Sprintf("node %d (t %d): a child's priority above its own", i, nd.t)
+			}
+		}
+		l, err := walk(nd.left)
+		if err != "" {
+			return nil, err
+		}
+		times = append(times, nd.t)
+		r, err := walk(nd.right)
+		if err != "" {
+			return nil, err
+		}
+		for j, op := range x.ops {
+			sum[j].merge(op, l[j])
+			sum[j].merge(op, x.own(i)[j])
+			sum[j].merge(op, r[j])
+			if sum[j] != x.sub(i)[j] {
+				return nil, fmt.Sprintf("node %d (t %d): subtree merge %+v, its nodes %+v", i, nd.t, x.sub(i)[j], sum[j])
+			}
+		}
+		return sum, ""
+	}
+	if _, err := walk(x.root); err != "" {
+		return err
+	}
+	for i := 1; i < len(times); i++ {
+		if times[i] <= times[i-1] {
+			return fmt.Sprintf("times out of order: %v", times)
+		}
+	}
+	if len(times) != x.n {
+		return fmt.Sprintf("%d nodes, n = %d", len(times), x.n)
+	}
+	if len(times) > 0 && (x.minT != times[0] || x.maxT != times[len(times)-1]) {
+		return fmt.Sprintf("minT, maxT = %d, %d; the tree's ends %d, %d", x.minT, x.maxT, times[0], times[len(times)-1])
+	}
+	for i := range x.tailN {
+		if (i > 0 && x.tailT[i] <= x.tailT[i-1]) || (len(times) > 0 && x.tailT[i] <= times[len(times)-1]) {
+			return fmt.Sprintf("tail %v not after the tree's times %v", x.tailT[:x.tailN], times)
+		}
+	}
+	return ""
 }
