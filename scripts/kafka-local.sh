@@ -30,7 +30,8 @@
 # One node of a cluster (scripts/kafka-cluster.sh sets these for each node):
 #   WINDOWD_KAFKA_NODE_ID          node.id of this broker+controller (default 1)
 #   WINDOWD_KAFKA_VOTERS           the controller quorum, id@host:port,... (controller.quorum.voters);
-#                                  unset: a single standalone controller on CONTROLLER_PORT
+#                                  unset: a single standalone controller on CONTROLLER_PORT;
+#                                  set: a dead node is fenced after 4 s (broker.session.timeout.ms)
 #   WINDOWD_KAFKA_REPLICATION      replication factor of new and internal topics (default 1);
 #                                  min.insync.replicas is 2 when it is 3 or more, else 1
 #   WINDOWD_KAFKA_INTERNAL_PARTITIONS  partitions of __consumer_offsets and __transaction_state
