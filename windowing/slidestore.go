@@ -564,38 +564,19 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 	return nil
 }
 
+// load appends t, after every time held, to the tail: a restore's times
+// go into the tree as the newest times of a stream do.
 func (x *slideTree) load(t int64, acc []accum) {
-	if x.tailN > 0 {
+	x.tailT[x.tailN] = t
+	x.tailN++
+	for j, a := range acc {
+		c := cheapAcc{a.n, a.f}
+		x.tailAcc = append(x.tailAcc, c)
+		x.tailAll[j].merge(x.ops[j], c)
+	}
+	if x.tailN == tailLen {
 		x.flush()
 	}
-	own := x.tailAll // empty after the flush: the scratch of a load
-	for j, a := range acc {
-		own[j] = cheapAcc{a.n, a.f}
-	}
-	x.root = x.loadAt(x.root, t, own)
-	clear(own)
-	x.held(t)
-}
-
-// loadAt puts time t, after every time of subtree i, with its aggregates
-// acc, into the subtree and returns its new root.
-func (x *slideTree) loadAt(i int32, t int64, acc []cheapAcc) int32 {
-	if i == 0 {
-		i = x.alloc(t)
-		copy(x.own(i), acc)
-		x.fix(i)
-		return i
-	}
-	r := x.loadAt(x.nodes[i].right, t, acc)
-	x.nodes[i].right = r
-	if x.nodes[r].prio > x.nodes[i].prio {
-		x.nodes[i].right, x.nodes[r].left = x.nodes[r].left, i
-		x.fix(i)
-		x.fix(r)
-		return r
-	}
-	x.fix(i)
-	return i
 }
 
 // slideFlat holds the times in sorted arrays: for aggregates whose merge

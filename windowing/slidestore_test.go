@@ -120,6 +120,9 @@ func TestSlideStores(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		if err := checkTreap(copyOf); err != "" {
+			t.Fatalf("seed %d: loaded copy: %s", seed, err)
+		}
 		a, b := make([]accum, len(specs)), make([]accum, len(specs))
 		tree.rangeInto(-1<<62, 1<<62, a)
 		copyOf.rangeInto(-1<<62, 1<<62, b)
