@@ -382,15 +382,3 @@ func offsetsWithoutChangelog(ctx context.Context, adm *kadm.Client, p *config.Pi
 	})
 	return n, nil
 }
-
-// PartitionCount is the number of partitions of topic.
-func PartitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	tds, err := adm.ListTopics(ctx, topic)
-	if err == nil {
-		err = tds.Error()
-	}
-	if err != nil {
-		return 0, err
-	}
-	return int32(len(tds[topic].Partitions)), nil
-}

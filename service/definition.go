@@ -117,10 +117,10 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	// next assignment reads the count again).
 	mctx, cancel := context.WithTimeout(ctx, partitionCountTimeout)
 	defer cancel()
-	if count, err := kafka.PartitionCount(mctx, p.adm, p.cfg.Input.Topic); err != nil {
+	if counts, err := kafka.PartitionCounts(mctx, p.adm, p.cfg.Input.Topic); err != nil {
 		p.log.Warn("reading the input's partition count failed: an added partition is noticed when it is assigned", zap.Error(err))
 	} else {
-		n = max(n, count)
+		n = max(n, counts[p.cfg.Input.Topic])
 	}
 	if n == p.mu.def.Partitions {
 		return nil
