@@ -569,7 +569,7 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 	}
 	ks.dirty = true
 	if w.retired {
-		return e.deleteWindow(ks, w) // a sliding key's slices are all past use
+		return e.fireRetired(ks, w)
 	}
 	if ks.sliced {
 		if err := e.deriveSliced(ks, w); err != nil {

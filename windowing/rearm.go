@@ -42,17 +42,21 @@ func (e *Engine) rearm(prior int64) error {
 		if w == nil || w.timer != t.Deadline {
 			continue
 		}
-		var from, to int64
+		var to int64
 		switch {
 		case w.retired:
-			from = addSat(addSat(w.end-1, e.spec.Window.Size), prior)
-			to = addSat(addSat(w.end-1, e.spec.Window.Size), now)
+			// A retired window's timer may be earlier than its deadline
+			// and set again when it fires (fireRetired): only a later
+			// one moves.
+			if to = e.keepUntil(w); w.timer <= to {
+				continue
+			}
 		case w.onTimeDone:
-			from, to = addSat(w.end, prior), addSat(w.end, now)
+			if w.timer != addSat(w.end, prior) {
+				continue
+			}
+			to = addSat(w.end, now)
 		default:
-			continue
-		}
-		if w.timer != from {
 			continue
 		}
 		if err := e.store.DeleteTimer(t); err != nil {

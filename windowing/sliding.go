@@ -28,9 +28,14 @@ import (
 // the key expires. So that the records of a key whose windows have all
 // expired are still found (a record within allowed_lateness may come) and
 // then go, the newest window is retired instead of deleted at its expiry:
-// it emits nothing more and stays, with a timer at t + size + L, when
-// every record it covers has become useless; a newer window makes it go
-// at once.
+// it emits nothing more and stays until t + size + L, when every record it
+// covers has become useless. A key has one retired window at most, its
+// first: when a later newest window expires, the retired one takes over
+// its end (so its time t) and the expired window goes. The retired
+// window's timer stays where it was set and, when it fires, is set again
+// at the new t + size + L: a key with a record every few seconds moves
+// its timer once per size, not once per record (a timer an hour ahead,
+// among thousands of keys' timers, is a search of its own).
 
 // assignSliding is step (1) for sliding windows.
 func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
@@ -82,15 +87,6 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 			return err
 		}
 	}
-	// A retired window before the new one has nothing left to keep.
-	for _, old := range ks.windows {
-		if old.retired && old.end < end {
-			if err := e.store.DeleteTimer(timerOf(EventTimer, old.timer, ks, old, e.byEnd)); err != nil {
-				return err
-			}
-			return e.deleteWindow(ks, old)
-		}
-	}
 	return nil
 }
 
@@ -106,13 +102,34 @@ func (e *Engine) retireOrDelete(ks *keyState, w *window) error {
 	if !ks.sliding || w != ks.windows[len(ks.windows)-1] || ks.slide == nil || ks.slide.len() == 0 {
 		return e.deleteWindow(ks, w)
 	}
+	if r := ks.windows[0]; r != w && r.retired {
+		// r now keeps the records w's time needs: its timer, earlier,
+		// is set again when it fires (fireRetired).
+		r.end = w.end
+		return e.deleteWindow(ks, w)
+	}
 	if err := e.cancelProc(ks, w); err != nil {
 		return err
 	}
 	w.retired = true
 	ks.dirty = true
-	keep := addSat(addSat(w.end-1, e.spec.Window.Size), e.spec.AllowedLateness)
-	return e.setEventTimer(ks, w, keep)
+	return e.setEventTimer(ks, w, e.keepUntil(w))
+}
+
+// keepUntil is the deadline of retired window w: the expiry of the last
+// window that can read the records of w's time.
+func (e *Engine) keepUntil(w *window) int64 {
+	return addSat(addSat(w.end-1, e.spec.Window.Size), e.spec.AllowedLateness)
+}
+
+// fireRetired runs the timer of retired window w, already deleted: w goes
+// when its records have become useless, else its timer is set again at
+// its deadline, which moved since the timer was set (retireOrDelete).
+func (e *Engine) fireRetired(ks *keyState, w *window) error {
+	if keep := e.keepUntil(w); keep > e.f {
+		return e.setEventTimer(ks, w, keep)
+	}
+	return e.deleteWindow(ks, w)
 }
 
 // dropSlides removes the records of a sliding key that no record still
