@@ -1,6 +1,9 @@
 package windowing
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // A slideStore holds a sliding key's records merged per event time
 // (sliding.go): the aggregates of the records at each time, in time order.
@@ -14,6 +17,8 @@ type slideStore interface {
 	dropThrough(limit int64) int
 	// len is the number of times held.
 	len() int
+	// newest is the latest time held (when len() > 0).
+	newest() int64
 	// each calls fn for every time in order, with its aggregates.
 	each(fn func(t int64, acc []accum) error) error
 	// load appends time t, after every time held, with aggregates acc.
@@ -114,18 +119,23 @@ type slideTree struct {
 	// comes after thousands of other keys', so the tree's path is out of
 	// the CPU's caches by then. A record of the tail's times is added to
 	// one time and to the tail's merge (tailAll); a full tail goes into
-	// the tree at once, along a path that stays cached. The tail's times
-	// come first, next to the slides header a record reads anyway.
-	tailN   int
-	tailT   [tailLen]int64
-	tailAcc []cheapAcc // tailN × len(ops)
-	tailAll []cheapAcc
+	// the tree at once, along a path that stays cached. What a record in
+	// order reads comes first, next to the slides header it reads
+	// anyway: the tail's length, the tree's merge (a copy of the root's,
+	// so that a window covering every time reads no node) and the tail's
+	// merge, both in the struct itself when they fit in inl (so a
+	// slideTree is never copied).
+	tailN    int
+	alls     []cheapAcc // rootAll, then tailAll
+	inl      [4]cheapAcc
+	tailAccs []cheapAcc // tailN × len(ops)
 	// minT and maxT are the first and last times of the tree (when
 	// n > 0): a range that reaches past either end is merged along one
 	// path, or is the root's merge.
 	minT, maxT int64
 	n          int
 	ops        []AggOp
+	tailT      [tailLen]int64
 	nodes      []slideNode // nodes[0] stands for no node
 	vals       []cheapAcc  // node i: its own aggregates, then its subtree's
 	root       int32
@@ -155,8 +165,37 @@ func (x *slideTree) init(specs []AggSpec) {
 	for _, s := range specs {
 		x.ops = append(x.ops, s.Op)
 	}
-	x.vals = make([]cheapAcc, 2*len(x.ops))
-	x.tailAll = make([]cheapAcc, len(x.ops))
+	k := len(x.ops)
+	x.vals = make([]cheapAcc, 2*k)
+	x.alls = x.inl[:]
+	if 2*k > len(x.inl) {
+		x.alls = make([]cheapAcc, 2*k)
+	}
+	x.alls = x.alls[:2*k]
+}
+
+// rootAll is the merge of every time of the tree (the root's subtree).
+func (x *slideTree) rootAll() []cheapAcc { return x.alls[:len(x.ops)] }
+
+// tailAll is the merge of every time of the tail.
+func (x *slideTree) tailAll() []cheapAcc {
+	k := len(x.ops)
+	return x.alls[k:]
+}
+
+// tailAcc is the aggregates of the tail's time i.
+func (x *slideTree) tailAcc(i int) []cheapAcc {
+	k := len(x.ops)
+	return x.tailAccs[i*k : (i+1)*k]
+}
+
+// syncRoot copies the root's merge into rootAll after the tree changed.
+func (x *slideTree) syncRoot() {
+	if x.root == 0 {
+		clear(x.rootAll())
+		return
+	}
+	copy(x.rootAll(), x.sub(x.root))
 }
 
 func (x *slideTree) own(i int32) []cheapAcc {
@@ -176,6 +215,16 @@ func (x *slideTree) prio() uint32 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return uint32(z ^ (z >> 31))
+}
+
+// reserve makes room for n nodes more in one step (alloc would grow the
+// slabs node by node).
+func (x *slideTree) reserve(n int) {
+	free := len(x.nodes) - 1 - x.n
+	if more := n - free; more > 0 {
+		x.nodes = slices.Grow(x.nodes, more)
+		x.vals = slices.Grow(x.vals, 2*more*len(x.ops))
+	}
 }
 
 // alloc returns a new node at t with no aggregates.
@@ -218,6 +267,7 @@ func (x *slideTree) add(t int64, in []Input) bool {
 	fresh := false
 	x.root = x.addAt(x.root, t, in, &fresh)
 	x.held(t)
+	x.syncRoot()
 	return fresh
 }
 
@@ -225,25 +275,25 @@ func (x *slideTree) add(t int64, in []Input) bool {
 // every time of the tree), to the tail.
 func (x *slideTree) addTail(t int64, in []Input) bool {
 	k := len(x.ops)
-	x.addTo(x.tailAll, in)
+	x.addTo(x.tailAll(), in)
 	n := x.tailN
 	i := n
 	for i > 0 && x.tailT[i-1] > t {
 		i-- // out of order within the tail: a few steps back
 	}
 	if i > 0 && x.tailT[i-1] == t {
-		x.addTo(x.tailAcc[(i-1)*k:i*k], in)
+		x.addTo(x.tailAcc(i-1), in)
 		return false
-	}
-	if n == 0 && cap(x.tailAcc) == 0 {
-		x.tailAcc = make([]cheapAcc, 0, tailLen/4*k)
 	}
 	copy(x.tailT[i+1:n+1], x.tailT[i:n])
 	x.tailT[i] = t
 	x.tailN++
-	x.tailAcc = append(x.tailAcc, make([]cheapAcc, k)...)
-	copy(x.tailAcc[(i+1)*k:], x.tailAcc[i*k:n*k])
-	acc := x.tailAcc[i*k : (i+1)*k]
+	if n == 0 && cap(x.tailAccs) == 0 {
+		x.tailAccs = make([]cheapAcc, 0, tailLen/4*k)
+	}
+	x.tailAccs = append(x.tailAccs, make([]cheapAcc, k)...)
+	copy(x.tailAccs[(i+1)*k:], x.tailAccs[i*k:n*k])
+	acc := x.tailAcc(i)
 	clear(acc)
 	x.addTo(acc, in)
 	if n+1 == tailLen {
@@ -256,12 +306,12 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 // every time of the tree, become a treap of their own in one pass (a
 // Cartesian tree of their priorities), joined to the tree's right spine.
 func (x *slideTree) flush() {
-	k := len(x.ops)
 	var spine [tailLen]int32 // the new treap's right spine, root first
 	depth := 0
+	x.reserve(x.tailN)
 	for i, t := range x.tailT[:x.tailN] {
 		j := x.alloc(t)
-		copy(x.own(j), x.tailAcc[i*k:(i+1)*k])
+		copy(x.own(j), x.tailAcc(i))
 		var last int32
 		for depth > 0 && x.nodes[spine[depth-1]].prio < x.nodes[j].prio {
 			last = spine[depth-1]
@@ -278,9 +328,10 @@ func (x *slideTree) flush() {
 	if depth > 0 {
 		x.fixAll(spine[0])
 		x.root = x.join(x.root, spine[0])
+		x.syncRoot()
 	}
-	x.tailN, x.tailAcc = 0, x.tailAcc[:0]
-	clear(x.tailAll)
+	x.tailN, x.tailAccs = 0, x.tailAccs[:0]
+	clear(x.tailAll())
 }
 
 // fixAll recomputes the merges of every subtree of i (a new treap).
@@ -373,12 +424,11 @@ func (x *slideTree) addTo(acc []cheapAcc, in []Input) {
 func (x *slideTree) rangeInto(lo, hi int64, dst []accum) {
 	if n := x.tailN; n > 0 && hi >= x.tailT[0] {
 		if lo <= x.tailT[0] && hi >= x.tailT[n-1] {
-			x.into(dst, x.tailAll)
+			x.into(dst, x.tailAll())
 		} else {
-			k := len(x.ops)
 			for i, t := range x.tailT[:n] {
 				if lo <= t && t <= hi {
-					x.into(dst, x.tailAcc[i*k:(i+1)*k])
+					x.into(dst, x.tailAcc(i))
 				}
 			}
 		}
@@ -392,7 +442,7 @@ func (x *slideTree) treeRangeInto(lo, hi int64, dst []accum) {
 	case x.n == 0:
 		return
 	case lo <= x.minT && hi >= x.maxT:
-		x.into(dst, x.sub(x.root))
+		x.into(dst, x.rootAll())
 		return
 	case hi >= x.maxT:
 		x.from(x.root, lo, dst)
@@ -475,6 +525,7 @@ func (x *slideTree) dropThrough(limit int64) int {
 	before := x.n
 	x.root = x.dropAt(x.root, limit)
 	x.bounds()
+	x.syncRoot()
 	return before - x.n
 }
 
@@ -526,6 +577,13 @@ func (x *slideTree) release(i int32) {
 
 func (x *slideTree) len() int { return x.n + x.tailN }
 
+func (x *slideTree) newest() int64 {
+	if x.tailN > 0 {
+		return x.tailT[x.tailN-1]
+	}
+	return x.maxT
+}
+
 func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 	if cap(x.buf) < len(x.ops) {
 		x.buf = make([]accum, len(x.ops))
@@ -533,9 +591,8 @@ func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 	if err := x.eachAt(x.root, fn); err != nil {
 		return err
 	}
-	k := len(x.ops)
 	for i, t := range x.tailT[:x.tailN] {
-		if err := fn(t, x.accums(x.tailAcc[i*k:(i+1)*k])); err != nil {
+		if err := fn(t, x.accums(x.tailAcc(i))); err != nil {
 			return err
 		}
 	}
@@ -569,10 +626,11 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 func (x *slideTree) load(t int64, acc []accum) {
 	x.tailT[x.tailN] = t
 	x.tailN++
+	all := x.tailAll()
 	for j, a := range acc {
 		c := cheapAcc{a.n, a.f}
-		x.tailAcc = append(x.tailAcc, c)
-		x.tailAll[j].merge(x.ops[j], c)
+		x.tailAccs = append(x.tailAccs, c)
+		all[j].merge(x.ops[j], c)
 	}
 	if x.tailN == tailLen {
 		x.flush()
@@ -633,6 +691,8 @@ func (x *slideFlat) dropThrough(limit int64) int {
 }
 
 func (x *slideFlat) len() int { return len(x.times) }
+
+func (x *slideFlat) newest() int64 { return x.times[len(x.times)-1] }
 
 func (x *slideFlat) each(fn func(t int64, acc []accum) error) error {
 	for i, t := range x.times {

@@ -3,6 +3,7 @@ package windowing
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -171,8 +172,12 @@ func checkTreap(x *slideTree) string {
 		}
 		return sum, ""
 	}
-	if _, err := walk(x.root); err != "" {
+	all, err := walk(x.root)
+	if err != "" {
 		return err
+	}
+	if !slices.Equal(all, x.rootAll()) {
+		return fmt.Sprintf("rootAll %+v, the tree's merge %+v", x.rootAll(), all)
 	}
 	for i := 1; i < len(times); i++ {
 		if times[i] <= times[i-1] {
