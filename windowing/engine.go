@@ -639,6 +639,12 @@ func (e *Engine) recordTriggers(ks *keyState, w *window) error {
 // newWindow creates the window [start, end) at the current frontier. A
 // window first created by a late record is born with its on-time step done.
 func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
+	return e.openWindow(ks, start, end, false)
+}
+
+// openWindow is newWindow; with last, the new window goes after every
+// window of ks (the caller knows: no window of ks is read).
+func (e *Engine) openWindow(ks *keyState, start, end int64, last bool) (*window, error) {
 	nAcc := 0
 	if !ks.sliced {
 		nAcc = len(e.spec.Aggregates)
@@ -660,7 +666,7 @@ func (e *Engine) newWindow(ks *keyState, start, end int64) (*window, error) {
 		w.onTimeDone = true
 		w.lateSeen = true
 	}
-	ks.insert(w)
+	ks.insert(w, last)
 	e.open++
 	e.grow(ks, e.windowBytes(ks))
 	return w, e.setEventTimer(ks, w, eventDeadline(w.onTimeDone, end, e.spec.AllowedLateness))

@@ -114,8 +114,18 @@ type keyState struct {
 // find returns the key's window that starts at start, or nil. Starts are
 // distinct where it is used (fixed windows, and session timers, which name
 // a session by its start). A key mostly holds a few windows: those are
-// compared in turn, without the binary search's calls.
+// compared in turn, without the binary search's calls: a sliding key's
+// from its newest, which its timers and records mostly name (its first
+// is mostly its retired window, sliding.go).
 func (ks *keyState) find(start int64) *window {
+	if ks.sliding && len(ks.windows) <= 8 {
+		for i := len(ks.windows) - 1; i >= 0; i-- {
+			if w := ks.windows[i]; w.start == start {
+				return w
+			}
+		}
+		return nil
+	}
 	if len(ks.windows) <= 8 {
 		for _, w := range ks.windows {
 			if w.start == start {
@@ -153,8 +163,8 @@ func (ks *keyState) findNamed(name int64, byEnd bool) *window {
 	return nil
 }
 
-// insert adds w in (start, end) order.
-func (ks *keyState) insert(w *window) {
+// insert adds w in (start, end) order; last: after every window.
+func (ks *keyState) insert(w *window, last bool) {
 	if ks.windows == nil {
 		ks.windows = ks.slots[:0]
 	} else if len(ks.windows) == len(ks.slots) && ks.inSlots() {
@@ -164,6 +174,10 @@ func (ks *keyState) insert(w *window) {
 		copy(ws, ks.slots[:])
 		clear(ks.slots[:])
 		ks.windows = ws
+	}
+	if last {
+		ks.windows = append(ks.windows, w)
+		return
 	}
 	i := sort.Search(len(ks.windows), func(i int) bool {
 		x := ks.windows[i]

@@ -30,7 +30,7 @@ func TestKeyStateSlots(t *testing.T) {
 			if slices.Contains(want, start) {
 				continue
 			}
-			ks.insert(&window{start: start})
+			ks.insert(&window{start: start}, false)
 			want = append(want, start)
 			slices.Sort(want)
 		}
@@ -55,8 +55,8 @@ func TestKeyStateSlots(t *testing.T) {
 	for len(ks.windows) > 0 {
 		ks.remove(ks.windows[0])
 	}
-	ks.insert(&window{start: 1})
-	ks.insert(&window{start: 2})
+	ks.insert(&window{start: 1}, false)
+	ks.insert(&window{start: 2}, false)
 	if !ks.inSlots() {
 		t.Fatalf("two windows after emptying are not in the slots")
 	}
@@ -78,7 +78,7 @@ func TestDecodeKeyStateSlots(t *testing.T) {
 	for _, s := range []int64{10, 20, 30} {
 		w := allocWindow(1)
 		w.start, w.end = s, s+10
-		src.insert(w)
+		src.insert(w, false)
 	}
 	b3, err := encodeKeyState(nil, src, specs)
 	if err != nil {

@@ -52,13 +52,19 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 	if ks.slide == nil {
 		ks.slide = newSlides(e.spec.Aggregates)
 	}
+	// A record after every time held (mostly) has no window to update:
+	// the windows other than a retired one are at times held.
+	newest := ks.slide.len() == 0 || t > ks.slide.newest()
 	if ks.slide.add(t, ev.Inputs) {
 		e.grow(ks, e.sliceBytes())
 	}
 	// The windows whose range holds t: the times in [t, t + size), whose
 	// starts are in [start, end).
 	var own *window
-	i := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= start })
+	i := len(ks.windows)
+	if !newest {
+		i = sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start >= start })
+	}
 	for ; i < len(ks.windows) && ks.windows[i].start < end; i++ {
 		w := ks.windows[i]
 		if w.start == start {
@@ -74,7 +80,7 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 	if own != nil {
 		return nil
 	}
-	w, err := e.newWindow(ks, start, end)
+	w, err := e.openWindow(ks, start, end, newest)
 	if err != nil {
 		return err
 	}
