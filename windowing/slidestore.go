@@ -516,6 +516,15 @@ func (x *slideTree) into(dst []accum, src []cheapAcc) {
 }
 
 func (x *slideTree) dropThrough(limit int64) int {
+	if n := x.len(); n > 0 && limit >= x.newest() {
+		// Every time goes (the key's last window expires, the end of
+		// input): no node is visited.
+		x.tailN, x.tailAccs = 0, x.tailAccs[:0]
+		x.n, x.root, x.free = 0, 0, 0
+		x.nodes, x.vals = x.nodes[:1], x.vals[:2*len(x.ops)]
+		clear(x.alls)
+		return n
+	}
 	if x.tailN > 0 && x.tailT[0] <= limit {
 		x.flush() // rare: a key silent for longer than the window
 	}
