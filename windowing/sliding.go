@@ -128,9 +128,10 @@ func (e *Engine) keepUntil(w *window) int64 {
 	return addSat(addSat(w.end-1, e.spec.Window.Size), e.spec.AllowedLateness)
 }
 
-// fireRetired runs the timer of retired window w, already deleted: w goes
-// when its records have become useless, else its timer is set again at
-// its deadline, which moved since the timer was set (retireOrDelete).
+// fireRetired runs the timer of retired window w (the caller deleted it):
+// w goes when its records have become useless, else its timer is set
+// again at its deadline, which moved since the timer was set
+// (retireOrDelete).
 func (e *Engine) fireRetired(ks *keyState, w *window) error {
 	if keep := e.keepUntil(w); keep > e.f {
 		return e.setEventTimer(ks, w, keep)
