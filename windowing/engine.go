@@ -879,9 +879,6 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 		return err
 	}
 	ks.remove(w)
-	if w.retired {
-		ks.slide.retired = false
-	}
 	e.release(ks, e.windowBytes(ks))
 	e.open--
 	ks.dirty = true

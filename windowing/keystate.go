@@ -639,7 +639,6 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 			ks.slide.partial = d.uvarint()
 			ks.slide.partialTo = d.varint()
 		}
-		ks.slide.retired = len(ks.windows) > 0 && ks.windows[0].retired
 	}
 	if ks.sliced {
 		ks.seq = d.uvarint()

@@ -160,7 +160,6 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 	if ks.slide != nil {
 		ns := newSlides(c.specs)
 		ns.partial, ns.partialTo = mask(ks.slide.partial)&^added, ks.slide.partialTo
-		ns.retired = ks.slide.retired
 		last := int64(math.MinInt64)
 		_ = ks.slide.each(func(t int64, acc []accum) error {
 			ns.load(t, move(acc))

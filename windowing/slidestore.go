@@ -32,9 +32,6 @@ type slides struct {
 	slideStore
 	partial   uint64
 	partialTo int64
-	// retired: the key's first window is retired (sliding.go), known
-	// without reading that window.
-	retired bool
 }
 
 // treeSlides is a slides and its tree in one allocation: a record reads

@@ -108,16 +108,16 @@ func (e *Engine) retireOrDelete(ks *keyState, w *window) error {
 	if !ks.sliding || w != ks.windows[len(ks.windows)-1] || ks.slide == nil || ks.slide.len() == 0 {
 		return e.deleteWindow(ks, w)
 	}
-	if ks.slide.retired {
-		// The retired window now keeps the records w's time needs: its
-		// timer, earlier, is set again when it fires (fireRetired).
-		ks.windows[0].end = w.end
+	if r := ks.windows[0]; r != w && r.retired {
+		// r now keeps the records w's time needs: its timer, earlier,
+		// is set again when it fires (fireRetired).
+		r.end = w.end
 		return e.deleteWindow(ks, w)
 	}
 	if err := e.cancelProc(ks, w); err != nil {
 		return err
 	}
-	w.retired, ks.slide.retired = true, true
+	w.retired = true
 	ks.dirty = true
 	return e.setEventTimer(ks, w, e.keepUntil(w))
 }
