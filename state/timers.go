@@ -95,7 +95,12 @@ const maxUnsorted = 32
 func (b *timerBucket) dead() int { return len(b.timers) - b.head - b.live }
 
 // sort puts the entries in order: the appended ones are sorted and merged
-// into the sorted ones, from the back, through scratch.
+// into the sorted ones, from the back, through scratch. The sorted entries
+// after each appended one are found by binary search and moved as one
+// block: a bucket the frontier has reached gets a few timers at a time
+// (records out of order by less than the watermark's delay) in front of
+// hundreds (sliding windows: about one timer per millisecond of the
+// bucket), and each sort would otherwise compare and move them one by one.
 func (b *timerBucket) sort(sc *sortScratch) {
 	if b.sorted == len(b.timers) {
 		return
@@ -105,15 +110,22 @@ func (b *timerBucket) sort(sc *sortScratch) {
 	scratch := &sc.timers
 	if b.sorted > b.head && comparePending(b.timers[b.sorted-1], tail[0]) > 0 {
 		add := append((*scratch)[:0], tail...)
-		i, k := b.sorted-1, len(b.timers)-1
-		for j := len(add) - 1; j >= 0; k-- {
-			if i >= b.head && comparePending(b.timers[i], add[j]) > 0 {
-				b.timers[k] = b.timers[i]
-				i--
-			} else {
-				b.timers[k] = add[j]
-				j--
+		end, k := b.sorted, len(b.timers) // timers[head:end] not moved yet; timers[k:] placed
+		for j := len(add) - 1; j >= 0; j-- {
+			lo, hi := b.head, end // the first of timers[lo:hi] after add[j]
+			for lo < hi {
+				m := int(uint(lo+hi) >> 1)
+				if comparePending(b.timers[m], add[j]) > 0 {
+					hi = m
+				} else {
+					lo = m + 1
+				}
 			}
+			n := end - lo
+			copy(b.timers[k-n:k], b.timers[lo:end])
+			k -= n + 1
+			end = lo
+			b.timers[k] = add[j]
 		}
 		clear(add)
 		if cap(add) > maxReusedDeletes {

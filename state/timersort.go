@@ -87,6 +87,12 @@ func sortPending(ts []pendingTimer, sc *sortScratch) {
 // that skips every byte all keys share (a bucket's one deadline, the
 // bytes past the longest key's); runs of keys equal in all three words
 // are then ordered by sortKeys (whole keys, then starts).
+//
+// When the deadlines differ the keys are sorted by deadline alone first
+// and only each run of one deadline by the rest: a bucket of sliding
+// windows holds about one timer per deadline (a record's time), so most
+// runs are one entry long and the key's bytes, five radix passes of a
+// short key, are never looked at.
 func radixKeys(ks, tmp []pendingKey, ts []pendingTimer) []pendingKey {
 	var differ [3]uint64 // the bits in which some key differs from the first
 	first := ks[0].words
@@ -95,6 +101,37 @@ func radixKeys(ks, tmp []pendingKey, ts []pendingTimer) []pendingKey {
 			differ[w] |= v ^ first[w]
 		}
 	}
+	if differ[wordDeadline] == 0 || differ[wordPrefix]|differ[wordShardLen] == 0 {
+		src := radixPasses(ks, tmp, differ)
+		sortRuns(src, ts)
+		return src
+	}
+	src := radixPasses(ks, tmp, [3]uint64{wordDeadline: differ[wordDeadline]})
+	other := tmp
+	if &src[0] == &tmp[0] {
+		other = ks
+	}
+	for i := 0; i < len(src); {
+		j := i + 1
+		for j < len(src) && src[j].words[wordDeadline] == src[i].words[wordDeadline] {
+			j++
+		}
+		switch {
+		case j-i >= radixMin:
+			if r := radixKeys(src[i:j], other[i:j], ts); &r[0] != &src[i] {
+				copy(src[i:j], r)
+			}
+		case j-i > 1:
+			sortKeys(src[i:j], ts)
+		}
+		i = j
+	}
+	return src
+}
+
+// radixPasses sorts ks by the bytes of its words set in differ, through
+// tmp, and returns whichever of the two holds the result.
+func radixPasses(ks, tmp []pendingKey, differ [3]uint64) []pendingKey {
 	src, dst := ks, tmp
 	var count [256]int
 	for w := range differ {
@@ -119,17 +156,21 @@ func radixKeys(ks, tmp []pendingKey, ts []pendingTimer) []pendingKey {
 			src, dst = dst, src
 		}
 	}
-	for i := 0; i < len(src); {
+	return src
+}
+
+// sortRuns orders each run of keys equal in all three words by sortKeys.
+func sortRuns(ks []pendingKey, ts []pendingTimer) {
+	for i := 0; i < len(ks); {
 		j := i + 1
-		for j < len(src) && src[j].words == src[i].words {
+		for j < len(ks) && ks[j].words == ks[i].words {
 			j++
 		}
 		if j-i > 1 {
-			sortKeys(src[i:j], ts)
+			sortKeys(ks[i:j], ts)
 		}
 		i = j
 	}
-	return src
 }
 
 // lessKey reports whether the entry of a orders before that of b.
