@@ -879,6 +879,9 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 		return err
 	}
 	ks.remove(w)
+	if w.retired && ks.slide != nil {
+		ks.slide.retired = false
+	}
 	e.release(ks, e.windowBytes(ks))
 	e.open--
 	ks.dirty = true

@@ -199,6 +199,14 @@ func (ks *keyState) inSlots() bool {
 	return cap(ks.windows) == len(ks.slots) && &ks.windows[:1][0] == &ks.slots[0]
 }
 
+// syncRetired brings the end of w, when it is the key's retired window,
+// up to date from the slides header (retireOrDelete moves it there).
+func (ks *keyState) syncRetired(w *window) {
+	if w.retired && ks.slide != nil && ks.slide.retired {
+		w.end = ks.slide.retiredEnd
+	}
+}
+
 func (ks *keyState) remove(w *window) {
 	for i, x := range ks.windows {
 		if x == w {
@@ -276,6 +284,7 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 	}
 	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
 	for _, w := range ks.windows {
+		ks.syncRetired(w)
 		var flags byte
 		if w.onTimeDone {
 			flags |= flagOnTimeDone
@@ -638,6 +647,9 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		if tagged {
 			ks.slide.partial = d.uvarint()
 			ks.slide.partialTo = d.varint()
+		}
+		if len(ks.windows) > 0 && ks.windows[0].retired {
+			ks.slide.retired, ks.slide.retiredEnd = true, ks.windows[0].end
 		}
 	}
 	if ks.sliced {

@@ -160,6 +160,7 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 	if ks.slide != nil {
 		ns := newSlides(c.specs)
 		ns.partial, ns.partialTo = mask(ks.slide.partial)&^added, ks.slide.partialTo
+		ns.retired, ns.retiredEnd = ks.slide.retired, ks.slide.retiredEnd
 		last := int64(math.MinInt64)
 		_ = ks.slide.each(func(t int64, acc []accum) error {
 			ns.load(t, move(acc))

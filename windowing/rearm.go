@@ -45,6 +45,7 @@ func (e *Engine) rearm(prior int64) error {
 		var to int64
 		switch {
 		case w.retired:
+			ks.syncRetired(w)
 			// A retired window's timer may be earlier than its deadline
 			// and set again when it fires (fireRetired): only a later
 			// one moves.

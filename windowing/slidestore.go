@@ -32,6 +32,13 @@ type slides struct {
 	slideStore
 	partial   uint64
 	partialTo int64
+	// retired: the key's first window is retired (sliding.go), and
+	// retiredEnd is its end. retireOrDelete moves the end here, where a
+	// record reads anyway, rather than into that window, untouched since
+	// it retired; the window's own end is brought up to date when it is
+	// read (keyState.syncRetired).
+	retired    bool
+	retiredEnd int64
 }
 
 // treeSlides is a slides and its tree in one allocation: a record reads
@@ -128,13 +135,13 @@ type slideTree struct {
 	tailN    int
 	alls     []cheapAcc // rootAll, then tailAll
 	inl      [4]cheapAcc
-	tailAccs []cheapAcc // tailN × len(ops)
+	tailAccs []cheapAcc // tailN × len(specs)
 	// minT and maxT are the first and last times of the tree (when
 	// n > 0): a range that reaches past either end is merged along one
 	// path, or is the root's merge.
 	minT, maxT int64
 	n          int
-	ops        []AggOp
+	specs      []AggSpec // the engine's (one array for every key: no miss of its own)
 	tailT      [tailLen]int64
 	nodes      []slideNode // nodes[0] stands for no node
 	vals       []cheapAcc  // node i: its own aggregates, then its subtree's
@@ -162,10 +169,8 @@ func newSlideTree(specs []AggSpec) *slideTree {
 
 func (x *slideTree) init(specs []AggSpec) {
 	x.nodes, x.seed = make([]slideNode, 1), 0x9e3779b97f4a7c15
-	for _, s := range specs {
-		x.ops = append(x.ops, s.Op)
-	}
-	k := len(x.ops)
+	x.specs = specs
+	k := len(specs)
 	x.vals = make([]cheapAcc, 2*k)
 	x.alls = x.inl[:]
 	if 2*k > len(x.inl) {
@@ -175,17 +180,17 @@ func (x *slideTree) init(specs []AggSpec) {
 }
 
 // rootAll is the merge of every time of the tree (the root's subtree).
-func (x *slideTree) rootAll() []cheapAcc { return x.alls[:len(x.ops)] }
+func (x *slideTree) rootAll() []cheapAcc { return x.alls[:len(x.specs)] }
 
 // tailAll is the merge of every time of the tail.
 func (x *slideTree) tailAll() []cheapAcc {
-	k := len(x.ops)
+	k := len(x.specs)
 	return x.alls[k:]
 }
 
 // tailAcc is the aggregates of the tail's time i.
 func (x *slideTree) tailAcc(i int) []cheapAcc {
-	k := len(x.ops)
+	k := len(x.specs)
 	return x.tailAccs[i*k : (i+1)*k]
 }
 
@@ -199,12 +204,12 @@ func (x *slideTree) syncRoot() {
 }
 
 func (x *slideTree) own(i int32) []cheapAcc {
-	k := len(x.ops)
+	k := len(x.specs)
 	return x.vals[2*int(i)*k : (2*int(i)+1)*k]
 }
 
 func (x *slideTree) sub(i int32) []cheapAcc {
-	k := len(x.ops)
+	k := len(x.specs)
 	return x.vals[(2*int(i)+1)*k : (2*int(i)+2)*k]
 }
 
@@ -223,7 +228,7 @@ func (x *slideTree) reserve(n int) {
 	free := len(x.nodes) - 1 - x.n
 	if more := n - free; more > 0 {
 		x.nodes = slices.Grow(x.nodes, more)
-		x.vals = slices.Grow(x.vals, 2*more*len(x.ops))
+		x.vals = slices.Grow(x.vals, 2*more*len(x.specs))
 	}
 }
 
@@ -235,7 +240,7 @@ func (x *slideTree) alloc(t int64) int32 {
 	} else {
 		i = int32(len(x.nodes))
 		x.nodes = append(x.nodes, slideNode{})
-		x.vals = append(x.vals, make([]cheapAcc, 2*len(x.ops))...)
+		x.vals = append(x.vals, make([]cheapAcc, 2*len(x.specs))...)
 	}
 	x.nodes[i] = slideNode{t: t, prio: x.prio()}
 	clear(x.own(i))
@@ -250,12 +255,12 @@ func (x *slideTree) fix(i int32) {
 	copy(s, x.own(i))
 	if nd.left != 0 {
 		for j, b := range x.sub(nd.left) {
-			s[j].merge(x.ops[j], b)
+			s[j].merge(x.specs[j].Op, b)
 		}
 	}
 	if nd.right != 0 {
 		for j, b := range x.sub(nd.right) {
-			s[j].merge(x.ops[j], b)
+			s[j].merge(x.specs[j].Op, b)
 		}
 	}
 }
@@ -274,7 +279,7 @@ func (x *slideTree) add(t int64, in []Input) bool {
 // addTail adds a record at t, at or after the tail's first time (or after
 // every time of the tree), to the tail.
 func (x *slideTree) addTail(t int64, in []Input) bool {
-	k := len(x.ops)
+	k := len(x.specs)
 	x.addTo(x.tailAll(), in)
 	n := x.tailN
 	i := n
@@ -416,8 +421,8 @@ func (x *slideTree) addAt(i int32, t int64, in []Input, fresh *bool) int32 {
 
 // addTo adds a record's values to the aggregates acc.
 func (x *slideTree) addTo(acc []cheapAcc, in []Input) {
-	for j, op := range x.ops {
-		acc[j].add(op, in[j].Num)
+	for j := range x.specs {
+		acc[j].add(x.specs[j].Op, in[j].Num)
 	}
 }
 
@@ -510,7 +515,7 @@ func (x *slideTree) into(dst []accum, src []cheapAcc) {
 		}
 		a := &dst[j]
 		c := cheapAcc{a.n, a.f}
-		c.merge(x.ops[j], b)
+		c.merge(x.specs[j].Op, b)
 		a.n, a.f = c.n, c.f
 	}
 }
@@ -521,7 +526,7 @@ func (x *slideTree) dropThrough(limit int64) int {
 		// input): no node is visited.
 		x.tailN, x.tailAccs = 0, x.tailAccs[:0]
 		x.n, x.root, x.free = 0, 0, 0
-		x.nodes, x.vals = x.nodes[:1], x.vals[:2*len(x.ops)]
+		x.nodes, x.vals = x.nodes[:1], x.vals[:2*len(x.specs)]
 		clear(x.alls)
 		return n
 	}
@@ -594,8 +599,8 @@ func (x *slideTree) newest() int64 {
 }
 
 func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
-	if cap(x.buf) < len(x.ops) {
-		x.buf = make([]accum, len(x.ops))
+	if cap(x.buf) < len(x.specs) {
+		x.buf = make([]accum, len(x.specs))
 	}
 	if err := x.eachAt(x.root, fn); err != nil {
 		return err
@@ -610,7 +615,7 @@ func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 
 // accums copies aggregates into each's buffer.
 func (x *slideTree) accums(src []cheapAcc) []accum {
-	acc := x.buf[:len(x.ops)]
+	acc := x.buf[:len(x.specs)]
 	for j, c := range src {
 		acc[j] = accum{n: c.n, f: c.f}
 	}
@@ -639,7 +644,7 @@ func (x *slideTree) load(t int64, acc []accum) {
 	for j, a := range acc {
 		c := cheapAcc{a.n, a.f}
 		x.tailAccs = append(x.tailAccs, c)
-		all[j].merge(x.ops[j], c)
+		all[j].merge(x.specs[j].Op, c)
 	}
 	if x.tailN == tailLen {
 		x.flush()

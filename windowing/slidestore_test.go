@@ -143,7 +143,7 @@ func checkTreap(x *slideTree) string {
 	var times []int64
 	var walk func(i int32) ([]cheapAcc, string)
 	walk = func(i int32) ([]cheapAcc, string) {
-		sum := make([]cheapAcc, len(x.ops))
+		sum := make([]cheapAcc, len(x.specs))
 		if i == 0 {
 			return sum, ""
 		}
@@ -162,7 +162,8 @@ func checkTreap(x *slideTree) string {
 		if err != "" {
 			return nil, err
 		}
-		for j, op := range x.ops {
+		for j, a := range x.specs {
+			op := a.Op
 			sum[j].merge(op, l[j])
 			sum[j].merge(op, x.own(i)[j])
 			sum[j].merge(op, r[j])

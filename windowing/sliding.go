@@ -108,16 +108,17 @@ func (e *Engine) retireOrDelete(ks *keyState, w *window) error {
 	if !ks.sliding || w != ks.windows[len(ks.windows)-1] || ks.slide == nil || ks.slide.len() == 0 {
 		return e.deleteWindow(ks, w)
 	}
-	if r := ks.windows[0]; r != w && r.retired {
-		// r now keeps the records w's time needs: its timer, earlier,
-		// is set again when it fires (fireRetired).
-		r.end = w.end
+	if ks.slide.retired {
+		// The retired window now keeps the records w's time needs: its
+		// timer, earlier, is set again when it fires (fireRetired).
+		ks.slide.retiredEnd = w.end
 		return e.deleteWindow(ks, w)
 	}
 	if err := e.cancelProc(ks, w); err != nil {
 		return err
 	}
 	w.retired = true
+	ks.slide.retired, ks.slide.retiredEnd = true, w.end
 	ks.dirty = true
 	return e.setEventTimer(ks, w, e.keepUntil(w))
 }
@@ -133,6 +134,7 @@ func (e *Engine) keepUntil(w *window) int64 {
 // again at its deadline, which moved since the timer was set
 // (retireOrDelete).
 func (e *Engine) fireRetired(ks *keyState, w *window) error {
+	ks.syncRetired(w)
 	if keep := e.keepUntil(w); keep > e.f {
 		return e.setEventTimer(ks, w, keep)
 	}

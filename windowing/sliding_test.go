@@ -137,3 +137,71 @@ func TestSlidingRetiredKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingRetiredEndSurvivesRestart: the end a retired window takes
+// over from a later expired window is kept in the key's slides header
+// (retireOrDelete does not read the retired window); it reaches the
+// store and comes back after a restart, so the key's records stay until
+// F passes the later window's time + size + lateness, not the retired
+// window's own.
+func TestSlidingRetiredEndSurvivesRestart(t *testing.T) {
+	const size, lateness = 60_000, 1_000
+	spec := windowing.Spec{
+		Window:          windowing.WindowSpec{Kind: windowing.Sliding, Size: size},
+		Aggregates:      []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:         windowing.TriggerSpec{OnTime: true, Late: true},
+		AllowedLateness: lateness,
+		Mode:            windowing.Accumulating,
+	}
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var col collector
+	start := func() *windowing.Engine {
+		eng, err := windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &col, windowing.Options{ShardByPartition: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Assign(0, 0, true)
+		return eng
+	}
+	eng := start()
+	record := func(key string, ts int64) {
+		t.Helper()
+		ev := rec{key: key, t: ts, x: 1}.event(1)
+		if err := eng.Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func() bool {
+		t.Helper()
+		if err := eng.Checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		v, err := eng.KeyState(0, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v != nil
+	}
+	record("k", 0)
+	record("other", 5_000) // k's window at 0 expires and retires
+	record("k", 10_000)
+	record("other", 12_000) // k's window at 10,000 expires and hands the retired one its end
+	if !held() {
+		t.Fatal("k gone after its windows expired")
+	}
+	eng = start() // restart from the store
+	// The retired window's own deadline (0 + size + lateness) passes: it
+	// must stay until 10,000 + size + lateness.
+	record("other", 10_000+size+lateness-1)
+	if !held() {
+		t.Fatalf("k gone at F = %d, before %d", 10_000+size+lateness-1, 10_000+size+lateness)
+	}
+	record("other", 10_000+size+lateness)
+	if held() {
+		t.Fatalf("k still held at F = %d", 10_000+size+lateness)
+	}
+}
