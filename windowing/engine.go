@@ -1008,10 +1008,23 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 	return e.cacheKey(shard, strings.Clone(key), b)
 }
 
+// newKeyState returns an empty keyState of (shard, key). A key of a
+// sliding pipeline whose slide store is a tree comes with its store in
+// the same allocation (slidingKey).
+func (e *Engine) newKeyState(shard uint32, key string) *keyState {
+	if e.spec.Window.Kind != Sliding || !slideIndexed(e.spec.Aggregates) {
+		return &keyState{shard: shard, key: key}
+	}
+	sk := &slidingKey{keyState: keyState{shard: shard, key: key}}
+	sk.ts.init(e.spec.Aggregates)
+	sk.slide = &sk.ts.slides
+	return &sk.keyState
+}
+
 // cacheKey decodes the stored value b of (shard, key) (nil: no window)
 // into the cache.
 func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error) {
-	ks := &keyState{shard: shard, key: key}
+	ks := e.newKeyState(shard, key)
 	ks.size = keyBaseSize + len(key)
 	if b != nil {
 		if err := e.codec.decode(b, ks); err != nil {

@@ -410,7 +410,9 @@ func (d *decoder) slide(ks *keyState, specs []AggSpec) error {
 	if n > uint64(d.left()) {
 		return errCorruptState
 	}
-	ks.slide = newSlides(specs)
+	if ks.slide == nil || !ks.slide.pristine(specs) {
+		ks.slide = newSlides(specs)
+	}
 	prev := int64(math.MinInt64)
 	for i := uint64(0); i < n && d.err() == nil; i++ {
 		t := d.varint()
@@ -543,7 +545,9 @@ func decodeKeyState(b []byte, ks *keyState, specs []AggSpec) error {
 // state of an earlier layout to the current aggregates (layout.go).
 func (c *stateCodec) decode(b []byte, ks *keyState) error {
 	d := newDecoder(b)
-	ks.slide = nil
+	if ks.slide != nil && !ks.slide.pristine(c.specs) {
+		ks.slide = nil // (an empty store of these specs stays: Engine.newKeyState's)
+	}
 	v := d.byte1()
 	tagged := v > keyStateTagged
 	var gen uint32

@@ -150,7 +150,7 @@ func (e *Engine) restoreKey(p int32, key string, value []byte, fresh bool) error
 		return nil
 	}
 	shard := e.shard(p)
-	nks := &keyState{shard: shard, key: key}
+	nks := e.newKeyState(shard, key)
 	if value != nil {
 		if err := e.codec.decode(value, nks); err != nil {
 			return fmt.Errorf("restore key %q: %w", key, err)

@@ -198,3 +198,53 @@ func checkTreap(x *slideTree) string {
 	}
 	return ""
 }
+
+// TestSlidingKeyDecodesIntoOwnStore: a key of a sliding pipeline comes
+// with its slide tree in the same allocation (slidingKey), and decoding
+// the key's stored state fills that tree; a store that holds records, or
+// one of other specs, is replaced.
+func TestSlidingKeyDecodesIntoOwnStore(t *testing.T) {
+	specs := []AggSpec{{Name: "n", Op: Count}, {Name: "s", Op: Sum, Field: "x"}}
+	e := &Engine{spec: Spec{Window: WindowSpec{Kind: Sliding, Size: 1000}, Aggregates: specs}}
+	src := e.newKeyState(0, "k")
+	src.sliding = true
+	for _, tm := range []int64{5, 7, 7} {
+		src.slide.add(tm, []Input{{Num: 1}, {Num: 2}})
+	}
+	c := stateCodec{specs: specs}
+	b, err := c.encode(nil, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := e.newKeyState(0, "k")
+	own := ks.slide
+	if err := c.decode(b, ks); err != nil {
+		t.Fatal(err)
+	}
+	if ks.slide != own {
+		t.Fatal("decoding replaced the key's own store")
+	}
+	var got []string
+	_ = ks.slide.each(func(tm int64, acc []accum) error {
+		got = append(got, fmt.Sprintf("%d:%d/%g", tm, acc[0].n, acc[1].f))
+		return nil
+	})
+	if want := []string{"5:1/2", "7:2/4"}; !slices.Equal(got, want) {
+		t.Fatalf("decoded times %v, want %v", got, want)
+	}
+	if err := c.decode(b, ks); err != nil {
+		t.Fatal(err)
+	}
+	if ks.slide == own || ks.slide.len() != 2 {
+		t.Fatalf("decoded into a store that held records (len %d)", ks.slide.len())
+	}
+	other := stateCodec{specs: slices.Clone(specs)}
+	ks = e.newKeyState(0, "k")
+	own = ks.slide
+	if err := other.decode(b, ks); err != nil {
+		t.Fatal(err)
+	}
+	if ks.slide == own || ks.slide.len() != 2 {
+		t.Fatalf("decoded into a store of other specs (len %d)", ks.slide.len())
+	}
+}
