@@ -160,8 +160,11 @@ type slideTree struct {
 	// anyway: the tail's length, the tree's merge (a copy of the root's,
 	// so that a window covering every time reads no node) and the tail's
 	// merge, both in the struct itself when they fit in inl (so a
-	// slideTree is never copied).
+	// slideTree is never copied). What a window's expiry reads comes
+	// first of all, in one line: the lengths and the newest time.
 	tailN    int
+	n        int
+	last     int64      // the newest time (when len() > 0)
 	alls     []cheapAcc // rootAll, then tailAll
 	inl      [4]cheapAcc
 	tailAccs []cheapAcc // tailN × len(specs)
@@ -169,7 +172,6 @@ type slideTree struct {
 	// n > 0): a range that reaches past either end is merged along one
 	// path, or is the root's merge.
 	minT, maxT int64
-	n          int
 	specs      []AggSpec // the engine's (one array for every key: no miss of its own)
 	tailT      [tailLen]int64
 	nodes      []slideNode // nodes[0] stands for no node
@@ -295,6 +297,9 @@ func (x *slideTree) fix(i int32) {
 }
 
 func (x *slideTree) add(t int64, in []Input) bool {
+	if x.len() == 0 || t > x.last {
+		x.last = t
+	}
 	if n := x.tailN; (n > 0 && t >= x.tailT[0]) || (x.n > 0 && t > x.maxT) || x.n == 0 {
 		return x.addTail(t, in)
 	}
@@ -620,12 +625,7 @@ func (x *slideTree) release(i int32) {
 
 func (x *slideTree) len() int { return x.n + x.tailN }
 
-func (x *slideTree) newest() int64 {
-	if x.tailN > 0 {
-		return x.tailT[x.tailN-1]
-	}
-	return x.maxT
-}
+func (x *slideTree) newest() int64 { return x.last }
 
 func (x *slideTree) each(fn func(t int64, acc []accum) error) error {
 	if cap(x.buf) < len(x.specs) {
@@ -667,6 +667,7 @@ func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 // load appends t, after every time held, to the tail: a restore's times
 // go into the tree as the newest times of a stream do.
 func (x *slideTree) load(t int64, acc []accum) {
+	x.last = t
 	x.tailT[x.tailN] = t
 	x.tailN++
 	all := x.tailAll()

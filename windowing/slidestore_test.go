@@ -2,6 +2,7 @@ package windowing
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -95,12 +96,17 @@ func TestSlideStores(t *testing.T) {
 				}
 			}
 			distinct := map[int64]bool{}
+			newest := int64(math.MinInt64)
 			for _, r := range recs {
 				distinct[r.t] = true
+				newest = max(newest, r.t)
 			}
 			for name, s := range stores {
 				if s.len() != len(distinct) {
 					t.Fatalf("seed %d step %d: %s.len() = %d, want %d", seed, step, name, s.len(), len(distinct))
+				}
+				if s.len() > 0 && s.newest() != newest {
+					t.Fatalf("seed %d step %d: %s.newest() = %d, want %d", seed, step, name, s.newest(), newest)
 				}
 			}
 			if err := checkTreap(stores["tree"].(*slideTree)); err != "" {
