@@ -1,7 +1,6 @@
 package windowing
 
 import (
-	"slices"
 	"sort"
 )
 
@@ -147,8 +146,8 @@ func (a *cheapAcc) merge(op AggOp, b cheapAcc) {
 // slideTree is a treap of the times, keyed by time, each node with the
 // merge of its subtree, so that adding a record, inserting a time and
 // merging a range take O(log n) merges. Its nodes and their aggregates
-// live in two slabs (a cold key is a few cache lines a level, not an
-// object per time).
+// live in chunks of a full tail's (a cold key is a few cache lines a
+// level, not an object per time).
 type slideTree struct {
 	// The tail holds the newest times, after every time of the tree, in
 	// order: records mostly come in time order, and a key's next record
@@ -174,12 +173,17 @@ type slideTree struct {
 	minT, maxT int64
 	specs      []AggSpec // the engine's (one array for every key: no miss of its own)
 	tailT      [tailLen]int64
-	nodes      []slideNode // nodes[0] stands for no node
-	vals       []cheapAcc  // node i: its own aggregates, then its subtree's
-	root       int32
-	free       int32 // freed nodes, linked through left
-	seed       uint64
-	buf        []accum // each's
+	// Node i is slot i%chunkLen of chunks[i/chunkLen]; node 0 stands for
+	// no node, and used is 1 + the highest node handed out. Chunks do not
+	// move: the slab grows by a chunk, not by copying every node, cold by
+	// the time a key's next flush comes.
+	chunks   []*slideChunk
+	chunkInl [4]*slideChunk
+	used     int32
+	root     int32
+	free     int32 // freed nodes, linked through left
+	seed     uint64
+	buf      []accum // each's
 }
 
 // tailLen is the number of times a slideTree's tail holds before they go
@@ -192,6 +196,31 @@ type slideNode struct {
 	left, right int32
 }
 
+// chunkLen is the number of nodes of a slideChunk: one full tail's.
+const (
+	chunkShift = 5
+	chunkLen   = 1 << chunkShift
+)
+
+// A slideChunk holds chunkLen nodes of a slideTree and their aggregates:
+// node j's own, then its subtree's, at vals[2·j·k:], k aggregates each.
+type slideChunk struct {
+	nodes [chunkLen]slideNode
+	vals  []cheapAcc
+}
+
+// node returns node i.
+func (x *slideTree) node(i int32) *slideNode {
+	return &x.chunks[i>>chunkShift].nodes[i&(chunkLen-1)]
+}
+
+// vals returns the aggregates of node i: its own, then its subtree's.
+func (x *slideTree) vals(i int32) []cheapAcc {
+	k := len(x.specs)
+	j := 2 * int(i&(chunkLen-1)) * k
+	return x.chunks[i>>chunkShift].vals[j : j+2*k]
+}
+
 func newSlideTree(specs []AggSpec) *slideTree {
 	x := &slideTree{}
 	x.init(specs)
@@ -199,10 +228,10 @@ func newSlideTree(specs []AggSpec) *slideTree {
 }
 
 func (x *slideTree) init(specs []AggSpec) {
-	x.nodes, x.seed = make([]slideNode, 1), 0x9e3779b97f4a7c15
+	x.seed, x.used = 0x9e3779b97f4a7c15, 1
 	x.specs = specs
+	x.chunks = x.chunkInl[:0]
 	k := len(specs)
-	x.vals = make([]cheapAcc, 2*k)
 	x.alls = x.inl[:]
 	if 2*k > len(x.inl) {
 		x.alls = make([]cheapAcc, 2*k)
@@ -234,15 +263,9 @@ func (x *slideTree) syncRoot() {
 	copy(x.rootAll(), x.sub(x.root))
 }
 
-func (x *slideTree) own(i int32) []cheapAcc {
-	k := len(x.specs)
-	return x.vals[2*int(i)*k : (2*int(i)+1)*k]
-}
+func (x *slideTree) own(i int32) []cheapAcc { return x.vals(i)[:len(x.specs)] }
 
-func (x *slideTree) sub(i int32) []cheapAcc {
-	k := len(x.specs)
-	return x.vals[(2*int(i)+1)*k : (2*int(i)+2)*k]
-}
+func (x *slideTree) sub(i int32) []cheapAcc { return x.vals(i)[len(x.specs):] }
 
 // prio draws a node priority (splitmix64).
 func (x *slideTree) prio() uint32 {
@@ -253,27 +276,19 @@ func (x *slideTree) prio() uint32 {
 	return uint32(z ^ (z >> 31))
 }
 
-// reserve makes room for n nodes more in one step (alloc would grow the
-// slabs node by node).
-func (x *slideTree) reserve(n int) {
-	free := len(x.nodes) - 1 - x.n
-	if more := n - free; more > 0 {
-		x.nodes = slices.Grow(x.nodes, more)
-		x.vals = slices.Grow(x.vals, 2*more*len(x.specs))
-	}
-}
-
 // alloc returns a new node at t with no aggregates.
 func (x *slideTree) alloc(t int64) int32 {
 	i := x.free
 	if i != 0 {
-		x.free = x.nodes[i].left
+		x.free = x.node(i).left
 	} else {
-		i = int32(len(x.nodes))
-		x.nodes = append(x.nodes, slideNode{})
-		x.vals = append(x.vals, make([]cheapAcc, 2*len(x.specs))...)
+		i = x.used
+		if int(i) >= len(x.chunks)*chunkLen {
+			x.chunks = append(x.chunks, &slideChunk{vals: make([]cheapAcc, 2*chunkLen*len(x.specs))})
+		}
+		x.used++
 	}
-	x.nodes[i] = slideNode{t: t, prio: x.prio()}
+	*x.node(i) = slideNode{t: t, prio: x.prio()}
 	clear(x.own(i))
 	x.n++
 	return i
@@ -281,7 +296,7 @@ func (x *slideTree) alloc(t int64) int32 {
 
 // fix recomputes the merge of node i's subtree.
 func (x *slideTree) fix(i int32) {
-	nd := &x.nodes[i]
+	nd := x.node(i)
 	s := x.sub(i)
 	copy(s, x.own(i))
 	if nd.left != 0 {
@@ -299,6 +314,8 @@ func (x *slideTree) fix(i int32) {
 func (x *slideTree) add(t int64, in []Input) bool {
 	if x.len() == 0 || t > x.last {
 		x.last = t
+		x.appendTail(t, in)
+		return true
 	}
 	if n := x.tailN; (n > 0 && t >= x.tailT[0]) || (x.n > 0 && t > x.maxT) || x.n == 0 {
 		return x.addTail(t, in)
@@ -308,6 +325,41 @@ func (x *slideTree) add(t int64, in []Input) bool {
 	x.held(t)
 	x.syncRoot()
 	return fresh
+}
+
+// appendTail adds a record at t, after every time held (records mostly
+// come in order), as the tail's last time. It stores and does not load:
+// the tail's lines were last touched at the key's previous record,
+// thousands of records ago, and a load from them waits for memory where
+// a store does not (the newest time, the tail's length and its merge are
+// in the tree's first lines, read anyway).
+func (x *slideTree) appendTail(t int64, in []Input) {
+	k := len(x.specs)
+	x.addTo(x.tailAll(), in)
+	n := x.tailN
+	x.tailT[n] = t
+	if need := (n + 1) * k; need > cap(x.tailAccs) {
+		grown := make([]cheapAcc, n*k, max(2*cap(x.tailAccs), tailLen/4*k, need))
+		copy(grown, x.tailAccs)
+		x.tailAccs = grown
+	}
+	x.tailAccs = x.tailAccs[:(n+1)*k]
+	acc := x.tailAccs[n*k:]
+	for j := range x.specs {
+		acc[j] = firstAcc(x.specs[j].Op, in[j].Num)
+	}
+	x.tailN = n + 1
+	if n+1 == tailLen {
+		x.flush()
+	}
+}
+
+// firstAcc is a cheapAcc of op over the one value v (add to a zero one).
+func firstAcc(op AggOp, v float64) cheapAcc {
+	if op == Count {
+		return cheapAcc{n: 1}
+	}
+	return cheapAcc{n: 1, f: v}
 }
 
 // addTail adds a record at t, at or after the tail's first time (or after
@@ -347,18 +399,17 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 func (x *slideTree) flush() {
 	var spine [tailLen]int32 // the new treap's right spine, root first
 	depth := 0
-	x.reserve(x.tailN)
 	for i, t := range x.tailT[:x.tailN] {
 		j := x.alloc(t)
 		copy(x.own(j), x.tailAcc(i))
 		var last int32
-		for depth > 0 && x.nodes[spine[depth-1]].prio < x.nodes[j].prio {
+		for depth > 0 && x.node(spine[depth-1]).prio < x.node(j).prio {
 			last = spine[depth-1]
 			depth--
 		}
-		x.nodes[j].left = last
+		x.node(j).left = last
 		if depth > 0 {
-			x.nodes[spine[depth-1]].right = j
+			x.node(spine[depth-1]).right = j
 		}
 		spine[depth] = j
 		depth++
@@ -378,8 +429,8 @@ func (x *slideTree) fixAll(i int32) {
 	if i == 0 {
 		return
 	}
-	x.fixAll(x.nodes[i].left)
-	x.fixAll(x.nodes[i].right)
+	x.fixAll(x.node(i).left)
+	x.fixAll(x.node(i).right)
 	x.fix(i)
 }
 
@@ -391,14 +442,14 @@ func (x *slideTree) join(a, b int32) int32 {
 		return b
 	case b == 0:
 		return a
-	case x.nodes[a].prio > x.nodes[b].prio:
-		r := x.join(x.nodes[a].right, b)
-		x.nodes[a].right = r
+	case x.node(a).prio > x.node(b).prio:
+		r := x.join(x.node(a).right, b)
+		x.node(a).right = r
 		x.fix(a)
 		return a
 	default:
-		l := x.join(a, x.nodes[b].left)
-		x.nodes[b].left = l
+		l := x.join(a, x.node(b).left)
+		x.node(b).left = l
 		x.fix(b)
 		return b
 	}
@@ -425,24 +476,22 @@ func (x *slideTree) addAt(i int32, t int64, in []Input, fresh *bool) int32 {
 		return i
 	}
 	x.addTo(x.sub(i), in)
-	nd := &x.nodes[i]
+	nd := x.node(i)
 	switch {
 	case t < nd.t:
 		l := x.addAt(nd.left, t, in, fresh)
-		nd = &x.nodes[i] // the slab may have grown
 		nd.left = l
-		if x.nodes[l].prio > nd.prio { // rotate right: l takes i's subtree
-			nd.left, x.nodes[l].right = x.nodes[l].right, i
+		if x.node(l).prio > nd.prio { // rotate right: l takes i's subtree
+			nd.left, x.node(l).right = x.node(l).right, i
 			copy(x.sub(l), x.sub(i))
 			x.fix(i)
 			return l
 		}
 	case t > nd.t:
 		r := x.addAt(nd.right, t, in, fresh)
-		nd = &x.nodes[i]
 		nd.right = r
-		if x.nodes[r].prio > nd.prio { // rotate left: r takes i's subtree
-			nd.right, x.nodes[r].left = x.nodes[r].left, i
+		if x.node(r).prio > nd.prio { // rotate left: r takes i's subtree
+			nd.right, x.node(r).left = x.node(r).left, i
 			copy(x.sub(r), x.sub(i))
 			x.fix(i)
 			return r
@@ -492,7 +541,7 @@ func (x *slideTree) treeRangeInto(lo, hi int64, dst []accum) {
 	}
 	i := x.root
 	for i != 0 {
-		nd := &x.nodes[i]
+		nd := x.node(i)
 		switch {
 		case nd.t < lo:
 			i = nd.right
@@ -512,7 +561,7 @@ func (x *slideTree) treeRangeInto(lo, hi int64, dst []accum) {
 // from merges the times of subtree i at or above lo into dst.
 func (x *slideTree) from(i int32, lo int64, dst []accum) {
 	for i != 0 {
-		nd := &x.nodes[i]
+		nd := x.node(i)
 		if nd.t < lo {
 			i = nd.right
 			continue
@@ -528,7 +577,7 @@ func (x *slideTree) from(i int32, lo int64, dst []accum) {
 // through merges the times of subtree i at or below hi into dst.
 func (x *slideTree) through(i int32, hi int64, dst []accum) {
 	for i != 0 {
-		nd := &x.nodes[i]
+		nd := x.node(i)
 		if nd.t > hi {
 			i = nd.left
 			continue
@@ -560,7 +609,7 @@ func (x *slideTree) dropThrough(limit int64) int {
 		// input): no node is visited.
 		x.tailN, x.tailAccs = 0, x.tailAccs[:0]
 		x.n, x.root, x.free = 0, 0, 0
-		x.nodes, x.vals = x.nodes[:1], x.vals[:2*len(x.specs)]
+		x.used = 1 // the chunks stay
 		clear(x.alls)
 		return n
 	}
@@ -583,22 +632,22 @@ func (x *slideTree) bounds() {
 		return
 	}
 	i, j := x.root, x.root
-	for x.nodes[i].left != 0 {
-		i = x.nodes[i].left
+	for x.node(i).left != 0 {
+		i = x.node(i).left
 	}
-	for x.nodes[j].right != 0 {
-		j = x.nodes[j].right
+	for x.node(j).right != 0 {
+		j = x.node(j).right
 	}
-	x.minT, x.maxT = x.nodes[i].t, x.nodes[j].t
+	x.minT, x.maxT = x.node(i).t, x.node(j).t
 }
 
 // dropAt removes the times of subtree i at or below limit and returns its
 // new root.
 func (x *slideTree) dropAt(i int32, limit int64) int32 {
-	for i != 0 && x.nodes[i].t <= limit {
-		next := x.nodes[i].right
-		x.release(x.nodes[i].left)
-		x.nodes[i].left = x.free
+	for i != 0 && x.node(i).t <= limit {
+		next := x.node(i).right
+		x.release(x.node(i).left)
+		x.node(i).left = x.free
 		x.free = i
 		x.n--
 		i = next
@@ -606,7 +655,7 @@ func (x *slideTree) dropAt(i int32, limit int64) int32 {
 	if i == 0 {
 		return 0
 	}
-	x.nodes[i].left = x.dropAt(x.nodes[i].left, limit)
+	x.node(i).left = x.dropAt(x.node(i).left, limit)
 	x.fix(i)
 	return i
 }
@@ -614,9 +663,9 @@ func (x *slideTree) dropAt(i int32, limit int64) int32 {
 // release frees every node of subtree i.
 func (x *slideTree) release(i int32) {
 	for i != 0 {
-		nd := x.nodes[i]
+		nd := *x.node(i)
 		x.release(nd.left)
-		x.nodes[i].left = x.free
+		x.node(i).left = x.free
 		x.free = i
 		x.n--
 		i = nd.right
@@ -653,13 +702,13 @@ func (x *slideTree) accums(src []cheapAcc) []accum {
 
 func (x *slideTree) eachAt(i int32, fn func(t int64, acc []accum) error) error {
 	for i != 0 {
-		if err := x.eachAt(x.nodes[i].left, fn); err != nil {
+		if err := x.eachAt(x.node(i).left, fn); err != nil {
 			return err
 		}
-		if err := fn(x.nodes[i].t, x.accums(x.own(i))); err != nil {
+		if err := fn(x.node(i).t, x.accums(x.own(i))); err != nil {
 			return err
 		}
-		i = x.nodes[i].right
+		i = x.node(i).right
 	}
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 
 // Both slide stores against a brute-force list of records: random adds
 // (new times in any order, ties), range merges and drops, over many
-// seeds, with the tree's freed nodes reused. Odd seeds add mostly in time
+// seeds (some long enough for hundreds of times), with the tree's
+// freed nodes reused. Odd seeds add mostly in time
 // order, as streams do (the tree's tail fills and goes into the tree),
 // and merge ranges near the newest time.
 func TestSlideStores(t *testing.T) {
@@ -26,10 +27,14 @@ func TestSlideStores(t *testing.T) {
 		dropped := int64(-1 << 62)
 		ordered := seed%2 == 1
 		last := dropped + 1
-		for step := range 400 {
+		steps, span, dropStep := 400, int64(200), int64(40)
+		if seed%25 == 0 || seed%25 == 1 {
+			steps, span, dropStep = 2000, 2000, 4 // hundreds of times: many chunks
+		}
+		for step := range steps {
 			switch op := rng.Intn(10); {
 			case op < 6:
-				r := rec{t: dropped + 1 + rng.Int63n(200), x: float64(rng.Intn(100) - 30)}
+				r := rec{t: dropped + 1 + rng.Int63n(span), x: float64(rng.Intn(100) - 30)}
 				if ordered {
 					r.t = max(dropped+1, last+rng.Int63n(5)-1)
 					last = r.t
@@ -75,7 +80,7 @@ func TestSlideStores(t *testing.T) {
 					}
 				}
 			default:
-				dropped += rng.Int63n(40)
+				dropped += rng.Int63n(dropStep)
 				if ordered {
 					dropped = min(dropped, last+2)
 				}
@@ -153,9 +158,9 @@ func checkTreap(x *slideTree) string {
 		if i == 0 {
 			return sum, ""
 		}
-		nd := x.nodes[i]
+		nd := *x.node(i)
 		for _, c := range []int32{nd.left, nd.right} {
-			if c != 0 && x.nodes[c].prio > nd.prio {
+			if c != 0 && x.node(c).prio > nd.prio {
 				return nil, fmt.Sprintf("node %d (t %d): a child's priority above its own", i, nd.t)
 			}
 		}
