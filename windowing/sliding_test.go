@@ -69,24 +69,7 @@ func TestSlidingRetiredKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		eng.Assign(0, 0, true)
-		record := func(key string, ts int64) {
-			t.Helper()
-			ev := rec{key: key, t: ts, x: 1}.event(1)
-			if err := eng.Record(&ev, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		held := func() bool {
-			t.Helper()
-			if err := eng.Checkpoint(false); err != nil {
-				t.Fatal(err)
-			}
-			v, err := eng.KeyState(0, "k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v != nil
-		}
+		record, held := keyOps(t, &eng)
 		for i := range records {
 			record("k", int64(i)*every)
 			record("other", int64(i)*every+every/2) // closes and expires k's window
@@ -168,24 +151,7 @@ func TestSlidingRetiredEndSurvivesRestart(t *testing.T) {
 		return eng
 	}
 	eng := start()
-	record := func(key string, ts int64) {
-		t.Helper()
-		ev := rec{key: key, t: ts, x: 1}.event(1)
-		if err := eng.Record(&ev, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held := func() bool {
-		t.Helper()
-		if err := eng.Checkpoint(false); err != nil {
-			t.Fatal(err)
-		}
-		v, err := eng.KeyState(0, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v != nil
-	}
+	record, held := keyOps(t, &eng)
 	record("k", 0)
 	record("other", 5_000) // k's window at 0 expires and retires
 	record("k", 10_000)
@@ -204,4 +170,29 @@ func TestSlidingRetiredEndSurvivesRestart(t *testing.T) {
 	if held() {
 		t.Fatalf("k still held at F = %d", 10_000+size+lateness)
 	}
+}
+
+// keyOps returns record, which gives *eng a record of key at ts (x 1),
+// and held, which checkpoints *eng and reports whether key "k" has stored
+// state; *eng may be replaced between calls (a restart).
+func keyOps(t *testing.T, eng **windowing.Engine) (record func(key string, ts int64), held func() bool) {
+	record = func(key string, ts int64) {
+		t.Helper()
+		ev := rec{key: key, t: ts, x: 1}.event(1)
+		if err := (*eng).Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held = func() bool {
+		t.Helper()
+		if err := (*eng).Checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		v, err := (*eng).KeyState(0, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v != nil
+	}
+	return record, held
 }
