@@ -334,17 +334,11 @@ func (x *slideTree) add(t int64, in []Input) bool {
 // a store does not (the newest time, the tail's length and its merge are
 // in the tree's first lines, read anyway).
 func (x *slideTree) appendTail(t int64, in []Input) {
-	k := len(x.specs)
 	x.addTo(x.tailAll(), in)
 	n := x.tailN
 	x.tailT[n] = t
-	if need := (n + 1) * k; need > cap(x.tailAccs) {
-		grown := make([]cheapAcc, n*k, max(2*cap(x.tailAccs), tailLen/4*k, need))
-		copy(grown, x.tailAccs)
-		x.tailAccs = grown
-	}
-	x.tailAccs = x.tailAccs[:(n+1)*k]
-	acc := x.tailAccs[n*k:]
+	x.extendTail()
+	acc := x.tailAcc(n)
 	for j := range x.specs {
 		acc[j] = firstAcc(x.specs[j].Op, in[j].Num)
 	}
@@ -352,6 +346,19 @@ func (x *slideTree) appendTail(t int64, in []Input) {
 	if n+1 == tailLen {
 		x.flush()
 	}
+}
+
+// extendTail makes room in tailAccs for one more time's aggregates, left
+// as they were (the caller sets them): a key's first array holds a quarter
+// of a full tail, and a full one doubles it.
+func (x *slideTree) extendTail() {
+	k, n := len(x.specs), len(x.tailAccs)
+	if n+k > cap(x.tailAccs) {
+		grown := make([]cheapAcc, n, max(2*cap(x.tailAccs), tailLen/4*k, n+k))
+		copy(grown, x.tailAccs)
+		x.tailAccs = grown
+	}
+	x.tailAccs = x.tailAccs[:n+k]
 }
 
 // firstAcc is a cheapAcc of op over the one value v (add to a zero one).
@@ -379,10 +386,7 @@ func (x *slideTree) addTail(t int64, in []Input) bool {
 	copy(x.tailT[i+1:n+1], x.tailT[i:n])
 	x.tailT[i] = t
 	x.tailN++
-	if n == 0 && cap(x.tailAccs) == 0 {
-		x.tailAccs = make([]cheapAcc, 0, tailLen/4*k)
-	}
-	x.tailAccs = append(x.tailAccs, make([]cheapAcc, k)...)
+	x.extendTail()
 	copy(x.tailAccs[(i+1)*k:], x.tailAccs[i*k:n*k])
 	acc := x.tailAcc(i)
 	clear(acc)
