@@ -35,14 +35,18 @@ bin=$(realpath "$bin")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# ns_per_record SHAPE: the shape's ns/record in this round's output.
+ns_per_record() {
+	awk -v s="BenchmarkEngine/$1" '$1 == s { for (i = 2; i < NF; i++) if ($(i+1) == "ns/record") print $i }' "$tmp/out"
+}
+
 printf 'round\t%s ns/record\t%s ns/record\t%s/%s records/s\n' "$a" "$b" "$b" "$a"
 for ((r = 1; r <= rounds; r++)); do
 	# go test runs a package's benchmarks in its directory (config paths).
 	(cd replay && WINDOWD_BENCH_INPUT=$in "$bin" -test.run '^$' \
 		-test.bench "BenchmarkEngine/^($a|$b)\$" -test.cpu 1 -test.benchtime 1x) >"$tmp/out" 2>&1 ||
 		fail_with_log "round $r failed" "$tmp/out"
-	na=$(awk -v s="BenchmarkEngine/$a" '$1 == s { for (i = 2; i < NF; i++) if ($(i+1) == "ns/record") print $i }' "$tmp/out")
-	nb=$(awk -v s="BenchmarkEngine/$b" '$1 == s { for (i = 2; i < NF; i++) if ($(i+1) == "ns/record") print $i }' "$tmp/out")
+	na=$(ns_per_record "$a") nb=$(ns_per_record "$b")
 	[ -n "$na" ] && [ -n "$nb" ] || fail_with_log "round $r: no ns/record for $a or $b (shape names: replay/engine_bench_test.go)" "$tmp/out"
 	awk -v r="$r" -v x="$na" -v y="$nb" 'BEGIN { printf "%d\t%s\t%s\t%.3f\n", r, x, y, x / y }' | tee -a "$tmp/rows"
 done
