@@ -2,20 +2,27 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/internal/brokerlock"
+	"github.com/windowd/windowd/service"
 )
 
 // committedOffsets returns the group's committed offset per input partition.
@@ -296,4 +303,110 @@ func brokerOutage(t *testing.T, delivery string) {
 	if err := inst.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+}
+
+// TestProducerIDUnanswered: under exactly_once the pipeline's first
+// transaction loads the producer id while the group may already assign
+// its partitions. For 40 s the broker closes the connection on every
+// InitProducerID, as a broker shutting down does. windowd neither exits
+// nor hangs (the client closing while a group callback waited for the
+// pipeline deadlocked): it builds the pipeline again once a second, and
+// once the broker answers it is ready and writes its panes. Its own kfake
+// cluster, whatever broker the other tests use.
+func TestProducerIDUnanswered(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const outage = 40 * time.Second
+	var first, refused atomic.Int64
+	c.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req.(*kmsg.InitProducerIDRequest).TransactionalID == nil {
+			return nil, nil, false // the test's own producer
+		}
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		if time.Duration(now-first.Load()) < outage {
+			refused.Add(1)
+			return nil, errors.New("broker away"), true // kfake closes the connection
+		}
+		return nil, nil, false
+	})
+	cfg, err := config.Parse("unanswered.yaml", []byte(fmt.Sprintf(`kafka:
+  brokers: [%q]
+  session_timeout: 6s
+state: {dir: %q}
+http: {listen: "127.0.0.1:0"}
+pipelines:
+  - name: p
+    input: {topic: in}
+    key: {field: user}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 10s}
+    allowed_lateness: 0s
+    aggregates: [{name: n, op: count}]
+    output: {topic: out}
+    delivery: exactly_once
+    commit_interval: 200ms
+`, c.ListenAddrs()[0], t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("in"),
+		kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, v := range []string{`{"user":"u","ts":1000}`, `{"user":"u","ts":2000}`, `{"user":"u","ts":60000}`} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	defer func() { stop(); <-done }()
+	go func() {
+		done <- service.Run(runCtx, cfg, service.Options{Log: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)), Ready: func(a string) { addr <- a }})
+	}()
+	var http string
+	select {
+	case http = <-addr:
+	case err := <-done:
+		t.Fatalf("service exited at start: %v", err)
+	}
+	waitFor(t, "windowd ready once the broker answers again", outage+60*time.Second, func() bool {
+		select {
+		case err := <-done:
+			done <- err // for the deferred wait
+			t.Fatalf("windowd stopped while the broker did not answer (%d InitProducerID requests): %v", refused.Load(), err)
+		default:
+		}
+		code, _ := httpGet(t, "http://"+http+"/readyz")
+		return code == 200
+	})
+	if n := refused.Load(); n == 0 || time.Since(time.Unix(0, first.Load())) < outage {
+		t.Fatalf("ready %s after the first InitProducerID, %d unanswered: the outage did not happen as meant", time.Since(time.Unix(0, first.Load())), n)
+	}
+	for {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal("no pane of window [0s, 10s) on the output topic")
+		}
+		var found bool
+		fetches.EachRecord(func(r *kgo.Record) {
+			found = found || strings.Contains(string(r.Value), `"n":2`)
+		})
+		if found {
+			break
+		}
+	}
+	t.Logf("ready after %d InitProducerID requests went unanswered; the pane of [0s, 10s) counts both records", refused.Load())
 }

@@ -39,6 +39,19 @@ func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, position
 	return cerr
 }
 
+// Unanswered reports an error of a request the cluster did not answer
+// rather than refused: a broker that is down, starting or moving (no
+// Kafka error at all, or a retriable one that outlived its retries). A
+// later try may succeed. A TLS handshake failure and a canceled context
+// are not among them.
+func Unanswered(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || isTLSFailure(err) {
+		return false
+	}
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || ke.Retriable
+}
+
 // IsFenced reports an error of a producer whose epoch the broker fenced
 // (another producer with its transactional id, or its transaction timed
 // out) or whose transaction the broker aborted.

@@ -19,6 +19,10 @@ import "errors"
 //     partitions restore from the changelog and offsets, which hold
 //     exactly what committed. An unreachable broker is never a reason to
 //     exit.
+//   - errUnanswered: a request the pipeline cannot go on without (one of
+//     an assignment's: the producer id, the changelog's size) got no
+//     answer. The service rebuilds the pipeline as for errFenced; it
+//     rejoins the group once the broker is back.
 //   - errRolledBack: a transaction aborted and the pipeline rolled back
 //     to its last committed transaction. Not a failure: the rewound
 //     consumer delivers the rest again.
@@ -51,8 +55,14 @@ var errFenced = errors.New("fenced")
 // unknown (see above); like errFenced, the service rebuilds it.
 var errRejoin = errors.New("transaction outcome unknown")
 
+// errUnanswered marks a pipeline stopped because a request it cannot go
+// on without got no answer (see above); the service rebuilds it.
+var errUnanswered = errors.New("the cluster did not answer")
+
 // rejoins reports an error after which the service rebuilds the pipeline.
-func rejoins(err error) bool { return errors.Is(err, errFenced) || errors.Is(err, errRejoin) }
+func rejoins(err error) bool {
+	return errors.Is(err, errFenced) || errors.Is(err, errRejoin) || errors.Is(err, errUnanswered)
+}
 
 // errRolledBack reports a commit cycle whose transaction aborted: the
 // pipeline is back at its last committed transaction and the consumer

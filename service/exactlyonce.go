@@ -50,6 +50,9 @@ const (
 	// with a transaction open, when no restart of it fences the
 	// transaction sooner.
 	txnTimeout = 10 * time.Second
+	// producerIDWaitLog spaces the warnings of an assignment waiting
+	// for its producer id (rebalance.go).
+	producerIDWaitLog = 10 * time.Second
 )
 
 // openExactlyOnce prepares local state for exactly_once (before the engine

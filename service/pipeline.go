@@ -240,6 +240,12 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	p = newPipelineState(pl, deps)
 	defer func() {
 		if err != nil {
+			// After mu is released: the client's Close waits for the
+			// group's callbacks, which wait for mu (and then find the
+			// pipeline closing).
+			if p.cl != nil {
+				p.cl.Close()
+			}
 			p.prodCancel()
 			if p.db != nil {
 				p.db.Close()
@@ -266,6 +272,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.openGroupClientLocked(txnID); err != nil {
+		p.closing.Store(true) // a callback waiting for mu returns at once
 		return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 	}
 	p.m.ready.WithLabelValues(p.cfg.Name).Set(0)
@@ -410,9 +417,9 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 		p.txn, err = kgo.NewGroupTransactSession(opts...)
 		if err == nil {
 			p.cl = p.txn.Client()
-			if err = p.txn.Begin(); err != nil {
-				p.cl.Close()
-			}
+			// Begin may load the producer id; on an error newPipeline
+			// closes the client once mu is released.
+			err = p.txn.Begin()
 		}
 		p.log.Info("exactly_once: one transaction per commit cycle", zap.String("transactional_id", txnID),
 			zap.Duration("commit_interval", time.Duration(cfg.CommitInterval)*time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,6 +29,13 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	parts := assigned[p.cfg.Input.Topic]
 	if err := p.assignLocked(ctx, parts); err != nil {
 		if ctx.Err() == nil {
+			if !isFatal(err) && kafka.Unanswered(err) {
+				// The broker went away in the middle of the assignment
+				// (loading the producer id, reading the changelog's
+				// size): the pipeline rejoins once it is back rather
+				// than stop the process.
+				err = fmt.Errorf("%w: %w", errUnanswered, err)
+			}
 			p.mu.failed = fmt.Errorf("assigning partitions %v: %w", parts, err)
 		}
 		return
@@ -60,7 +68,7 @@ func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
 		// Loading the producer id fences (and aborts) a transaction this
 		// instance's previous incarnation left open, before the restore
 		// waits for the changelog's stable offset to pass it.
-		if _, _, err := p.cl.ProducerID(ctx); err != nil {
+		if err := p.loadProducerID(ctx); err != nil {
 			return fmt.Errorf("initialising the transactional producer: %w", err)
 		}
 		if p.mu.inputID == ([16]byte{}) {
@@ -79,6 +87,31 @@ func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
 		p.startRestoreLocked(part)
 	}
 	return nil
+}
+
+// loadProducerID loads the transactional producer's id. The coordinator
+// answers CONCURRENT_TRANSACTIONS until it has aborted the transaction
+// this pipeline's previous incarnation left open, and franz-go retries
+// that without end: the wait is logged every producerIDWaitLog, as it
+// holds the assignment (and /readyz) until then.
+func (p *pipeline) loadProducerID(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.cl.ProducerID(ctx)
+		done <- err
+	}()
+	start := p.now()
+	tick := time.NewTicker(producerIDWaitLog)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			p.log.Warn("assigning partitions: still waiting for the transaction coordinator's producer id (it first aborts a transaction left open, e.g. by this pipeline before a broker outage)",
+				zap.Duration("waited", p.now().Sub(start).Round(time.Second)))
+		}
+	}
 }
 
 // gateIfBehindLocked runs assigned partition part on its own frontier when it

@@ -123,8 +123,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
 	for _, pl := range plans(cfg, inputs) {
-		p, err := newPipeline(pl, d)
-		if err != nil {
+		p, err := buildPipeline(runCtx, pl, d)
+		if p == nil {
 			stop()
 			wg.Wait()
 			return err
@@ -189,17 +189,21 @@ func brokersOf(cfg *config.Config, opts Options) ([]string, error) {
 
 // superviseRun runs pipeline p until ctx ends or it fails; a pipeline
 // that must rejoin (exactly_once: a zombie, or a transaction whose outcome
-// is unknown) is built again on the same state and runs on.
+// is unknown; an assignment the broker did not answer) is built again on
+// the same state and runs on.
 func superviseRun(ctx context.Context, p *pipeline, pl plan, d deps, st *status, grace time.Duration) error {
 	err := p.run(ctx, grace)
 	for rejoins(err) && ctx.Err() == nil {
 		// Rejoin as a new pipeline on the same state dir and
 		// transactional id rather than exit.
-		d.log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
-			zap.String("pipeline", p.cfg.Name), zap.Error(err))
-		np, nerr := newPipeline(pl, d)
-		if nerr != nil {
-			err = nerr
+		msg := "pipeline stopped: rejoining the group; its partitions resume from the local checkpoint"
+		if p.eos {
+			msg = "pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog"
+		}
+		d.log.Warn(msg, zap.String("pipeline", p.cfg.Name), zap.Error(err))
+		np, nerr := buildPipeline(ctx, pl, d)
+		if np == nil {
+			err = nerr // nil: stopped while the broker did not answer
 			break
 		}
 		st.replace(p, np)
@@ -210,6 +214,24 @@ func superviseRun(ctx context.Context, p *pipeline, pl plan, d deps, st *status,
 		d.log.Error("pipeline stopped", zap.String("pipeline", p.cfg.Name), zap.Error(err))
 	}
 	return err
+}
+
+// buildPipeline builds the pipeline of pl, retrying once a second while
+// the broker does not answer what that takes (the producer id: a broker
+// down or shutting down); nil and no error when ctx ends first.
+func buildPipeline(ctx context.Context, pl plan, d deps) (*pipeline, error) {
+	for {
+		p, err := newPipeline(pl, d)
+		if err == nil || !kafka.Unanswered(err) || isFatal(err) {
+			return p, err
+		}
+		d.log.Warn("building the pipeline: the broker does not answer (retrying)", zap.String("pipeline", pl.pipeline.Name), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // awaitPipelines waits, at most grace, for the pipelines to stop, and
