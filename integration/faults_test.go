@@ -258,7 +258,12 @@ func brokerOutage(t *testing.T, delivery string) {
 	half := len(s.phases[2]) / 2
 	first, rest := s.phases[2][:half], s.phases[2][half:]
 
-	inst := e.startProcess()
+	var args []string
+	if l := os.Getenv("WINDOWD_TEST_LOG_LEVEL"); l != "" {
+		args = append(args, "--log-level", l) // debug: franz-go's group steps too
+	}
+	inst := e.spawn(nil, args...)
+	inst.waitListening(t)
 	logTroubles(t, map[*instance]string{inst: "windowd"})
 	produce(t, e.in, s.phases[0])
 	produce(t, e.in, first)
@@ -288,13 +293,27 @@ func brokerOutage(t *testing.T, delivery string) {
 	kafka("start")
 	back := time.Now()
 	t.Logf("broker down for %.1fs, started again in %.1fs", stopped.Seconds(), time.Since(down.Add(stopped)).Seconds())
-	waitFor(t, "/readyz ready after the outage", 90*time.Second, func() bool {
+	for ready := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if !inst.running() {
 			t.Fatalf("windowd exited after the outage: %v\n%s", inst.exitErr, stderrTail(inst, 15))
 		}
-		code, _ := httpGet(t, "http://"+inst.httpAddr+"/readyz")
-		return code == 200
-	})
+		code, body := httpGet(t, "http://"+inst.httpAddr+"/readyz")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(ready) {
+			// What it last did and where it waits (with
+			// WINDOWD_TEST_LOG_LEVEL=debug, franz-go's group steps).
+			var last []string
+			for _, l := range lines(inst.stderr.String()) {
+				if !strings.Contains(l, "unable to open connection to broker") && !strings.Contains(l, "metadata update triggered") {
+					last = append(last, l)
+				}
+			}
+			t.Fatalf("not ready 90 s after the broker was back; /readyz says %q\nlast log lines:\n%s\nwindowd's goroutines:\n%s",
+				body, strings.Join(last[max(0, len(last)-40):], "\n"), inst.goroutineDump())
+		}
+	}
 	t.Logf("windowd ready %.1fs after the broker was back", time.Since(back).Seconds())
 	produce(t, e.in, rest)
 	e.waitCommitted(t, 90*time.Second)

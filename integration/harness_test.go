@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,6 +260,28 @@ func (inst *instance) signal(t *testing.T, sig os.Signal) error {
 		<-inst.exited
 		return fmt.Errorf("windowd did not exit within 40s of %v", sig)
 	}
+}
+
+// goroutineDump stops a child windowd with SIGQUIT and returns the stacks
+// of its goroutines that run windowd's code: where a stuck process waits.
+func (inst *instance) goroutineDump() string {
+	_ = inst.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-inst.exited:
+	case <-time.After(10 * time.Second):
+	}
+	out := inst.stderr.String()
+	i := strings.Index(out, "\ngoroutine ")
+	if i < 0 {
+		return "(no goroutine dump)"
+	}
+	var ours []string
+	for _, g := range strings.Split(out[i+1:], "\n\n") {
+		if strings.Contains(g, "windowd/windowd/") {
+			ours = append(ours, g)
+		}
+	}
+	return strings.Join(ours, "\n\n")
 }
 
 // startInProcess runs the service in this process until stop.
