@@ -1,6 +1,11 @@
 package service
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/windowd/windowd/kafka"
+)
 
 // The service's errors, by what the caller does with them. Every check is
 // errors.Is or errors.As, so wrapping keeps the class.
@@ -19,9 +24,9 @@ import "errors"
 //     partitions restore from the changelog and offsets, which hold
 //     exactly what committed. An unreachable broker is never a reason to
 //     exit.
-//   - errUnanswered: a request the pipeline cannot go on without (one of
-//     an assignment's: the producer id, the changelog's size) got no
-//     answer. The service rebuilds the pipeline as for errFenced; it
+//   - errUnanswered: a request the pipeline cannot go on without (the
+//     producer id, loaded by its first transaction and by an assignment)
+//     got no answer. The service rebuilds the pipeline as for errFenced; it
 //     rejoins the group once the broker is back.
 //   - errRolledBack: a transaction aborted and the pipeline rolled back
 //     to its last committed transaction. Not a failure: the rewound
@@ -58,6 +63,15 @@ var errRejoin = errors.New("transaction outcome unknown")
 // errUnanswered marks a pipeline stopped because a request it cannot go
 // on without got no answer (see above); the service rebuilds it.
 var errUnanswered = errors.New("the cluster did not answer")
+
+// unanswered marks err with errUnanswered when the cluster did not answer
+// the request that returned it (kafka.Unanswered); a refusal stays as it is.
+func unanswered(err error) error {
+	if kafka.Unanswered(err) {
+		return fmt.Errorf("%w: %w", errUnanswered, err)
+	}
+	return err
+}
 
 // rejoins reports an error after which the service rebuilds the pipeline.
 func rejoins(err error) bool {

@@ -419,7 +419,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 			p.cl = p.txn.Client()
 			// Begin may load the producer id; on an error newPipeline
 			// closes the client once mu is released.
-			err = p.txn.Begin()
+			err = unanswered(p.txn.Begin())
 		}
 		p.log.Info("exactly_once: one transaction per commit cycle", zap.String("transactional_id", txnID),
 			zap.Duration("commit_interval", time.Duration(cfg.CommitInterval)*time.Millisecond))

@@ -29,13 +29,6 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	parts := assigned[p.cfg.Input.Topic]
 	if err := p.assignLocked(ctx, parts); err != nil {
 		if ctx.Err() == nil {
-			if !isFatal(err) && kafka.Unanswered(err) {
-				// The broker went away in the middle of the assignment
-				// (loading the producer id, reading the changelog's
-				// size): the pipeline rejoins once it is back rather
-				// than stop the process.
-				err = fmt.Errorf("%w: %w", errUnanswered, err)
-			}
 			p.mu.failed = fmt.Errorf("assigning partitions %v: %w", parts, err)
 		}
 		return
@@ -69,7 +62,9 @@ func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
 		// instance's previous incarnation left open, before the restore
 		// waits for the changelog's stable offset to pass it.
 		if err := p.loadProducerID(ctx); err != nil {
-			return fmt.Errorf("initialising the transactional producer: %w", err)
+			// A broker that went away in the middle of the assignment:
+			// the pipeline rejoins once it is back (errUnanswered).
+			return fmt.Errorf("initialising the transactional producer: %w", unanswered(err))
 		}
 		if p.mu.inputID == ([16]byte{}) {
 			id, err := kafka.TopicID(ctx, p.adm, p.cfg.Input.Topic)

@@ -222,7 +222,7 @@ func superviseRun(ctx context.Context, p *pipeline, pl plan, d deps, st *status,
 func buildPipeline(ctx context.Context, pl plan, d deps) (*pipeline, error) {
 	for {
 		p, err := newPipeline(pl, d)
-		if err == nil || !kafka.Unanswered(err) || isFatal(err) {
+		if !errors.Is(err, errUnanswered) {
 			return p, err
 		}
 		d.log.Warn("building the pipeline: the broker does not answer (retrying)", zap.String("pipeline", pl.pipeline.Name), zap.Error(err))
