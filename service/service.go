@@ -188,19 +188,16 @@ func brokersOf(cfg *config.Config, opts Options) ([]string, error) {
 }
 
 // superviseRun runs pipeline p until ctx ends or it fails; a pipeline
-// that must rejoin (exactly_once: a zombie, or a transaction whose outcome
-// is unknown; an assignment the broker did not answer) is built again on
+// that must rejoin (exactly_once: a zombie, a transaction whose outcome
+// is unknown, a producer id the broker did not give) is built again on
 // the same state and runs on.
 func superviseRun(ctx context.Context, p *pipeline, pl plan, d deps, st *status, grace time.Duration) error {
 	err := p.run(ctx, grace)
 	for rejoins(err) && ctx.Err() == nil {
 		// Rejoin as a new pipeline on the same state dir and
 		// transactional id rather than exit.
-		msg := "pipeline stopped: rejoining the group; its partitions resume from the local checkpoint"
-		if p.eos {
-			msg = "pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog"
-		}
-		d.log.Warn(msg, zap.String("pipeline", p.cfg.Name), zap.Error(err))
+		d.log.Warn("pipeline stopped under exactly_once: rejoining the group with a new producer epoch; its partitions restore from the changelog",
+			zap.String("pipeline", p.cfg.Name), zap.Error(err))
 		np, nerr := buildPipeline(ctx, pl, d)
 		if np == nil {
 			err = nerr // nil: stopped while the broker did not answer
