@@ -196,11 +196,7 @@ func newClusterPipeline(t *testing.T, delivery string) *clusterPipeline {
 }
 
 func (cp *clusterPipeline) start(t *testing.T, name string) {
-	var args []string
-	if l := os.Getenv("WINDOWD_TEST_LOG_LEVEL"); l != "" {
-		args = append(args, "--log-level", l) // debug: franz-go's own lines too
-	}
-	inst := cp.envs[name].spawn(nil, args...)
+	inst := cp.envs[name].spawn(nil, logLevelArgs()...)
 	inst.waitListening(t)
 	cp.insts[name] = inst
 	cp.names[inst] = fmt.Sprintf("%s/%s-%d", cp.de.delivery, name, len(cp.names))

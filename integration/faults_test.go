@@ -258,11 +258,7 @@ func brokerOutage(t *testing.T, delivery string) {
 	half := len(s.phases[2]) / 2
 	first, rest := s.phases[2][:half], s.phases[2][half:]
 
-	var args []string
-	if l := os.Getenv("WINDOWD_TEST_LOG_LEVEL"); l != "" {
-		args = append(args, "--log-level", l) // debug: franz-go's group steps too
-	}
-	inst := e.spawn(nil, args...)
+	inst := e.spawn(nil, logLevelArgs()...)
 	inst.waitListening(t)
 	logTroubles(t, map[*instance]string{inst: "windowd"})
 	produce(t, e.in, s.phases[0])

@@ -368,6 +368,16 @@ func (e *env) spawn(env map[string]string, args ...string) *instance {
 	return inst
 }
 
+// logLevelArgs are spawn's arguments for WINDOWD_TEST_LOG_LEVEL, the log
+// level of the windowd children of the broker-failure and outage tests
+// (debug: franz-go's group and transaction steps too).
+func logLevelArgs() []string {
+	if l := os.Getenv("WINDOWD_TEST_LOG_LEVEL"); l != "" {
+		return []string{"--log-level", l}
+	}
+	return nil
+}
+
 // waitListening waits for the child's HTTP address.
 func (inst *instance) waitListening(t *testing.T) {
 	t.Helper()
