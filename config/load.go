@@ -104,7 +104,7 @@ var (
 	basicKeys     = []string{"username", "password", "password_file"}
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source", "max_future"}
-	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift"}
+	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift", "quiet_advance"}
 	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "step", "unit", "time_zone", "week_start"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}

@@ -151,6 +151,10 @@ func (d *decoder) watermark(m *mapping) watermark.Spec {
 	s.Every, _ = opt(m, "every", 1, d.intIn(1, math.MaxInt64))
 	s.IdleTimeout, _ = opt(m, "idle_timeout", 0, d.duration(nonNegative))
 	s.MaxDrift, _ = opt(m, "max_drift", 0, d.duration(positive))
+	s.QuietAdvance, _ = opt(m, "quiet_advance", false, d.boolean)
+	if s.QuietAdvance && s.IdleTimeout == 0 {
+		d.errorf(m.keyAt("quiet_advance"), m.child("quiet_advance"), "quiet_advance needs idle_timeout: the input is quiet when every partition has been idle that long")
+	}
 	return s
 }
 

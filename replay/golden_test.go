@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the output sections of testdata
 //
 //	pipeline   the pipeline's fields (name, input and output are supplied)
 //	input      the replay input, JSON lines
-//	output     the panes, one per line: key [start,end) TIMING index name=value ... [final]
+//	output     the panes, one per line: key [start,end) TIMING index name=value ... [final] [quiet]
 //	           (a retraction is prefixed by "retract"; a calendar window's
 //	           local bounds follow its bounds: [start,end) local=[ls,le) zone)
 //	errors     the dead-letter and late-drop lines of the error stream (optional)
@@ -106,6 +106,9 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 		}
 		if v.Get("pane.final").Bool() {
 			b.WriteString(" final")
+		}
+		if v.Get("pane.quiet").Bool() {
+			b.WriteString(" quiet")
 		}
 		b.WriteString("\n")
 	}

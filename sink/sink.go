@@ -26,6 +26,7 @@ const (
 	HeaderRetraction  = "retraction"
 	HeaderPaneID      = "pane_id"
 	HeaderTimeZone    = "time_zone" // calendar windows only
+	HeaderQuiet       = "quiet"     // "true", on panes reached by the quiet advance only
 )
 
 // Header names written on dead-letter and late records.
@@ -40,7 +41,7 @@ const (
 // paneRecord is a pane's output record and its headers, allocated together.
 type paneRecord struct {
 	kgo.Record
-	headers [9]kgo.RecordHeader
+	headers [10]kgo.RecordHeader
 }
 
 // PaneRecord builds the output record of a pane: key the group key,
@@ -91,8 +92,10 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	if p.Zone != nil {
 		n = len(buf)
 		buf = append(buf, p.Zone.String()...)
-		h[8] = kgo.RecordHeader{Key: HeaderTimeZone, Value: cut(n)}
-		r.Headers = h[:]
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimeZone, Value: cut(n)})
+	}
+	if p.Quiet {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderQuiet, Value: []byte("true")})
 	}
 	return &r.Record
 }

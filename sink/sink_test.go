@@ -30,6 +30,23 @@ func TestPaneRecord(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, got[k], v)
 		}
 	}
+	if _, ok := got[HeaderQuiet]; ok {
+		t.Errorf("header %s on a pane the quiet advance did not reach", HeaderQuiet)
+	}
+	p.Quiet = true
+	r = PaneRecord("out", p, specs)
+	n := 0
+	for _, h := range r.Headers {
+		if h.Key == HeaderQuiet {
+			n++
+			if string(h.Value) != "true" {
+				t.Errorf("header %s = %q, want true", h.Key, h.Value)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("a quiet pane has %d %s headers, want 1", n, HeaderQuiet)
+	}
 }
 
 // A pane record costs two allocations (the record with its headers, one

@@ -33,6 +33,10 @@ type Spec struct {
 	// frontier by more than this (ms; 0: off; docs/SEMANTICS.md, Watermark
 	// alignment). The service acts on it; replay reads in order and ignores it.
 	MaxDrift int64
+	// QuietAdvance: when every assigned partition is idle and caught up,
+	// the frontier moves on with processing time (docs/SEMANTICS.md, Quiet
+	// inputs). Needs IdleTimeout.
+	QuietAdvance bool
 	// Marked: partition watermarks are set by Frontier.Mark (from the markers
 	// of upstream partitions, docs/SEMANTICS.md, Repartitioning), not by the
 	// event times of the partition's records. Not part of the YAML.

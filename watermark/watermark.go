@@ -15,6 +15,13 @@
 //     not let the frontier run ahead of them.
 //   - While an assigned partition's state restores (HoldRestoring), the
 //     frontier stays where it is.
+//   - Under QuietAdvance, when every assigned partition is idle and caught
+//     up (none held, restoring or paused), the frontier moves with
+//     processing time from the tick that saw the last of them idle:
+//     F = max(F, W + (now - t_quiet)), W the largest partition watermark
+//     then. A record, a lagging partition, an assignment, a revocation or
+//     a hold ends it at once; the next quiet period starts from its own
+//     tick.
 //   - Under a Marked spec (stage 2 of a repartitioned pipeline) records never
 //     move a partition's watermark; Mark does, from the partition's
 //     Upstreams (the last marker of every input partition), and never lowers it.
@@ -128,11 +135,18 @@ type Frontier struct {
 	active, assigned int
 	stale            bool
 	recomputes       int // passes over the partitions (for tests)
+	// The quiet advance (Spec.QuietAdvance): quietSince is the tick at
+	// which every assigned partition was idle and caught up (MinTime: not
+	// quiet), quietBase the largest partition watermark then, now the
+	// last tick. quietFrom is what the partitions alone gave the frontier
+	// at the last Advance that the quiet advance moved (MaxTime: that
+	// Advance was not quiet).
+	quietSince, quietBase, now, quietFrom int64
 }
 
 // NewFrontier returns a frontier at minus infinity with no partitions.
 func NewFrontier(spec Spec) *Frontier {
-	return &Frontier{spec: spec, value: MinTime, stale: true}
+	return &Frontier{spec: spec, value: MinTime, stale: true, quietSince: MinTime, quietFrom: MaxTime}
 }
 
 // raised notes that st's watermark rose from old. The minimum Advance
@@ -193,6 +207,7 @@ func (f *Frontier) Assign(p int32, now int64, caughtUp bool) {
 	st.caughtUp = caughtUp
 	st.lastActive = now
 	f.stale = true
+	f.endQuiet()
 }
 
 // HoldRestored makes every partition restored from persisted state but not
@@ -210,6 +225,7 @@ func (f *Frontier) HoldRestored(now, hold int64) []int32 {
 			st.held, st.holdUntil = true, now+hold
 			held = append(held, st.id)
 			f.stale = true
+			f.endQuiet()
 		}
 	}
 	return held
@@ -224,6 +240,7 @@ func (f *Frontier) HoldRestoring(p int32) {
 	st := f.part(p)
 	st.restoring = true
 	f.stale = true
+	f.endQuiet()
 }
 
 // Restoring reports whether HoldRestoring holds the frontier for p.
@@ -241,6 +258,7 @@ func (f *Frontier) Revoke(p int32) {
 		st.restoring = false
 		st.idle = false
 		f.stale = true
+		f.endQuiet()
 	}
 }
 
@@ -248,6 +266,9 @@ func (f *Frontier) Revoke(p int32) {
 func (f *Frontier) SetCaughtUp(p int32, caughtUp bool) {
 	if st := f.lookup(p); st != nil {
 		st.caughtUp = caughtUp
+		if !caughtUp && st.assigned {
+			f.endQuiet() // it lags: records are coming
+		}
 	}
 }
 
@@ -263,6 +284,7 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 	if st.idle {
 		st.idle = false
 		f.stale = true
+		f.endQuiet()
 	}
 	st.lastActive = now
 	if f.spec.Marked {
@@ -287,8 +309,11 @@ func (f *Frontier) Mark(p int32, wm int64) {
 	}
 }
 
-// Tick re-evaluates idleness and holds at processing time now.
+// Tick re-evaluates idleness, holds and the quiet advance at processing
+// time now.
 func (f *Frontier) Tick(now int64) {
+	f.now = now
+	defer f.tickQuiet(now)
 	for _, st := range f.sorted {
 		if st.held && now >= st.holdUntil {
 			st.held = false
@@ -304,8 +329,11 @@ func (f *Frontier) Tick(now int64) {
 	}
 }
 
-// Advance recomputes the frontier from the partitions and reports whether it moved.
+// Advance recomputes the frontier from the partitions and, while the input
+// is quiet, the processing time since it went quiet; it reports whether the
+// frontier moved.
 func (f *Frontier) Advance() bool {
+	f.quietFrom = MaxTime
 	if f.stale {
 		f.recompute()
 	}
@@ -316,11 +344,75 @@ func (f *Frontier) Advance() bool {
 	if f.active == 0 {
 		candidate = f.max
 	}
+	moved := false
 	if candidate > f.value {
 		f.value = candidate
-		return true
+		moved = true
 	}
-	return false
+	if q := f.QuietValue(); q > f.value {
+		f.quietFrom = f.value
+		f.value = q
+		moved = true
+	}
+	return moved
+}
+
+// endQuiet ends the quiet advance: a partition is active, lags, holds or
+// changed hands.
+func (f *Frontier) endQuiet() { f.quietSince = MinTime }
+
+// tickQuiet starts the quiet advance at now when every assigned partition
+// is idle and caught up and none is held, restoring or paused, and ends it
+// when one is not.
+func (f *Frontier) tickQuiet(now int64) {
+	if !f.spec.QuietAdvance || f.spec.IdleTimeout <= 0 {
+		return
+	}
+	quiet, w := false, MinTime
+	for _, st := range f.sorted {
+		if st.held || st.restoring {
+			quiet = false
+			break
+		}
+		if !st.assigned {
+			continue
+		}
+		if !st.idle || !st.caughtUp || st.paused {
+			quiet = false
+			break
+		}
+		quiet = true
+		w = max(w, st.gen.Watermark)
+	}
+	switch {
+	case !quiet || w == MinTime:
+		f.endQuiet()
+	case f.quietSince == MinTime:
+		f.quietSince, f.quietBase = now, w
+	}
+}
+
+// Quiet reports whether the quiet advance is moving the frontier.
+func (f *Frontier) Quiet() bool { return f.quietSince != MinTime }
+
+// QuietValue is where the quiet advance puts the frontier at the last tick,
+// W + (now - t_quiet), or MinTime when the input is not quiet.
+func (f *Frontier) QuietValue() int64 {
+	if f.quietSince == MinTime {
+		return MinTime
+	}
+	d := f.now - f.quietSince
+	if f.quietBase > MaxTime-d {
+		return MaxTime - 1
+	}
+	return f.quietBase + d
+}
+
+// QuietStep reports whether the last Advance was moved by the quiet advance
+// and, when it was, the frontier the partitions' watermarks alone gave: a
+// window whose deadline is past that was reached by the quiet advance.
+func (f *Frontier) QuietStep() (from int64, quiet bool) {
+	return f.quietFrom, f.quietFrom != MaxTime
 }
 
 // recompute sets min, max, active and assigned from the partitions.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -79,6 +80,14 @@ func TestPaneJSON(t *testing.T) {
 	}
 	if id := p.ID(); id != "u1/1700000000000/1700000010000/1" {
 		t.Fatalf("ID = %q", id)
+	}
+	p.Quiet = true
+	want = strings.Replace(want, `"mode":"accumulating"}`, `"mode":"accumulating","quiet":true}`, 1)
+	if got := string(AppendJSON(nil, p, specs)); got != want {
+		t.Fatalf("quiet pane:\ngot  %s\nwant %s", got, want)
+	}
+	if id := p.ID(); id != "u1/1700000000000/1700000010000/1" {
+		t.Fatalf("a quiet pane's ID = %q: quiet is not part of it", id)
 	}
 }
 
@@ -202,7 +211,7 @@ func TestPaneJSONMatchesAppendJSON(t *testing.T) {
 			start -= 1 // same end
 		}
 		p := &Pane{Key: fmt.Sprintf("k%d\"\n%d", i%7, rng.IntN(100)), Start: start, End: end, Timing: Timing(rng.IntN(3)), Index: uint32(rng.IntN(4)),
-			Final: rng.IntN(2) == 0, Mode: Mode(rng.IntN(3)), Retraction: rng.IntN(5) == 0,
+			Final: rng.IntN(2) == 0, Mode: Mode(rng.IntN(3)), Retraction: rng.IntN(5) == 0, Quiet: rng.IntN(4) == 0,
 			Values: []Value{{Kind: IntValue, Int: rng.Int64N(100)}, {Kind: NumValue, Num: float64(rng.Int64N(1e6)) / 100}, {}}[:rng.IntN(4)]}
 		want := string(AppendJSON(nil, p, specs))
 		buf = enc.Append(buf[:0], p)

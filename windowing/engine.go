@@ -81,6 +81,9 @@ type Stats struct {
 	// flushed and emptied (its keys are read back from the store as they
 	// are needed).
 	Evictions int64
+	// QuietAdvances counts the frontier steps the quiet advance made
+	// (watermark.Spec.QuietAdvance).
+	QuietAdvances int64
 }
 
 const (
@@ -110,9 +113,14 @@ type Engine struct {
 	emit     Emitter
 	wm       *watermark.Frontier
 	f        int64 // frontier as last acted upon
-	codec    stateCodec
-	pending  []pendingKey // restored keys of layouts not known yet (layout.go)
-	sealed   int64        // windows ending at or before it have expired (Evolution.Sealed)
+	// quietAbove: while a frontier step made by the quiet advance fires,
+	// the frontier the partitions alone gave; an on-time step of a window
+	// whose deadline is past it was reached by the quiet advance
+	// (Pane.Quiet). MaxTime otherwise.
+	quietAbove int64
+	codec      stateCodec
+	pending    []pendingKey // restored keys of layouts not known yet (layout.go)
+	sealed     int64        // windows ending at or before it have expired (Evolution.Sealed)
 
 	cache      keyCache
 	cacheBytes int
@@ -187,6 +195,8 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		cache:    newKeyCache(),
 		owned:    map[uint32]bool{},
 		catching: map[uint32]int64{},
+		// quietAbove: no quiet step is firing.
+		quietAbove: watermark.MaxTime,
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
 	e.codec = stateCodec{specs: e.spec.Aggregates, mode: spec.Mode}
@@ -467,6 +477,11 @@ func (e *Engine) Finish() error {
 func (e *Engine) advance() error {
 	if !e.wm.Advance() {
 		return nil
+	}
+	if from, quiet := e.wm.QuietStep(); quiet {
+		e.stats.QuietAdvances++
+		e.quietAbove = from
+		defer func() { e.quietAbove = watermark.MaxTime }()
 	}
 	return e.fireEvent(e.wm.Value())
 }
@@ -934,6 +949,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	}
 	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
 	p.Partial = partialOf(ks, w)
+	p.Quiet = timing == OnTime && w.end > e.quietAbove
 	acc := w.acc
 	if ks.sliced {
 		acc = e.merged // deriveSliced ran when the window's timer fired

@@ -56,6 +56,10 @@ type Pane struct {
 	// in the pane object.
 	HasPartition bool
 	Partition    int32
+	// Quiet: the pane's on-time step was reached by the quiet advance
+	// (docs/SEMANTICS.md, Quiet inputs), not by the partitions'
+	// watermarks. Shown as "quiet": true in the pane object.
+	Quiet bool
 }
 
 // ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop
@@ -156,6 +160,9 @@ func appendPaneFields(b []byte, p *Pane) []byte {
 		b = append(b, `,"partition":`...)
 		b = strconv.AppendInt(b, int64(p.Partition), 10)
 	}
+	if p.Quiet {
+		b = append(b, `,"quiet":true`...)
+	}
 	b = append(b, `},"retraction":`...)
 	b = strconv.AppendBool(b, p.Retraction)
 	return append(b, `,"aggregates":{`...)
@@ -191,6 +198,7 @@ type paneHead struct {
 	final      bool
 	mode       Mode
 	retraction bool
+	quiet      bool
 	zone       *time.Location
 	partition  int32 // -1: none
 }
@@ -213,7 +221,7 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = codec.AppendJSONString(b, p.Key)
-	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, zone: p.Zone, partition: -1}
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, quiet: p.Quiet, zone: p.Zone, partition: -1}
 	if p.HasPartition {
 		h.partition = p.Partition
 	}
