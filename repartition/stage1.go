@@ -39,16 +39,24 @@ func (s *Stage1) Forget(part int32) {
 // Markers appends to dst the markers to broadcast at processing time now
 // (Unix ms): of every assigned input partition whose watermark or idleness
 // changed since its last marker, or, when all, of every assigned one.
+// While the input partitions are quiet (watermark.Spec.QuietAdvance), an
+// idle partition's marker carries the quiet advance's frontier: stage 2
+// takes it only when every input partition, of every instance, is idle.
 func (s *Stage1) Markers(dst []Marker, now int64, all bool) []Marker {
+	quiet := s.wm.QuietValue()
 	for _, st := range s.wm.Status() {
 		if !st.Assigned {
 			continue
 		}
+		wm := st.Watermark
+		if st.Idle && quiet > wm {
+			wm = quiet
+		}
 		last, sent := s.sent[st.Partition]
-		if !all && sent && last.Watermark == st.Watermark && last.Idle == st.Idle {
+		if !all && sent && last.Watermark == wm && last.Idle == st.Idle {
 			continue
 		}
-		m := Marker{Upstream: st.Partition, Watermark: st.Watermark, Idle: st.Idle, Time: now}
+		m := Marker{Upstream: st.Partition, Watermark: wm, Idle: st.Idle, Time: now}
 		s.sent[st.Partition] = m
 		dst = append(dst, m)
 	}

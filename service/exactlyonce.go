@@ -292,8 +292,8 @@ func (p *pipeline) rollbackLocked() error {
 	if err != nil {
 		return err
 	}
-	p.countEvictionsLocked() // the discarded engine's
-	p.mu.eng, p.mu.countedEvictions = eng, 0
+	p.countEngineStatsLocked() // the discarded engine's
+	p.mu.eng, p.mu.counted = eng, windowing.Stats{}
 	p.mu.gated = map[int32]int64{}
 	p.holdRestoringLocked()
 	p.keepLostLocked()

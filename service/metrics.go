@@ -26,6 +26,7 @@ type metrics struct {
 	openWindows    *prometheus.GaugeVec
 	cacheBytes     *prometheus.GaugeVec
 	evictions      *prometheus.CounterVec
+	quietAdvances  *prometheus.CounterVec
 	stateBytes     *prometheus.GaugeVec
 	commitLatency  *prometheus.HistogramVec
 	ready          *prometheus.GaugeVec
@@ -78,6 +79,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		cacheBytes:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_cache_bytes", Help: "Estimated bytes of window state in the in-memory cache, held against state.cache_bytes."}, p),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_cache_evictions_total",
 			Help: "Times the window cache passed state.cache_bytes and was flushed and emptied (its keys are then read back from Pebble)."}, p),
+		quietAdvances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_quiet_advances_total",
+			Help: "Frontier steps made by the quiet advance: every partition idle, the frontier moving with processing time (watermark.quiet_advance)."}, p),
 		stateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_commit_latency_seconds", Help: "Duration of a commit cycle (flush output, sync state, commit offsets).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, p),
@@ -121,7 +124,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
-		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
+		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.restoreRemaining, m.standbys, m.transactions)
 	return m
 }
@@ -133,12 +136,13 @@ func msGauge(v int64) float64 {
 	return float64(v)
 }
 
-// countEvictionsLocked adds the engine's cache evictions not counted yet to the
-// metric.
-func (p *pipeline) countEvictionsLocked() {
-	n := p.mu.eng.Stats().Evictions
-	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(n - p.mu.countedEvictions))
-	p.mu.countedEvictions = n
+// countEngineStatsLocked adds the engine's cache evictions and quiet
+// advances not counted yet to their metrics.
+func (p *pipeline) countEngineStatsLocked() {
+	st := p.mu.eng.Stats()
+	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(st.Evictions - p.mu.counted.Evictions))
+	p.m.quietAdvances.WithLabelValues(p.cfg.Name).Add(float64(st.QuietAdvances - p.mu.counted.QuietAdvances))
+	p.mu.counted = st
 }
 
 // updateMetricsLocked refreshes the gauges.
@@ -153,7 +157,7 @@ func (p *pipeline) updateMetricsLocked() {
 	}
 	p.m.openWindows.WithLabelValues(name).Set(float64(p.mu.eng.OpenWindows()))
 	p.m.cacheBytes.WithLabelValues(name).Set(float64(p.mu.eng.CacheBytes()))
-	p.countEvictionsLocked()
+	p.countEngineStatsLocked()
 	p.m.assigned.WithLabelValues(name).Set(float64(len(p.mu.parts)))
 	ok, _ := p.ready()
 	p.m.ready.WithLabelValues(name).Set(b2f(ok))

@@ -172,14 +172,15 @@ type loopState struct {
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	loggedWrites int64              // store.writes already counted in the metric
-	// countedEvictions: the engine's Stats().Evictions already
-	// counted in the metric (0 again with a rollback's new engine).
-	countedEvictions int64
-	gated            map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
-	faultAfter       int             // Faults.ExitAfterChangelog; 0: off
-	defSeq           int             // counts changes of defBytes
-	drainLogged      bool            // the end of a drain was logged
-	defLogged        map[int32]int   // defSeq last written to each partition's changelog
+	// counted: the engine's Stats() whose Evictions and QuietAdvances
+	// are already counted in the metrics (zero again with a rollback's
+	// new engine).
+	counted     windowing.Stats
+	gated       map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined
+	faultAfter  int             // Faults.ExitAfterChangelog; 0: off
+	defSeq      int             // counts changes of defBytes
+	drainLogged bool            // the end of a drain was logged
+	defLogged   map[int32]int   // defSeq last written to each partition's changelog
 
 	// exactly_once (exactlyonce.go)
 	txnRecords bool // the open transaction holds produced records

@@ -159,6 +159,10 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 				return
 			}
 		}
+		// The fetch told the partition's end: whether it is caught up
+		// (and so may turn idle) is known now, not only at the next
+		// listing of the ends.
+		p.mu.eng.Watermarks().SetCaughtUp(fp.Partition, st.caughtUp())
 	})
 	poll.finish()
 	if dropped > 0 {

@@ -41,6 +41,9 @@ type PipelineStatus struct {
 	// FrontierMS is null before the first frontier (and at +infinity).
 	FrontierMS         *int64   `json:"frontier_ms"`
 	FrontierLagSeconds *float64 `json:"frontier_lag_seconds"`
+	// Quiet: every partition is idle and the frontier moves with
+	// processing time (docs/SEMANTICS.md, Quiet inputs).
+	Quiet bool `json:"quiet"`
 
 	RecordsPerSecond float64            `json:"records_per_second"`
 	PanesPerSecond   map[string]float64 `json:"panes_per_second"` // by timing
@@ -244,6 +247,7 @@ func (p *pipeline) publishStatusLocked(status []watermark.PartitionStatus, minAc
 		InputTopic:  p.inputTopic(),
 		SnapshotMS:  now.UnixMilli(),
 		FrontierMS:  optInt(f),
+		Quiet:       p.mu.eng.Watermarks().Quiet(),
 		OpenWindows: p.mu.eng.OpenWindows(),
 		CacheBytes:  int64(p.mu.eng.CacheBytes()),
 		StateBytes:  gaugeValue(p.m.stateBytes.WithLabelValues(p.cfg.Name)),
