@@ -1,0 +1,48 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
+)
+
+// TestStoreSalesQuietExample: the README's quiet inputs example gives the
+// panes it shows: the evening's last hour on time by the quiet advance,
+// before the next morning's sale.
+func TestStoreSalesQuietExample(t *testing.T) {
+	cfg, err := config.Load("../configs/store-sales-quiet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.ReadFile("../testdata/store-sales.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Run(Options{Pipeline: &cfg.Pipelines[0], Input: bytes.NewReader(in), Partitions: 2, FS: vfs.NewMem(), Out: &out, Errs: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range lines(out.Bytes()) {
+		v := gjson.Parse(line)
+		b.WriteString(fmt.Sprintln(v.Get("key").Str, v.Get("window.start").Int(), v.Get("pane.timing").Str, v.Get("pane.index").Int(),
+			v.Get("pane.final").Bool(), v.Get("pane.quiet").Bool()))
+	}
+	want := `rome-1 1764878400000 ON_TIME 0 false true
+rome-2 1764878400000 ON_TIME 0 false true
+rome-1 1764878400000 LATE 1 true false
+rome-2 1764878400000 LATE 1 true false
+rome-1 1764918000000 ON_TIME 0 true false
+`
+	if b.String() != want {
+		t.Fatalf("panes:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
