@@ -117,7 +117,7 @@ var (
 	timeFormats  = named(UnixS, UnixMS, UnixUS, UnixNS, RFC3339)
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = named(watermark.BoundedOutOfOrderness, watermark.Monotonic)
-	windowKinds  = named(windowing.Tumbling, windowing.Hopping, windowing.Session, windowing.Calendar, windowing.Cumulate, windowing.Sliding)
+	windowKinds  = named(windowing.Tumbling, windowing.Hopping, windowing.Session, windowing.Calendar, windowing.Cumulate, windowing.Sliding, windowing.CountWindow)
 	closings     = named(windowing.ClosingAlways, windowing.ClosingIfChanged, windowing.ClosingNever)
 	modes        = named(windowing.Accumulating, windowing.Discarding, windowing.Retracting)
 	aggOps       = named(windowing.Count, windowing.Sum, windowing.Min, windowing.Max, windowing.Avg, windowing.DistinctApprox, windowing.Quantiles, windowing.TopK)

@@ -51,6 +51,9 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.OutputTopic, _ = req(out, "topic", d.topic)
 	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
 	p.ProgressInterval, _ = opt(out, "progress_interval", 0, d.duration(positive))
+	if p.Spec.Window.Kind == windowing.CountWindow && out.has("progress_interval") {
+		d.errorf(out.keyAt("progress_interval"), out.child("progress_interval"), "progress records say through which event time the panes are final; count windows have no event-time end")
+	}
 	p.LateTopic, _ = opt(m, "late_topic", "", d.topic)
 	p.DeadLetterTopic, _ = opt(m, "dead_letter_topic", p.Name+"-dlq", d.topic)
 	p.Delivery, _ = opt(m, "delivery", AtLeastOnce, oneOf(d, deliveries))
@@ -163,7 +166,20 @@ func (d *decoder) spec(m *mapping) windowing.Spec {
 	s.Window = d.window(m.sub("window", windowKeys...))
 	lateness, latenessOK := opt(m, "allowed_lateness", 0, d.duration(nonNegative))
 	s.AllowedLateness = lateness
-	s.Trigger = d.trigger(m.sub("trigger", triggerKeys...), lateness == 0 && latenessOK)
+	trigger := m.sub("trigger", triggerKeys...)
+	s.Trigger = d.trigger(trigger, lateness == 0 && latenessOK)
+	if s.Window.Kind == windowing.CountWindow {
+		// A count window has no event-time end: it is complete when full
+		// (docs/SEMANTICS.md, Count windows).
+		if m.has("allowed_lateness") {
+			d.errorf(m.keyAt("allowed_lateness"), m.child("allowed_lateness"), "allowed_lateness does not apply to count windows: they have no event-time end, and are final when full")
+		}
+		for _, k := range []string{"on_time", "late", "closing"} {
+			if trigger.has(k) {
+				d.errorf(trigger.keyAt(k), trigger.child(k), "%s does not apply to count windows: a count window's pane is ON_TIME and final when the window is full, EARLY before (early triggers)", k)
+			}
+		}
+	}
 	s.Mode, _ = opt(m, "accumulation", windowing.Accumulating, oneOf(d, modes))
 	s.Aggregates = d.aggregates(m)
 	return s
@@ -176,6 +192,9 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	}
 	if kindOK && kind == windowing.Cumulate {
 		return d.cumulate(m)
+	}
+	if kindOK && kind == windowing.CountWindow {
+		return d.countWindow(m)
 	}
 	size, sizeOK := opt(m, "size", 0, d.duration(positive))
 	hop, hopOK := opt(m, "hop", 0, d.duration(positive))
@@ -200,6 +219,29 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	default:
 		return windowing.WindowSpec{Kind: kind, Gap: gap}
 	}
+}
+
+// MaxCountWindowsPerRecord bounds size / hop of count windows, as
+// MaxWindowsPerRecord does for hopping windows.
+const MaxCountWindowsPerRecord = MaxWindowsPerRecord
+
+// countWindow decodes `type: count` (docs/SEMANTICS.md, Count windows):
+// size and hop count records.
+func (d *decoder) countWindow(m *mapping) windowing.WindowSpec {
+	for _, f := range windowFields {
+		if f.name != "size" && f.name != "hop" && m.has(f.name) {
+			d.errorf(m.keyAt(f.name), m.child(f.name), "%s is not valid for count windows (size and hop count records)", f.name)
+		}
+	}
+	m.require("size")
+	size, sizeOK := opt(m, "size", 1, d.intIn(1, math.MaxInt32))
+	hop, hopOK := opt(m, "hop", size, d.intIn(1, math.MaxInt32))
+	if sizeOK && hopOK && hop > size {
+		d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%d) must not exceed size (%d)", hop, size)
+	} else if sizeOK && hopOK && (size+hop-1)/hop > MaxCountWindowsPerRecord {
+		d.errorf(m.valueAt("hop"), m.child("hop"), "size / hop is %d windows for every record, more than %d: use a larger hop", (size+hop-1)/hop, MaxCountWindowsPerRecord)
+	}
+	return windowing.WindowSpec{Kind: windowing.CountWindow, Size: size, Hop: hop}
 }
 
 // windowFields reports the fields kind requires and lacks, and those it

@@ -203,6 +203,8 @@ func windowText(w windowing.WindowSpec) string {
 	case windowing.Sliding:
 		add("size", w.Size)
 		return s
+	case windowing.CountWindow:
+		return s + " size=" + strconv.FormatInt(w.Size, 10) + " hop=" + strconv.FormatInt(w.Hop, 10) + " records"
 	}
 	if c := w.Calendar; c != nil {
 		s += " unit=" + c.Unit.String() + " size=" + strconv.FormatInt(c.Size, 10) + " hop=" + strconv.FormatInt(c.Hop, 10) +

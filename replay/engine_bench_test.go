@@ -51,6 +51,10 @@ var engineShapes = []struct {
 	// The same by record key: a sketch per window of about one record.
 	{"tumbling-10s-key-avg", "../bench/tumbling-10s-key-avg.yaml", false},
 	{"tumbling-10s-key-quantiles", "../bench/tumbling-10s-key-quantiles.yaml", false},
+	// Count windows by record key against tumbling-10s-key (about one
+	// record per window there; ten here).
+	{"count-10-key", "../bench/count-10-key.yaml", false},
+	{"count-10-5-key", "../bench/count-10-5-key.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.

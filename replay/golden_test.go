@@ -25,7 +25,8 @@ var update = flag.Bool("update", false, "rewrite the output sections of testdata
 //	input      the replay input, JSON lines
 //	output     the panes, one per line: key [start,end) TIMING index name=value ... [final] [quiet]
 //	           (a retraction is prefixed by "retract"; a calendar window's
-//	           local bounds follow its bounds: [start,end) local=[ls,le) zone)
+//	           local bounds follow its bounds: [start,end) local=[ls,le) zone;
+//	           a count window's first and last records' times: times=t1..t2)
 //	errors     the dead-letter and late-drop lines of the error stream (optional)
 //	summary    records, filtered and dead_letters of the summary (optional)
 type goldenCase struct {
@@ -97,6 +98,9 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 			b.WriteString("retract ")
 		}
 		fmt.Fprintf(&b, "%s [%s,%s) ", v.Get("key").Str, v.Get("window.start").Raw, v.Get("window.end").Raw)
+		if t := v.Get("window.first_time"); t.Exists() {
+			fmt.Fprintf(&b, "times=%s..%s ", t.Raw, v.Get("window.last_time").Raw)
+		}
 		if z := v.Get("window.time_zone"); z.Exists() {
 			fmt.Fprintf(&b, "local=[%s,%s) %s ", v.Get("window.local_start").Str, v.Get("window.local_end").Str, z.Str)
 		}

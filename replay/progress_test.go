@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/windowing"
 )
 
 // TestProgressPromise replays every golden case with --progress and checks
@@ -24,6 +26,9 @@ func TestProgressPromise(t *testing.T) {
 	lines := 0
 	for _, file := range files {
 		_, p, input, n := loadGolden(t, file)
+		if p.Spec.Window.Kind == windowing.CountWindow {
+			continue // no event-time end: refused with --progress (TestCountWindowsNoProgress)
+		}
 		run := func(progress bool) string {
 			var out, errs bytes.Buffer
 			if _, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &errs, Progress: progress}); err != nil {
@@ -65,5 +70,16 @@ func TestProgressPromise(t *testing.T) {
 	}
 	if lines < len(files) {
 		t.Fatalf("only %d progress lines over %d cases", lines, len(files))
+	}
+}
+
+// TestCountWindowsNoProgress: progress lines promise event-time
+// completeness, which count windows do not have: --progress is refused.
+func TestCountWindowsNoProgress(t *testing.T) {
+	_, p, input, n := loadGolden(t, "testdata/count_tumbling.txt")
+	var out bytes.Buffer
+	_, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: n, FS: vfs.NewMem(), Out: &out, Errs: &out, Progress: true})
+	if err == nil || !strings.Contains(err.Error(), "count windows") {
+		t.Fatalf("replay --progress of count windows: %v, want it refused", err)
 	}
 }

@@ -203,6 +203,9 @@ func Run(opts Options) (Summary, error) {
 	if opts.Partitions < 1 || opts.Partitions > MaxPartitions {
 		return Summary{}, fmt.Errorf("replay: partitions must be between 1 and %d, got %d", MaxPartitions, opts.Partitions)
 	}
+	if opts.Progress && p.Spec.Window.Kind == windowing.CountWindow {
+		return Summary{}, errors.New("replay: --progress says through which event time the panes are final; count windows have no event-time end")
+	}
 	dir := opts.StateDir
 	if opts.FS != nil {
 		if dir == "" {
@@ -237,7 +240,7 @@ func Run(opts Options) (Summary, error) {
 		errs:  bufio.NewWriterSize(opts.Errs, 1<<12),
 		panes: windowing.NewPaneJSON(p.Spec.Aggregates),
 	}
-	if p.Spec.Window.Kind != windowing.Session {
+	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.CountWindow { // count windows drop nothing as late
 		r.windows = windowing.NewAssigner(p.Spec.Window)
 	}
 	cacheBytes := opts.CacheBytes

@@ -187,6 +187,11 @@ func (r *paneRing) add(pn *windowing.Pane, key []byte, now int64) {
 	r.mu.Lock()
 	e := &r.buf[r.n%recentPanes]
 	*e = ringPane{emitted: now, key: key, start: pn.Start, end: pn.End, timing: pn.Timing, index: pn.Index, final: pn.Final, retraction: pn.Retraction}
+	if pn.Records {
+		// A count window's bounds count records: the page shows its
+		// first and last records' times.
+		e.start, e.end = pn.FirstTime, pn.LastTime
+	}
 	r.n++
 	r.mu.Unlock()
 }

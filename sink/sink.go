@@ -25,8 +25,10 @@ const (
 	HeaderMode        = "mode"
 	HeaderRetraction  = "retraction"
 	HeaderPaneID      = "pane_id"
-	HeaderTimeZone    = "time_zone" // calendar windows only
-	HeaderQuiet       = "quiet"     // "true", on panes reached by the quiet advance only
+	HeaderTimeZone    = "time_zone"  // calendar windows only
+	HeaderQuiet       = "quiet"      // "true", on panes reached by the quiet advance only
+	HeaderFirstTime   = "first_time" // count windows only: the first record's event time
+	HeaderLastTime    = "last_time"  // count windows only: the last record's event time
 )
 
 // Header names written on dead-letter and late records.
@@ -45,7 +47,8 @@ type paneRecord struct {
 }
 
 // PaneRecord builds the output record of a pane: key the group key,
-// timestamp end-1, value the pane JSON, headers repeating the pane fields.
+// timestamp end-1 (a count window's: its last record's event time), value
+// the pane JSON, headers repeating the pane fields.
 // The record and its headers are one allocation, and the value, the key
 // and the header values are slices of one buffer (the record is produced
 // once and never changed, so they can share it): two allocations per pane
@@ -58,6 +61,9 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	r := &paneRecord{}
 	r.Topic = topic
 	r.Timestamp = time.UnixMilli(p.End - 1)
+	if p.Records {
+		r.Timestamp = time.UnixMilli(p.LastTime) // a count window's bounds are not times
+	}
 	buf = windowing.AppendJSON(buf, p, specs)
 	r.Value = cut(0)
 	n := len(buf)
@@ -96,6 +102,14 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	}
 	if p.Quiet {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderQuiet, Value: []byte("true")})
+	}
+	if p.Records {
+		n = len(buf)
+		buf = strconv.AppendInt(buf, p.FirstTime, 10)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderFirstTime, Value: cut(n)})
+		n = len(buf)
+		buf = strconv.AppendInt(buf, p.LastTime, 10)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderLastTime, Value: cut(n)})
 	}
 	return &r.Record
 }

@@ -154,9 +154,12 @@ type Engine struct {
 	byEnd      bool    // windows are named by their end (cumulate: one start, many ends)
 	merged     []accum // a sliced window's aggregates as its pane shows them
 	slicedTook bool    // the current record went into a slice
-	fetch      []cacheKey
-	fetchKeys  []string
-	dueKeys    []*keyState // prefetch: the cached key state of each timer, or nil
+	// countFilled: the current record filled a count window (which is
+	// gone from touched: it was emitted and deleted).
+	countFilled bool
+	fetch       []cacheKey
+	fetchKeys   []string
+	dueKeys     []*keyState // prefetch: the cached key state of each timer, or nil
 	// freeWindows are deleted windows of len(spec.Aggregates) aggregates,
 	// zeroed, for newWindow to reuse (at most maxFreeWindows): in a pipeline
 	// whose windows hold about one record each, a window per record is
@@ -208,7 +211,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		}
 	}
 	e.byEnd = spec.Window.Kind == Cumulate
-	if spec.Window.Kind != Session && spec.Window.Kind != Sliding {
+	if spec.Window.Kind != Session && spec.Window.Kind != Sliding && spec.Window.Kind != CountWindow {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
 		e.assigner.setSlice(e.sliceLen)
@@ -405,8 +408,11 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	e.touched = e.touched[:0]
 	e.outOfRange = false
 	e.slicedTook = false
+	e.countFilled = false
 	var err error
 	switch e.spec.Window.Kind {
+	case CountWindow:
+		err = e.assignCount(ks, ev, now)
 	case Session:
 		err = e.assignSession(ks, ev, now)
 	case Sliding:
@@ -417,7 +423,7 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 	if err != nil {
 		return err
 	}
-	if reason, drop := dropReason(len(e.touched) > 0 || e.slicedTook, e.outOfRange); drop {
+	if reason, drop := dropReason(len(e.touched) > 0 || e.slicedTook || e.countFilled, e.outOfRange); drop {
 		if reason == DropOutOfRange {
 			e.stats.OutOfRange++
 		} else {
@@ -637,15 +643,25 @@ func (e *Engine) fireProc(t Timer, ks *keyState) error {
 	}
 	w.hasProc = false
 	ks.dirty = true
-	if fire, timing := procFiring(w.lateProc(), e.f, w.end, w.sincePane); fire {
+	if fire, timing := procFiring(w.lateProc(), e.frontierOf(ks), w.end, w.sincePane); fire {
 		return e.emitPane(ks, w, timing, false)
 	}
 	return nil
 }
 
+// frontierOf is the frontier the windows of ks are judged against: the
+// frontier, but for count windows, whose bounds are not times and which
+// the frontier never closes (count.go).
+func (e *Engine) frontierOf(ks *keyState) int64 {
+	if ks.counting {
+		return watermark.MinTime
+	}
+	return e.f
+}
+
 // recordTriggers evaluates step (2) for one window a record updated.
 func (e *Engine) recordTriggers(ks *keyState, w *window) error {
-	if fire, timing := recordFiring(&e.spec.Trigger, e.f, w.end, w.sincePane); fire {
+	if fire, timing := recordFiring(&e.spec.Trigger, e.frontierOf(ks), w.end, w.sincePane); fire {
 		return e.emitPane(ks, w, timing, false)
 	}
 	return nil
@@ -722,7 +738,7 @@ func (e *Engine) release(ks *keyState, n int) {
 
 // update adds ev to w and arms the processing-time trigger of its phase.
 func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
-	if closed(e.f, w.end) {
+	if closed(e.frontierOf(ks), w.end) {
 		w.lateSeen = true
 	}
 	for i := range e.spec.Aggregates {
@@ -950,6 +966,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
 	p.Partial = partialOf(ks, w)
 	p.Quiet = timing == OnTime && w.end > e.quietAbove
+	p.Records, p.FirstTime, p.LastTime = ks.counting, w.firstTime(), w.lastTime()
 	acc := w.acc
 	if ks.sliced {
 		acc = e.merged // deriveSliced ran when the window's timer fired
@@ -963,7 +980,8 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	e.stats.Panes[timing]++
 	w.nextIndex++
 	if remember {
-		w.last = &lastPane{start: w.start, end: w.end, timing: timing, mode: p.Mode, index: p.Index, values: append([]Value(nil), p.Values...)}
+		w.last = &lastPane{start: w.start, end: w.end, firstTime: w.firstTime(), lastTime: w.lastTime(), timing: timing, mode: p.Mode, index: p.Index,
+			values: append([]Value(nil), p.Values...)}
 	}
 	if discard {
 		for i := range w.acc {
@@ -992,6 +1010,7 @@ func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r.Key, r.Start, r.End = ks.key, l.start, l.end
 	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, l.mode, true
 	r.Partial = 0
+	r.Records, r.FirstTime, r.LastTime = ks.counting, l.firstTime, l.lastTime
 	r.HasPartition, r.Partition = e.partitionInID(ks)
 	if e.drain != nil {
 		e.paneZone(r, l.start, l.end)
@@ -1108,7 +1127,7 @@ func (e *Engine) flush() error {
 		if !ks.dirty {
 			return nil
 		}
-		if len(ks.windows) == 0 {
+		if len(ks.windows) == 0 && !ks.counting {
 			if err := e.store.DeleteKey(ks.shard, ks.key); err != nil {
 				return err
 			}

@@ -22,15 +22,24 @@ type window struct {
 	lateSeen   bool  // a late record updated the window
 	settled    bool  // an ON_TIME or LATE pane was emitted
 	sincePane  int64 // records since the last pane (changed when > 0)
-	timer      int64 // deadline of its event-time timer (end, or end+lateness)
+	timer      int64 // deadline of its event-time timer (end, or end+lateness); a count window's first time
 	hasProc    bool  // a processing-time timer is pending: see lateProc
 	proc       int64 // deadline of its processing-time timer, when hasProc
 	last       *lastPane
-	paneSeq    uint64 // sliced key: its seq at the window's last pane
+	paneSeq    uint64 // sliced key: its seq at the window's last pane; a count window's last time
 	retired    bool   // sliding key: expired, kept for its slices (sliding.go)
 	mode       Mode   // its accumulation mode: the one it opened under, until a pane bridges it to the pipeline's (bridgeMode)
 	partial    uint64 // aggregates added after it opened: bit i, aggregate i (layout.go)
 }
+
+// A count window has no event-time timer and is never sliced: timer holds
+// its first record's event time, paneSeq its last one's (count.go).
+
+// firstTime is count window w's first record's event time.
+func (w *window) firstTime() int64 { return w.timer }
+
+// lastTime is count window w's last record's event time.
+func (w *window) lastTime() int64 { return int64(w.paneSeq) }
 
 // lateProc reports whether w's processing-time timer, pending or to be
 // armed, is a late trigger's rather than an early one's: it is after the
@@ -81,10 +90,13 @@ func allocWindow(n int) *window {
 // accumulating pane that bridged to it).
 type lastPane struct {
 	start, end int64
-	timing     Timing
-	mode       Mode
-	index      uint32
-	values     []Value
+	// firstTime, lastTime: a count window's (window.firstTime, lastTime)
+	// when the pane was emitted.
+	firstTime, lastTime int64
+	timing              Timing
+	mode                Mode
+	index               uint32
+	values              []Value
 }
 
 // keyState holds every open window of one group key, sorted by start.
@@ -97,12 +109,15 @@ type keyState struct {
 	// sliding: the windows hold their aggregates and slide the key's
 	// records merged per time, what new windows start from (sliding.go).
 	sliding bool
-	slide   *slides
-	key     string
-	windows []*window // backed by slots while it fits there
-	size    int       // approximate bytes, for the cache budget
-	slices  []*slice
-	seq     uint64
+	// counting: a count windows key: seq counts its records, and its
+	// state is kept while it has no window (count.go).
+	counting bool
+	slide    *slides
+	key      string
+	windows  []*window // backed by slots while it fits there
+	size     int       // approximate bytes, for the cache budget
+	slices   []*slice
+	seq      uint64
 	// slots back windows for a key of at most keptSlots windows (every
 	// key of a tumbling pipeline, most of a session one): looking up a
 	// window then reads no separate array, and the key costs no
@@ -251,11 +266,17 @@ const (
 // both encodings without a new version: they occur only in the state of a
 // pipeline that has those aggregates, which a version without them cannot
 // run, and state written before them never holds them.
+//
+// A count windows key (count.go) is 7, or 8 tagged: windows as in 1, each
+// with its last record's event time after its aggregates (the first is its
+// timer), a last pane with its two times after its index, then the key's
+// seq.
 const (
 	keyStateVersion        = 1
 	keyStateVersionSliced  = 2
 	keyStateVersionSliding = 3
 	keyStateTagged         = 3 // added to a version: tagged with a layout gen
+	keyStateVersionCount   = 7 // tagged: 8
 )
 
 // encodeKeyState appends the binary form of ks's windows, untagged.
@@ -276,10 +297,16 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 	case ks.sliding:
 		v = keyStateVersionSliding
 	}
-	if tagged {
+	switch {
+	case ks.counting && tagged:
+		b = append(b, keyStateVersionCount+1)
+		b = binary.AppendUvarint(b, uint64(c.gen))
+	case ks.counting:
+		b = append(b, keyStateVersionCount)
+	case tagged:
 		b = append(b, v+keyStateTagged)
 		b = binary.AppendUvarint(b, uint64(c.gen))
-	} else {
+	default:
 		b = append(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ks.windows)))
@@ -328,12 +355,19 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 				return nil, err
 			}
 		}
+		if ks.counting {
+			b = binary.AppendVarint(b, w.lastTime()) // (its first time is its timer)
+		}
 		if w.last != nil {
 			l := w.last
 			b = binary.AppendVarint(b, l.start)
 			b = binary.AppendVarint(b, l.end)
 			b = append(b, byte(l.timing))
 			b = binary.AppendUvarint(b, uint64(l.index))
+			if ks.counting {
+				b = binary.AppendVarint(b, l.firstTime)
+				b = binary.AppendVarint(b, l.lastTime)
+			}
 			for _, v := range l.values {
 				b = append(b, byte(v.Kind))
 				switch v.Kind {
@@ -347,6 +381,9 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 				}
 			}
 		}
+	}
+	if ks.counting {
+		return binary.AppendUvarint(b, ks.seq), nil
 	}
 	if ks.sliding {
 		var err error
@@ -549,10 +586,17 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		ks.slide = nil // (an empty store of these specs stays: Engine.newKeyState's)
 	}
 	v := d.byte1()
+	ks.counting = v == keyStateVersionCount || v == keyStateVersionCount+1
 	tagged := v > keyStateTagged
+	if ks.counting {
+		tagged = v == keyStateVersionCount+1
+		v = keyStateVersion
+	}
 	var gen uint32
-	if tagged {
+	if tagged && !ks.counting {
 		v -= keyStateTagged
+	}
+	if tagged {
 		g := d.uvarint()
 		if g > math.MaxUint32 {
 			return errCorruptState
@@ -615,6 +659,9 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 				return err
 			}
 		}
+		if ks.counting {
+			w.paneSeq = uint64(d.varint()) // lastTime
+		}
 		if flags&flagHasLast != 0 {
 			l := &lastPane{mode: Retracting, values: make([]Value, len(specs))}
 			if flags&flagLastAccumulating != 0 {
@@ -624,6 +671,10 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 			l.end = d.varint()
 			l.timing = Timing(d.byte1())
 			l.index = uint32(d.uvarint())
+			if ks.counting {
+				l.firstTime = d.varint()
+				l.lastTime = d.varint()
+			}
 			for j := range l.values {
 				v := &l.values[j]
 				v.Kind = ValueKind(d.byte1())
@@ -644,6 +695,9 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		ks.windows = append(ks.windows, w)
 	}
 	ks.slices = ks.slices[:0]
+	if ks.counting {
+		ks.seq = d.uvarint()
+	}
 	if ks.sliding {
 		if err := d.slide(ks, specs); err != nil {
 			return err

@@ -87,7 +87,7 @@ func (c *stateCodec) knows(gen uint32) bool {
 
 // tagOf returns the layout tag of an encoded key state (0: untagged).
 func tagOf(b []byte) uint32 {
-	if len(b) == 0 || b[0] <= keyStateTagged {
+	if len(b) == 0 || b[0] <= keyStateTagged || b[0] == keyStateVersionCount {
 		return 0
 	}
 	v, n := binary.Uvarint(b[1:])

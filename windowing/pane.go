@@ -56,6 +56,11 @@ type Pane struct {
 	// in the pane object.
 	HasPartition bool
 	Partition    int32
+	// Records: the pane is a count window's (count.go): Start and End
+	// count the key's records (it holds records Start+1 … End), and
+	// FirstTime and LastTime are its first and last records' event times.
+	Records             bool
+	FirstTime, LastTime int64
 	// Quiet: the pane's on-time step was reached by the quiet advance
 	// (docs/SEMANTICS.md, Quiet inputs), not by the partitions'
 	// watermarks. Shown as "quiet": true in the pane object.
@@ -89,7 +94,7 @@ func (p *Pane) AppendID(b []byte) []byte {
 func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = append(b, `{"key":`...)
 	b = codec.AppendJSONString(b, p.Key)
-	b = appendWindowPart(b, p.Start, p.End, p.Zone)
+	b = appendWindowPart(b, p)
 	b = appendPaneFields(b, p)
 	for i := range specs {
 		if i > 0 {
@@ -120,12 +125,20 @@ func appendPartial(b []byte, partial uint64, specs []AggSpec) []byte {
 
 // appendWindowPart appends what follows a pane's key up to its timing:
 // the window, and the opening of the pane object. A calendar window
-// (zone != nil) also shows its zone and local bounds.
-func appendWindowPart(b []byte, start, end int64, zone *time.Location) []byte {
+// (Zone != nil) also shows its zone and local bounds, a count window its
+// first and last records' event times.
+func appendWindowPart(b []byte, p *Pane) []byte {
+	start, end, zone := p.Start, p.End, p.Zone
 	b = append(b, `,"window":{"start":`...)
 	b = strconv.AppendInt(b, start, 10)
 	b = append(b, `,"end":`...)
 	b = strconv.AppendInt(b, end, 10)
+	if p.Records {
+		b = append(b, `,"first_time":`...)
+		b = strconv.AppendInt(b, p.FirstTime, 10)
+		b = append(b, `,"last_time":`...)
+		b = strconv.AppendInt(b, p.LastTime, 10)
+	}
 	if zone != nil {
 		b = append(b, `,"time_zone":`...)
 		b = codec.AppendJSONString(b, zone.String())
@@ -199,6 +212,9 @@ type paneHead struct {
 	mode       Mode
 	retraction bool
 	quiet      bool
+	records    bool
+	first      int64
+	last       int64
 	zone       *time.Location
 	partition  int32 // -1: none
 }
@@ -221,12 +237,12 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = codec.AppendJSONString(b, p.Key)
-	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, quiet: p.Quiet, zone: p.Zone, partition: -1}
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, quiet: p.Quiet, records: p.Records, first: p.FirstTime, last: p.LastTime, zone: p.Zone, partition: -1}
 	if p.HasPartition {
 		h.partition = p.Partition
 	}
 	if e.head == nil || h != e.last {
-		e.head = appendPaneFields(appendWindowPart(e.head[:0], p.Start, p.End, p.Zone), p)
+		e.head = appendPaneFields(appendWindowPart(e.head[:0], p), p)
 		e.last = h
 	}
 	b = append(b, e.head...)

@@ -103,7 +103,9 @@ func (x timerIndex) has(t Timer) bool {
 // Engine.byEnd).
 func appendTimers(dst []Timer, ks *keyState, byEnd bool) []Timer {
 	for _, w := range ks.windows {
-		dst = append(dst, timerOf(EventTimer, w.timer, ks, w, byEnd))
+		if !ks.counting { // count windows have no event-time timer (count.go)
+			dst = append(dst, timerOf(EventTimer, w.timer, ks, w, byEnd))
+		}
 		if w.hasProc {
 			dst = append(dst, timerOf(ProcTimer, w.proc, ks, w, byEnd))
 		}

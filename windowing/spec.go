@@ -13,6 +13,9 @@ const (
 	Calendar
 	Cumulate
 	Sliding
+	// CountWindow: windows of a key's records in read order, not of
+	// time (count.go); Size and Hop count records.
+	CountWindow
 )
 
 // String returns the configuration name of the kind.
@@ -30,12 +33,15 @@ func (k WindowKind) String() string {
 		return "cumulate"
 	case Sliding:
 		return "sliding"
+	case CountWindow:
+		return "count"
 	}
 	return fmt.Sprintf("WindowKind(%d)", uint8(k))
 }
 
 // WindowSpec describes how events are assigned to windows. All lengths are
-// milliseconds of event time. Tumbling windows have Hop == Size.
+// milliseconds of event time, but for count windows, whose Size and Hop
+// are numbers of records. Tumbling windows have Hop == Size.
 type WindowSpec struct {
 	Kind     WindowKind
 	Size     int64         // tumbling, hopping, sliding and fixed cumulate (the period)
