@@ -48,15 +48,14 @@ func (s *Stage1) Markers(dst []Marker, now int64, all bool) []Marker {
 		if !st.Assigned {
 			continue
 		}
-		wm := st.Watermark
-		if st.Idle && quiet > wm {
-			wm = quiet
+		m := Marker{Upstream: st.Partition, Watermark: st.Watermark, Idle: st.Idle, Time: now, Base: st.Watermark}
+		if st.Idle && quiet > st.Watermark {
+			m.Watermark, m.Quiet = quiet, true
 		}
 		last, sent := s.sent[st.Partition]
-		if !all && sent && last.Watermark == wm && last.Idle == st.Idle {
+		if !all && sent && last.Watermark == m.Watermark && last.Idle == m.Idle && last.Base == m.Base {
 			continue
 		}
-		m := Marker{Upstream: st.Partition, Watermark: wm, Idle: st.Idle, Time: now}
 		s.sent[st.Partition] = m
 		dst = append(dst, m)
 	}

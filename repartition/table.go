@@ -24,11 +24,21 @@ func (t *Table) Inputs() int { return t.marks.Len() }
 
 // Apply takes a marker; false when its input partition is not in the
 // table (the input grew since the table was made).
-func (t *Table) Apply(m Marker) bool { return t.marks.Observe(m.Upstream, m.Watermark, m.Idle) }
+func (t *Table) Apply(m Marker) bool {
+	base := m.Watermark
+	if m.Quiet {
+		base = m.Base
+	}
+	return t.marks.ObserveQuiet(m.Upstream, m.Watermark, base, m.Idle)
+}
 
 // Watermark is the repartition partition's watermark: the minimum over the
 // input partitions' markers (watermark.Upstreams).
 func (t *Table) Watermark() int64 { return t.marks.Watermark() }
+
+// Base is what Watermark would be without the quiet advance upstream
+// (watermark.Upstreams.Base).
+func (t *Table) Base() int64 { return t.marks.Base() }
 
 // Upstream is input partition p's last marker.
 func (t *Table) Upstream(p int32) (wm int64, idle, seen bool) { return t.marks.Upstream(p) }

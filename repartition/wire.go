@@ -64,26 +64,44 @@ type Marker struct {
 	Watermark int64 // its watermark (watermark.MinTime: none yet)
 	Idle      bool
 	Time      int64 // processing time it was written, Unix ms (for the lag metric)
+	// Quiet: the quiet advance raised Watermark above Base, the input
+	// partition's own watermark (watermark.Spec.QuietAdvance). Without
+	// it Base is Watermark.
+	Quiet bool
+	Base  int64
 }
 
 const markerEncoding = 1
 
 // AppendMarker appends m's encoding to b.
+//
+// Flags: 1 idle, 2 quiet (then Base follows Time).
 func AppendMarker(b []byte, m Marker) []byte {
 	flags := byte(0)
 	if m.Idle {
-		flags = 1
+		flags |= 1
 	}
-	return codec.NewWriter(b).Byte(markerEncoding).Byte(flags).
-		Varint(int64(m.Upstream)).Varint(m.Watermark).Varint(m.Time).Bytes()
+	if m.Quiet {
+		flags |= 2
+	}
+	w := codec.NewWriter(b).Byte(markerEncoding).Byte(flags).
+		Varint(int64(m.Upstream)).Varint(m.Watermark).Varint(m.Time)
+	if m.Quiet {
+		w.Varint(m.Base)
+	}
+	return w.Bytes()
 }
 
 // DecodeMarker reads what AppendMarker wrote.
 func DecodeMarker(b []byte) (Marker, error) {
 	r := codec.NewReader(b, "watermark marker")
 	version, flags := r.Byte(), r.Byte()
-	m := Marker{Idle: flags == 1, Upstream: r.Partition(), Watermark: r.Varint(), Time: r.Varint()}
-	if version != markerEncoding || flags > 1 {
+	m := Marker{Idle: flags&1 != 0, Quiet: flags&2 != 0, Upstream: r.Partition(), Watermark: r.Varint(), Time: r.Varint()}
+	m.Base = m.Watermark
+	if m.Quiet {
+		m.Base = r.Varint()
+	}
+	if version != markerEncoding || flags > 3 {
 		r.Fail()
 	}
 	if err := r.Done(); err != nil {

@@ -25,13 +25,16 @@ func TestKeyPartitionIsKafkas(t *testing.T) {
 }
 
 func TestMarkerEncoding(t *testing.T) {
-	for _, m := range []Marker{{}, {Upstream: 7, Watermark: math.MinInt64, Time: 1700000000000}, {Upstream: math.MaxInt32, Watermark: -5, Idle: true, Time: -1}} {
+	// Without Quiet, Base is the watermark.
+	for _, m := range []Marker{{}, {Upstream: 7, Watermark: math.MinInt64, Base: math.MinInt64, Time: 1700000000000},
+		{Upstream: math.MaxInt32, Watermark: -5, Base: -5, Idle: true, Time: -1},
+		{Upstream: 3, Watermark: 9000, Idle: true, Quiet: true, Base: 5000, Time: 1700000000000}} {
 		got, err := DecodeMarker(AppendMarker(nil, m))
 		if err != nil || got != m {
 			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, append(AppendMarker(nil, Marker{}), 0)} {
+	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 4, 0, 0, 0}, {1, 2, 0, 0, 0}, append(AppendMarker(nil, Marker{}), 0)} {
 		if _, err := DecodeMarker(bad); err == nil {
 			t.Errorf("DecodeMarker(%x): no error", bad)
 		}

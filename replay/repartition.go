@@ -26,15 +26,17 @@ import (
 // per clock line). A repartition partition's watermark is marked only when
 // the table's changed (Mark only ever raises it).
 type repartitioner struct {
-	spec    watermark.Spec
-	stage1  *repartition.Stage1  // stage 1: the input partitions
-	down    *repartition.Table   // stage 2: the markers every repartition partition holds
-	parts   int32                // repartition partitions
-	marked  int64                // the table's watermark when last marked
-	started bool                 // marked at least once
-	markers []repartition.Marker // broadcast's buffer
-	inputs  int32
-	input   int32 // input partition of the record being processed
+	spec   watermark.Spec
+	stage1 *repartition.Stage1 // stage 1: the input partitions
+	down   *repartition.Table  // stage 2: the markers every repartition partition holds
+	parts  int32               // repartition partitions
+	marked int64               // the table's watermark when last marked
+	// markedBase: the table's Base (watermark.Upstreams.Base) then.
+	markedBase int64
+	started    bool                 // marked at least once
+	markers    []repartition.Marker // broadcast's buffer
+	inputs     int32
+	input      int32 // input partition of the record being processed
 }
 
 func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
@@ -70,13 +72,13 @@ func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
 	for _, m := range rp.markers {
 		rp.down.Apply(m)
 	}
-	wm := rp.down.Watermark()
-	if rp.started && wm == rp.marked {
+	wm, base := rp.down.Watermark(), rp.down.Base()
+	if rp.started && wm == rp.marked && base == rp.markedBase {
 		return
 	}
-	rp.started, rp.marked = true, wm
+	rp.started, rp.marked, rp.markedBase = true, wm, base
 	for q := int32(0); q < rp.parts; q++ {
-		eng.Watermarks().Mark(q, wm)
+		eng.Watermarks().MarkQuiet(q, wm, base)
 	}
 }
 

@@ -170,7 +170,7 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 		wm, _, _ := u.Upstream(m.Upstream)
 		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
 		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
-		p.mu.eng.Watermarks().Mark(r.Partition, u.Watermark())
+		p.mu.eng.Watermarks().MarkQuiet(r.Partition, u.Watermark(), u.Base())
 		if err := p.mu.eng.Advance(); err != nil {
 			return true, fmt.Errorf("engine: %w", err)
 		}

@@ -113,3 +113,31 @@ func TestQuietStep(t *testing.T) {
 		t.Fatal("a step that did not move reported quiet")
 	}
 }
+
+// Under a Marked spec (stage 2 of a repartitioned pipeline) a step past
+// what the upstream partitions' own watermarks give is a quiet one: the
+// markers carried the quiet advance upstream.
+func TestQuietMarked(t *testing.T) {
+	u := NewUpstreams(2)
+	u.Observe(0, 5000, true)
+	u.ObserveQuiet(1, 9000, 4000, true) // p1 idle, its marker raised by the quiet advance
+	if u.Watermark() != 9000 || u.Base() != 5000 {
+		t.Fatalf("upstreams: watermark %d base %d, want 9000 and 5000", u.Watermark(), u.Base())
+	}
+	f := NewFrontier(Spec{Marked: true})
+	f.Assign(0, 0, true)
+	f.MarkQuiet(0, u.Watermark(), u.Base())
+	if !f.Advance() || f.Value() != 9000 {
+		t.Fatalf("F = %d, want 9000", f.Value())
+	}
+	if from, quiet := f.QuietStep(); !quiet || from != 5000 || !f.Quiet() {
+		t.Fatalf("QuietStep = %d, %v (Quiet %v), want 5000, true", from, quiet, f.Quiet())
+	}
+	f.Mark(0, 12000) // a record upstream: its own watermark
+	if !f.Advance() {
+		t.Fatal("no step")
+	}
+	if _, quiet := f.QuietStep(); quiet || f.Quiet() {
+		t.Fatal("a step of the upstream partitions' own watermarks reported quiet")
+	}
+}

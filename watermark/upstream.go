@@ -20,6 +20,10 @@ type upstreamMark struct {
 	seen      bool
 	idle      bool
 	watermark int64
+	// base: what the upstream partition's own watermark gave, below
+	// watermark when the quiet advance raised its marker (never lowered,
+	// not persisted: a decoded mark's base is its watermark).
+	base int64
 }
 
 // NewUpstreams returns the view of n upstream partitions with no marker yet.
@@ -33,16 +37,22 @@ func (u *Upstreams) Len() int { return len(u.marks) }
 // Observe applies a marker of upstream partition p and reports whether it
 // was in range (p < Len).
 func (u *Upstreams) Observe(p int32, wm int64, idle bool) bool {
+	return u.ObserveQuiet(p, wm, wm, idle)
+}
+
+// ObserveQuiet is Observe of a marker whose watermark wm the quiet advance
+// raised above base, the upstream partition's own watermark (Spec.QuietAdvance).
+func (u *Upstreams) ObserveQuiet(p int32, wm, base int64, idle bool) bool {
 	if p < 0 || int(p) >= len(u.marks) {
 		return false
 	}
 	m := &u.marks[p]
 	if !m.seen {
 		m.seen = true
-		m.watermark = wm
+		m.watermark, m.base = wm, base
 		u.known++
-	} else if wm > m.watermark {
-		m.watermark = wm
+	} else {
+		m.watermark, m.base = max(m.watermark, wm), max(m.base, base)
 	}
 	m.idle = idle
 	return true
@@ -60,26 +70,37 @@ func (u *Upstreams) Upstream(p int32) (wm int64, idle, seen bool) {
 
 // Watermark is the downstream partition's watermark.
 func (u *Upstreams) Watermark() int64 {
+	return u.combine(func(m *upstreamMark) int64 { return m.watermark })
+}
+
+// Base is what Watermark would be without the quiet advance upstream: the
+// same rule over the upstream partitions' own watermarks.
+func (u *Upstreams) Base() int64 {
+	return u.combine(func(m *upstreamMark) int64 { return m.base })
+}
+
+// combine is the minimum of wm over the active upstream partitions, the
+// largest when all are idle, and minus infinity until every upstream
+// partition has sent a marker.
+func (u *Upstreams) combine(wm func(*upstreamMark) int64) int64 {
 	if len(u.marks) == 0 || u.known < len(u.marks) {
 		return MinTime
 	}
-	min, max, active := MaxTime, MinTime, 0
-	for _, m := range u.marks {
-		if m.watermark > max {
-			max = m.watermark
-		}
+	lo, hi, active := MaxTime, MinTime, 0
+	for i := range u.marks {
+		m := &u.marks[i]
+		w := wm(m)
+		hi = max(hi, w)
 		if m.idle {
 			continue
 		}
 		active++
-		if m.watermark < min {
-			min = m.watermark
-		}
+		lo = min(lo, w)
 	}
 	if active == 0 {
-		return max
+		return hi
 	}
-	return min
+	return lo
 }
 
 // Encode writes the markers' encoding.
@@ -107,7 +128,7 @@ func DecodeUpstreams(r *codec.Reader) *Upstreams {
 			r.Fail()
 			return nil
 		}
-		u.marks[i] = upstreamMark{seen: flags&1 != 0, idle: flags&2 != 0, watermark: wm}
+		u.marks[i] = upstreamMark{seen: flags&1 != 0, idle: flags&2 != 0, watermark: wm, base: wm}
 		if flags&1 != 0 {
 			u.known++
 		}

@@ -100,6 +100,10 @@ type partition struct {
 	idle       bool
 	paused     bool  // watermark alignment paused its consumption (Align)
 	lastActive int64 // processing time of the last record, of the assignment, or of the resume
+	// base (Marked spec): what the upstream partitions' own watermarks
+	// give this partition, below its watermark while the quiet advance
+	// upstream raised it (MarkQuiet); MinTime: its watermark.
+	base int64
 }
 
 // PartitionStatus is a read-only view of one partition, for metrics and tests.
@@ -142,6 +146,9 @@ type Frontier struct {
 	// at the last Advance that the quiet advance moved (MaxTime: that
 	// Advance was not quiet).
 	quietSince, quietBase, now, quietFrom int64
+	// markedQuiet (Marked spec): the last step that moved the frontier
+	// went past what the upstream partitions' own watermarks give.
+	markedQuiet bool
 }
 
 // NewFrontier returns a frontier at minus infinity with no partitions.
@@ -189,7 +196,7 @@ func (f *Frontier) part(p int32) *partition {
 	if ok {
 		return f.sorted[i]
 	}
-	st := &partition{id: p, gen: NewGenerator()}
+	st := &partition{id: p, gen: NewGenerator(), base: MinTime}
 	f.stale = true
 	f.sorted = slices.Insert(f.sorted, i, st)
 	return st
@@ -301,12 +308,48 @@ func (f *Frontier) Observe(p int32, ts, now int64) {
 
 // Mark raises p's watermark to wm (a frontier whose spec is Marked takes
 // its partition watermarks from here); a lower wm changes nothing.
-func (f *Frontier) Mark(p int32, wm int64) {
+func (f *Frontier) Mark(p int32, wm int64) { f.MarkQuiet(p, wm, wm) }
+
+// MarkQuiet is Mark of a watermark wm that the quiet advance upstream
+// raised above base, what the upstream partitions' own watermarks give:
+// a step of the frontier past base is a quiet one (QuietStep).
+func (f *Frontier) MarkQuiet(p int32, wm, base int64) {
 	st := f.part(p)
+	st.base = max(st.base, min(base, wm))
 	if old := st.gen.Watermark; wm > old {
 		st.gen.Watermark = wm
 		f.raised(st, old)
 	}
+}
+
+// markedBase is what Advance would give over the partitions' bases (prev:
+// the frontier before it), for a Marked spec.
+func (f *Frontier) markedBase(prev int64) int64 {
+	lo, hi, active := MaxTime, MinTime, 0
+	for _, st := range f.sorted {
+		b := st.gen.Watermark
+		if st.base != MinTime {
+			b = min(b, st.base)
+		}
+		switch {
+		case st.restoring:
+			active++
+			lo = min(lo, prev)
+		case st.held:
+			active++
+			lo = min(lo, b)
+		case st.assigned:
+			hi = max(hi, b)
+			if !st.idle {
+				active++
+				lo = min(lo, b)
+			}
+		}
+	}
+	if active == 0 {
+		return hi
+	}
+	return lo
 }
 
 // Tick re-evaluates idleness, holds and the quiet advance at processing
@@ -344,7 +387,7 @@ func (f *Frontier) Advance() bool {
 	if f.active == 0 {
 		candidate = f.max
 	}
-	moved := false
+	prev, moved := f.value, false
 	if candidate > f.value {
 		f.value = candidate
 		moved = true
@@ -353,6 +396,13 @@ func (f *Frontier) Advance() bool {
 		f.quietFrom = f.value
 		f.value = q
 		moved = true
+	}
+	if f.spec.Marked && moved {
+		// Upstream's quiet advance, carried by the markers.
+		b := max(prev, f.markedBase(prev))
+		if f.markedQuiet = b < f.value; f.markedQuiet {
+			f.quietFrom = b
+		}
 	}
 	return moved
 }
@@ -392,8 +442,9 @@ func (f *Frontier) tickQuiet(now int64) {
 	}
 }
 
-// Quiet reports whether the quiet advance is moving the frontier.
-func (f *Frontier) Quiet() bool { return f.quietSince != MinTime }
+// Quiet reports whether the quiet advance is moving the frontier (under a
+// Marked spec: whether the last step was the quiet advance upstream's).
+func (f *Frontier) Quiet() bool { return f.quietSince != MinTime || f.markedQuiet }
 
 // QuietValue is where the quiet advance puts the frontier at the last tick,
 // W + (now - t_quiet), or MinTime when the input is not quiet.
