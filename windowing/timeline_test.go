@@ -299,7 +299,8 @@ func newTLRunner(t *testing.T, path string, line int, args map[string]string) *t
 	default:
 		t.Fatalf("%s:%d: mode=%q", path, line, args["mode"])
 	}
-	r.wm = watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: num("max-delay", 0), Every: num("every", 1), IdleTimeout: num("idle", 0)}
+	r.wm = watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: num("max-delay", 0), Every: num("every", 1), IdleTimeout: num("idle", 0),
+		QuietAdvance: args["quiet"] == "true"}
 	lo, hi, ok := strings.Cut(args["view"], "..")
 	if !ok {
 		t.Fatalf("%s:%d: view=LO..HI is required", path, line)
@@ -324,6 +325,15 @@ func newTLRunner(t *testing.T, path string, line int, args map[string]string) *t
 
 func (r *tlRunner) close() { r.db.Close() }
 
+// quietText is the quiet advance in the spec line: shown only when on, so
+// that the scenarios without it read as before.
+func quietText(wm watermark.Spec) string {
+	if wm.QuietAdvance {
+		return " quiet=true"
+	}
+	return ""
+}
+
 // describe restates the spec as the engine got it.
 func (r *tlRunner) describe() []string {
 	s, w := r.spec, r.spec.Window
@@ -335,7 +345,7 @@ func (r *tlRunner) describe() []string {
 	return []string{
 		fmt.Sprintf("window %s lateness=%d mode=%s", win, s.AllowedLateness, s.Mode),
 		fmt.Sprintf("trigger early-count=%d early-every=%d on-time=%v late=%v late-every=%d closing=%s", tr.EarlyCount, tr.EarlyEvery, tr.OnTime, tr.Late, tr.LateEvery, tr.Closing),
-		fmt.Sprintf("watermark max-delay=%d every=%d idle=%d partitions=%d", r.wm.MaxDelay, r.wm.Every, r.wm.IdleTimeout, r.partitions),
+		fmt.Sprintf("watermark max-delay=%d every=%d idle=%d partitions=%d", r.wm.MaxDelay, r.wm.Every, r.wm.IdleTimeout, r.partitions) + quietText(r.wm),
 	}
 }
 
@@ -522,6 +532,9 @@ func (c *tlCollector) Pane(p *windowing.Pane) error {
 	note := fmt.Sprintf("[%d,%d) %s #%d %s", p.Start, p.End, p.Timing, p.Index, values(p.Values))
 	if p.Final {
 		note += " final"
+	}
+	if p.Quiet {
+		note += " quiet"
 	}
 	c.rows = append(c.rows, c.r.row(label, c.r.span(p.Start, p.End, p.End, ch, ' '), note))
 	return nil
