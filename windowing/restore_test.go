@@ -182,28 +182,39 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 				log, g := stay.changelog(0)
 				moved.restoreCold(0, []map[string][]byte{early, log}, g, now, true)
 			}
-			if got, want := moved.eng.OpenWindows(), stay.eng.OpenWindows(); got != want {
-				t.Fatalf("restored %d open windows, the original holds %d", got, want)
-			}
-			before := len(stay.col.panes)
-			moved.col.panes = nil
-			for _, r := range []*restoreRun{stay, moved} {
-				r.feed(recs[cut:], now)
-				if err := r.eng.Finish(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want := paneLines(spec, stay.col.panes[before:])
-			got := paneLines(spec, moved.col.panes)
-			if len(want) == 0 {
-				t.Fatal("no pane after the move: the test shows nothing")
-			}
-			samePanes(t, "after the move", got, want)
+			sameAfterMove(t, spec, stay, moved, recs[cut:], now, true)
 			if moved.eng.OpenWindows() != 0 {
 				t.Fatalf("%d windows open after the end", moved.eng.OpenWindows())
 			}
 		})
 	}
+}
+
+// sameAfterMove checks that moved, which restored stay's partition 0 at
+// processing time now, holds as many open windows and emits the same panes
+// as stay on the records rest (and, with finish, at the end of input).
+func sameAfterMove(t *testing.T, spec windowing.Spec, stay, moved *restoreRun, rest []rec, now int64, finish bool) {
+	t.Helper()
+	if got, want := moved.eng.OpenWindows(), stay.eng.OpenWindows(); got != want {
+		t.Fatalf("restored %d open windows, the original holds %d", got, want)
+	}
+	before := len(stay.col.panes)
+	moved.col.panes = nil
+	for _, r := range []*restoreRun{stay, moved} {
+		r.feed(rest, now)
+		if !finish {
+			continue
+		}
+		if err := r.eng.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := paneLines(spec, stay.col.panes[before:])
+	got := paneLines(spec, moved.col.panes)
+	if len(want) == 0 {
+		t.Fatal("no pane after the move: the test shows nothing")
+	}
+	samePanes(t, "after the move", got, want)
 }
 
 // BenchmarkRestoreKeyRepeated restores a changelog in which each of 100k
