@@ -571,3 +571,35 @@ func countPerSecond() (windowing.Spec, watermark.Spec) {
 		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
 	}, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 0}
 }
+
+// TestDropShardKeepsRestoringHold: a restore from scratch drops the
+// partition's shard before it reads the changelog. The partition still
+// holds the frontier (HoldRestoring) until it is assigned: the frontier
+// must not jump to another partition's watermark meanwhile, which closed
+// and expired that partition's windows in one step (their ON_TIME pane was
+// final, the closing pane gone: TestBrokerOutage, when the other
+// partition's restore finished first).
+func TestDropShardKeepsRestoringHold(t *testing.T) {
+	spec := windowing.Spec{
+		Window:          windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10000, Hop: 10000},
+		AllowedLateness: 30000,
+		Trigger:         windowing.TriggerSpec{OnTime: true},
+		Aggregates:      []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+	}
+	r := newRestoreRun(t, spec, watermark.Spec{Every: 1}, 1<<20)
+	r.eng.Assign(0, 0, true)
+	r.eng.Watermarks().HoldRestoring(1)
+	r.feed([]rec{{part: 0, key: "a", t: 5000}, {part: 0, key: "a", t: 3_600_000}}, 0)
+	if f := r.eng.Frontier(); f > 5000 {
+		t.Fatalf("F = %d while partition 1 restores", f)
+	}
+	if err := r.eng.DropShard(1); err != nil { // the restore's first step
+		t.Fatal(err)
+	}
+	if err := r.eng.Tick(100); err != nil {
+		t.Fatal(err)
+	}
+	if f := r.eng.Frontier(); f > 5000 || len(r.col.panes) != 0 {
+		t.Fatalf("after dropping partition 1's shard: F = %d, %d panes: the restore's hold was lost", f, len(r.col.panes))
+	}
+}

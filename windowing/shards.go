@@ -62,7 +62,16 @@ func (e *Engine) DropShard(p int32) error {
 			return err
 		}
 	}
+	// A restore from scratch drops the shard first: a partition whose
+	// restore holds the frontier (HoldRestoring) goes on holding it until
+	// its state is back. Forgetting the hold let the frontier jump to the
+	// other partitions' watermarks meanwhile, expiring their windows in
+	// one step (TestDropShardKeepsRestoringHold).
+	restoring := e.wm.Restoring(p)
 	e.wm.Forget(p)
+	if restoring {
+		e.wm.HoldRestoring(p)
+	}
 	e.HoldTimers(p)
 	return nil
 }
