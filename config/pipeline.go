@@ -221,10 +221,6 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	}
 }
 
-// MaxCountWindowsPerRecord bounds size / hop of count windows, as
-// MaxWindowsPerRecord does for hopping windows.
-const MaxCountWindowsPerRecord = MaxWindowsPerRecord
-
 // countWindow decodes `type: count` (docs/SEMANTICS.md, Count windows):
 // size and hop count records.
 func (d *decoder) countWindow(m *mapping) windowing.WindowSpec {
@@ -238,8 +234,8 @@ func (d *decoder) countWindow(m *mapping) windowing.WindowSpec {
 	hop, hopOK := opt(m, "hop", size, d.intIn(1, math.MaxInt32))
 	if sizeOK && hopOK && hop > size {
 		d.errorf(m.valueAt("hop"), m.child("hop"), "hop (%d) must not exceed size (%d)", hop, size)
-	} else if sizeOK && hopOK && (size+hop-1)/hop > MaxCountWindowsPerRecord {
-		d.errorf(m.valueAt("hop"), m.child("hop"), "size / hop is %d windows for every record, more than %d: use a larger hop", (size+hop-1)/hop, MaxCountWindowsPerRecord)
+	} else if sizeOK && hopOK && (size+hop-1)/hop > MaxWindowsPerRecord {
+		d.errorf(m.valueAt("hop"), m.child("hop"), "size / hop is %d windows for every record, more than %d: use a larger hop", (size+hop-1)/hop, MaxWindowsPerRecord)
 	}
 	return windowing.WindowSpec{Kind: windowing.CountWindow, Size: size, Hop: hop}
 }

@@ -34,7 +34,7 @@ func TestMarkerEncoding(t *testing.T) {
 			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 4, 0, 0, 0}, {1, 2, 0, 0, 0}, append(AppendMarker(nil, Marker{}), 0)} {
+	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 4, 0, 0, 0}, append(AppendMarker(nil, Marker{}), 0)} {
 		if _, err := DecodeMarker(bad); err == nil {
 			t.Errorf("DecodeMarker(%x): no error", bad)
 		}
