@@ -314,8 +314,11 @@ type Pipeline struct {
 	// expression of an aggregate written with expr (nil: with field, or
 	// count).
 	AggregateExprs []*expr.Program
-	OutputTopic    string
-	OutputStdout   bool // also print every pane's JSON on standard output (demos)
+	// CloseWhen and DiscardWhen end a transaction window (window.close_when,
+	// window.discard_when; nil: none).
+	CloseWhen, DiscardWhen *expr.Program
+	OutputTopic            string
+	OutputStdout           bool // also print every pane's JSON on standard output (demos)
 	// ProgressInterval: write a progress record to every output partition
 	// this often (ms; 0: off; docs/SEMANTICS.md, Progress records).
 	ProgressInterval int64

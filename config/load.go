@@ -105,7 +105,7 @@ var (
 	keyKeys       = []string{"field", "fields", "expr"}
 	timestampKeys = []string{"field", "expr", "format", "source", "max_future"}
 	watermarkKeys = []string{"strategy", "max_delay", "every", "idle_timeout", "max_drift", "quiet_advance"}
-	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "step", "unit", "time_zone", "week_start"}
+	windowKeys    = []string{"type", "size", "hop", "gap", "offset", "step", "unit", "time_zone", "week_start", "close_when", "discard_when", "timeout"}
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
@@ -117,7 +117,7 @@ var (
 	timeFormats  = named(UnixS, UnixMS, UnixUS, UnixNS, RFC3339)
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = named(watermark.BoundedOutOfOrderness, watermark.Monotonic)
-	windowKinds  = named(windowing.Tumbling, windowing.Hopping, windowing.Session, windowing.Calendar, windowing.Cumulate, windowing.Sliding, windowing.CountWindow)
+	windowKinds  = named(windowing.Tumbling, windowing.Hopping, windowing.Session, windowing.Calendar, windowing.Cumulate, windowing.Sliding, windowing.CountWindow, windowing.Transaction)
 	closings     = named(windowing.ClosingAlways, windowing.ClosingIfChanged, windowing.ClosingNever)
 	modes        = named(windowing.Accumulating, windowing.Discarding, windowing.Retracting)
 	aggOps       = named(windowing.Count, windowing.Sum, windowing.Min, windowing.Max, windowing.Avg, windowing.DistinctApprox, windowing.Quantiles, windowing.TopK)
@@ -140,6 +140,9 @@ var (
 		{"unit", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, true, "calendar and cumulate"},
 		{"time_zone", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, false, "calendar and cumulate"},
 		{"week_start", []windowing.WindowKind{windowing.Calendar, windowing.Cumulate}, false, "calendar and cumulate"},
+		{"close_when", []windowing.WindowKind{windowing.Transaction}, true, "transaction"},
+		{"discard_when", []windowing.WindowKind{windowing.Transaction}, false, "transaction"},
+		{"timeout", []windowing.WindowKind{windowing.Transaction}, true, "transaction"},
 	}
 
 	pipelineNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

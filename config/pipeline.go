@@ -42,6 +42,8 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
 	p.Spec = d.spec(m)
 	p.Drain = d.drain(m, p.Spec.Window)
+	p.CloseWhen, p.DiscardWhen = d.closeWhen, d.discardWhen
+	d.closeWhen, d.discardWhen = nil, nil
 	if slices.ContainsFunc(d.aggExprs, func(x *expr.Program) bool { return x != nil }) {
 		p.AggregateExprs = d.aggExprs
 	}
@@ -200,11 +202,16 @@ func (d *decoder) window(m *mapping) windowing.WindowSpec {
 	hop, hopOK := opt(m, "hop", 0, d.duration(positive))
 	gap, _ := opt(m, "gap", 0, d.duration(positive))
 	offset, _ := opt(m, "offset", 0, d.duration(anySign))
+	timeout, _ := opt(m, "timeout", 0, d.duration(positive))
+	d.closeWhen, _ = opt(m, "close_when", nil, d.expression(expr.Bool))
+	d.discardWhen, _ = opt(m, "discard_when", nil, d.expression(expr.Bool))
 	if !kindOK {
 		return windowing.WindowSpec{}
 	}
 	d.windowFields(m, kind)
 	switch kind {
+	case windowing.Transaction:
+		return windowing.WindowSpec{Kind: kind, Gap: timeout}
 	case windowing.Tumbling:
 		return windowing.WindowSpec{Kind: kind, Size: size, Hop: size, Offset: offset}
 	case windowing.Sliding:

@@ -119,6 +119,9 @@ type decoder struct {
 	// aggExprs are the expressions of the aggregates read last
 	// (aggregates), for the pipeline being read.
 	aggExprs []*expr.Program
+	// closeWhen and discardWhen: the transaction window's expressions
+	// read last (window).
+	closeWhen, discardWhen *expr.Program
 	// binary are the pipelines' input formats that need schema_registry.
 	binary []binaryInput
 }

@@ -144,7 +144,7 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 	d := &Definition{
 		Version:      version,
 		Pipeline:     p.Name,
-		Window:       windowText(p.Spec.Window),
+		Window:       windowText(p.Spec.Window) + endsText(p),
 		Key:          p.Key.String(),
 		Repartition:  p.Repartition != nil,
 		Lateness:     p.Spec.AllowedLateness,
@@ -193,12 +193,28 @@ func (a Aggregate) spec() (windowing.AggSpec, error) {
 	return s, fmt.Errorf("aggregate %s: unknown op %q", a.Name, a.Op)
 }
 
+// endsText is what ends a transaction window of p: its close_when and
+// discard_when, part of the window's definition.
+func endsText(p *config.Pipeline) string {
+	s := ""
+	if p.CloseWhen != nil {
+		s += " close_when=" + strconv.Quote(p.CloseWhen.Source())
+	}
+	if p.DiscardWhen != nil {
+		s += " discard_when=" + strconv.Quote(p.DiscardWhen.Source())
+	}
+	return s
+}
+
 func windowText(w windowing.WindowSpec) string {
 	s := w.Kind.String()
 	add := func(name string, v int64) { s += " " + name + "=" + strconv.FormatInt(v, 10) + "ms" }
 	switch w.Kind {
 	case windowing.Session:
 		add("gap", w.Gap)
+		return s
+	case windowing.Transaction:
+		add("timeout", w.Gap)
 		return s
 	case windowing.Sliding:
 		add("size", w.Size)

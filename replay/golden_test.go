@@ -114,6 +114,9 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 		if v.Get("pane.quiet").Bool() {
 			b.WriteString(" quiet")
 		}
+		if v.Get("pane.timeout").Bool() {
+			b.WriteString(" timeout")
+		}
 		b.WriteString("\n")
 	}
 	return b.String()

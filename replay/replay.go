@@ -129,10 +129,11 @@ func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error
 	if reason == windowing.DropOutOfRange {
 		return r.deadLetter(reason.String(), part, ev.Offset, r.cur)
 	}
-	// The window it missed: its session [t, t+gap), or the latest of its
-	// fixed windows (the last to expire).
+	// The window it missed: its session [t, t+gap) (a transaction window's
+	// [t, t+timeout)), or the latest of its fixed windows (the last to
+	// expire).
 	var missed windowing.Span
-	if w := r.opts.Pipeline.Spec.Window; w.Kind == windowing.Session {
+	if w := r.opts.Pipeline.Spec.Window; w.Kind == windowing.Session || w.Kind == windowing.Transaction {
 		missed = windowing.Span{Start: ev.Time, End: ev.Time + w.Gap} // Dropped only sees representable windows
 	} else if r.spans = r.windows.Windows(r.spans[:0], ev.Time); len(r.spans) > 0 {
 		missed = r.spans[len(r.spans)-1]
@@ -240,7 +241,7 @@ func Run(opts Options) (Summary, error) {
 		errs:  bufio.NewWriterSize(opts.Errs, 1<<12),
 		panes: windowing.NewPaneJSON(p.Spec.Aggregates),
 	}
-	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.CountWindow { // count windows drop nothing as late
+	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
 		r.windows = windowing.NewAssigner(p.Spec.Window)
 	}
 	cacheBytes := opts.CacheBytes

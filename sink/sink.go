@@ -27,6 +27,7 @@ const (
 	HeaderPaneID      = "pane_id"
 	HeaderTimeZone    = "time_zone"  // calendar windows only
 	HeaderQuiet       = "quiet"      // "true", on panes reached by the quiet advance only
+	HeaderTimeout     = "timeout"    // "true", on a transaction window's panes after its timeout only
 	HeaderFirstTime   = "first_time" // count windows only: the first record's event time
 	HeaderLastTime    = "last_time"  // count windows only: the last record's event time
 )
@@ -102,6 +103,9 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	}
 	if p.Quiet {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderQuiet, Value: []byte("true")})
+	}
+	if p.TimedOut {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimeout, Value: []byte("true")})
 	}
 	if p.Records {
 		n = len(buf)

@@ -456,6 +456,14 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 		}
 		ev.Inputs[i] = in
 	}
+	ev.Ends = windowing.NotEnding
+	if d.x != nil && (d.x.closes != nil || d.x.discards != nil) {
+		ends, err := d.ending()
+		if err != nil {
+			return err
+		}
+		ev.Ends = ends
+	}
 	return nil
 }
 

@@ -27,7 +27,9 @@ type exprs struct {
 	key    *expr.Program
 	ts     *expr.Program
 	aggs   []*expr.Program // aligned with the aggregates; nil: a field's
-	act    expr.Activation
+	// closes and discards end a transaction window (Event.Ends).
+	closes, discards *expr.Program
+	act              expr.Activation
 	// The value's members the expressions select, found in the
 	// decoder's one pass: found.Names[i] is d.results[memberIdx[i]].
 	found     expr.Found
@@ -36,7 +38,7 @@ type exprs struct {
 
 // programs are x's expressions.
 func (x *exprs) programs() []*expr.Program {
-	out := []*expr.Program{x.filter, x.key, x.ts}
+	out := []*expr.Program{x.filter, x.key, x.ts, x.closes, x.discards}
 	return append(out, x.aggs...)
 }
 
@@ -62,8 +64,8 @@ func (x *exprs) findMembers(index func(string) int) {
 }
 
 func newExprs(p *config.Pipeline) *exprs {
-	x := &exprs{filter: p.Filter, key: p.Key.Expr, ts: p.Timestamp.Expr, aggs: p.AggregateExprs}
-	if x.filter == nil && x.key == nil && x.ts == nil && x.aggs == nil {
+	x := &exprs{filter: p.Filter, key: p.Key.Expr, ts: p.Timestamp.Expr, aggs: p.AggregateExprs, closes: p.CloseWhen, discards: p.DiscardWhen}
+	if x.filter == nil && x.key == nil && x.ts == nil && x.aggs == nil && x.closes == nil && x.discards == nil {
 		return nil
 	}
 	return x
@@ -101,6 +103,30 @@ func (d *Decoder) filter(rec *Record) error {
 		return ErrFiltered
 	}
 	return nil
+}
+
+// ending runs close_when and discard_when: how the record ends its
+// transaction window. A discard wins over a close.
+func (d *Decoder) ending() (windowing.Ending, error) {
+	if p := d.x.discards; p != nil {
+		yes, err := p.Filter(&d.x.act)
+		if err != nil {
+			return 0, fail("discard_when: " + err.Error())
+		}
+		if yes {
+			return windowing.Discards, nil
+		}
+	}
+	if p := d.x.closes; p != nil {
+		yes, err := p.Filter(&d.x.act)
+		if err != nil {
+			return 0, fail("close_when: " + err.Error())
+		}
+		if yes {
+			return windowing.Closes, nil
+		}
+	}
+	return windowing.NotEnding, nil
 }
 
 // compositeKey is the compact JSON array of the key fields' values

@@ -84,6 +84,9 @@ type Stats struct {
 	// QuietAdvances counts the frontier steps the quiet advance made
 	// (watermark.Spec.QuietAdvance).
 	QuietAdvances int64
+	// Discarded counts the records of transaction windows a record
+	// discarded (transaction.go), as they go.
+	Discarded int64
 }
 
 const (
@@ -202,7 +205,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		quietAbove: watermark.MaxTime,
 	}
 	e.spec.Aggregates = prepareAggregates(spec.Aggregates)
-	e.codec = stateCodec{specs: e.spec.Aggregates, mode: spec.Mode}
+	e.codec = stateCodec{specs: e.spec.Aggregates, mode: spec.Mode, txn: spec.Window.Kind == Transaction}
 	e.sealed = watermark.MinTime
 	if ev := opts.Evolve; ev != nil {
 		e.codec.gen, e.codec.layouts, e.sealed = ev.Gen, ev.Layouts, ev.Sealed
@@ -211,7 +214,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		}
 	}
 	e.byEnd = spec.Window.Kind == Cumulate
-	if spec.Window.Kind != Session && spec.Window.Kind != Sliding && spec.Window.Kind != CountWindow {
+	if k := spec.Window.Kind; k != Session && k != Sliding && k != CountWindow && k != Transaction {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
 		e.assigner.setSlice(e.sliceLen)
@@ -415,6 +418,8 @@ func (e *Engine) assignAndTrigger(ks *keyState, ev *Event, now int64) error {
 		err = e.assignCount(ks, ev, now)
 	case Session:
 		err = e.assignSession(ks, ev, now)
+	case Transaction:
+		err = e.assignTransaction(ks, ev, now)
 	case Sliding:
 		err = e.assignSliding(ks, ev, now)
 	default:
@@ -835,27 +840,9 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 		if ok, d := a.procOf(late); ok && (!hasProc || d < proc) {
 			hasProc, proc = true, d
 		}
-		if err := e.dropTimers(ks, a); err != nil {
+		if err := e.absorb(ks, survivor, a); err != nil {
 			return err
 		}
-		survivor.partial |= a.partial
-		if a.mode == Retracting && a.last != nil {
-			if err := e.emitRetraction(ks, a.last); err != nil {
-				return err
-			}
-		}
-		for i := range e.spec.Aggregates {
-			if err := survivor.acc[i].merge(&e.spec.Aggregates[i], &a.acc[i]); err != nil {
-				return err
-			}
-		}
-		survivor.sincePane += a.sincePane
-		survivor.nextIndex = max(survivor.nextIndex, a.nextIndex)
-		survivor.lateSeen = survivor.lateSeen || a.lateSeen
-		survivor.settled = survivor.settled || a.settled
-		ks.remove(a)
-		e.release(ks, e.windowBytes(ks))
-		e.open--
 	}
 	survivor.start, survivor.end = newStart, newEnd
 	ks.resort()
@@ -870,6 +857,35 @@ func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
 	}
 	ks.dirty = true
 	return e.update(ks, survivor, ev, now)
+}
+
+// absorb merges window a of ks into survivor and removes a: its timers
+// go, its aggregates and trigger state join survivor's, and in retracting
+// mode its last pane is retracted (a session merge; a transaction window
+// reaching the next, transaction.go).
+func (e *Engine) absorb(ks *keyState, survivor, a *window) error {
+	if err := e.dropTimers(ks, a); err != nil {
+		return err
+	}
+	survivor.partial |= a.partial
+	if a.mode == Retracting && a.last != nil {
+		if err := e.emitRetraction(ks, a.last); err != nil {
+			return err
+		}
+	}
+	for i := range e.spec.Aggregates {
+		if err := survivor.acc[i].merge(&e.spec.Aggregates[i], &a.acc[i]); err != nil {
+			return err
+		}
+	}
+	survivor.sincePane += a.sincePane
+	survivor.nextIndex = max(survivor.nextIndex, a.nextIndex)
+	survivor.lateSeen = survivor.lateSeen || a.lateSeen
+	survivor.settled = survivor.settled || a.settled
+	ks.remove(a)
+	e.release(ks, e.windowBytes(ks))
+	e.open--
+	return nil
 }
 
 func (e *Engine) setEventTimer(ks *keyState, w *window, deadline int64) error {
@@ -922,6 +938,9 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 	if ks.sliding {
 		e.dropSlides(ks)
 	}
+	if e.codec.txn {
+		e.dropTransaction(ks, w)
+	}
 	e.recycle(w)
 	return nil
 }
@@ -945,6 +964,11 @@ func (e *Engine) recycle(w *window) {
 // A window opened under another accumulation mode than the pipeline's
 // takes the pipeline's at this pane (bridgeMode).
 func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) error {
+	if w.ended == Discards {
+		// A discarded transaction window emits nothing (transaction.go).
+		w.sincePane = 0
+		return e.cancelProc(ks, w)
+	}
 	if w.nextIndex == 0 {
 		w.mode = e.spec.Mode // no pane yet: its state is complete in every mode
 	}
@@ -967,6 +991,7 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	p.Partial = partialOf(ks, w)
 	p.Quiet = timing == OnTime && w.end > e.quietAbove
 	p.Records, p.FirstTime, p.LastTime = ks.counting, w.firstTime(), w.lastTime()
+	p.TimedOut = e.codec.txn && w.ended == NotEnding && timing != Early
 	acc := w.acc
 	if ks.sliced {
 		acc = e.merged // deriveSliced ran when the window's timer fired
@@ -980,12 +1005,15 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	e.stats.Panes[timing]++
 	w.nextIndex++
 	if remember {
-		w.last = &lastPane{start: w.start, end: w.end, firstTime: w.firstTime(), lastTime: w.lastTime(), timing: timing, mode: p.Mode, index: p.Index,
+		w.last = &lastPane{start: w.start, end: w.end, firstTime: w.firstTime(), lastTime: w.lastTime(), timing: timing, timedOut: p.TimedOut, mode: p.Mode, index: p.Index,
 			values: append([]Value(nil), p.Values...)}
 	}
 	if discard {
 		for i := range w.acc {
 			w.acc[i] = accum{}
+		}
+		if e.codec.txn {
+			e.shown(ks, w)
 		}
 	}
 	w.mode = next
@@ -1011,6 +1039,7 @@ func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {
 	r.Timing, r.Index, r.Final, r.Mode, r.Retraction = l.timing, l.index, false, l.mode, true
 	r.Partial = 0
 	r.Records, r.FirstTime, r.LastTime = ks.counting, l.firstTime, l.lastTime
+	r.TimedOut = l.timedOut
 	r.HasPartition, r.Partition = e.partitionInID(ks)
 	if e.drain != nil {
 		e.paneZone(r, l.start, l.end)

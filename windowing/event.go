@@ -7,6 +7,9 @@ type Event struct {
 	Key       string  // group key; may point into the record's buffers (the engine copies the keys it keeps)
 	Time      int64   // event time, Unix ms UTC
 	Inputs    []Input // one per aggregate, aligned with Spec.Aggregates
+	// Ends: whether the record closes or discards its transaction window
+	// (transaction.go); 0 in every other pipeline.
+	Ends Ending
 	// Source is what the event was read from (a Kafka record in run),
 	// opaque to the engine: Emitter.Dropped gets it back with the event.
 	Source any

@@ -18,13 +18,14 @@ type window struct {
 	start, end int64
 	acc        []accum
 	nextIndex  uint32
-	onTimeDone bool  // the on-time step ran (or the window was born late)
-	lateSeen   bool  // a late record updated the window
-	settled    bool  // an ON_TIME or LATE pane was emitted
-	sincePane  int64 // records since the last pane (changed when > 0)
-	timer      int64 // deadline of its event-time timer (end, or end+lateness); a count window's first time
-	hasProc    bool  // a processing-time timer is pending: see lateProc
-	proc       int64 // deadline of its processing-time timer, when hasProc
+	onTimeDone bool   // the on-time step ran (or the window was born late)
+	lateSeen   bool   // a late record updated the window
+	settled    bool   // an ON_TIME or LATE pane was emitted
+	ended      Ending // a transaction window: the record that ended it, if any (transaction.go)
+	sincePane  int64  // records since the last pane (changed when > 0)
+	timer      int64  // deadline of its event-time timer (end, or end+lateness); a count window's first time
+	hasProc    bool   // a processing-time timer is pending: see lateProc
+	proc       int64  // deadline of its processing-time timer, when hasProc
 	last       *lastPane
 	paneSeq    uint64 // sliced key: its seq at the window's last pane; a count window's last time
 	retired    bool   // sliding key: expired, kept for its slices (sliding.go)
@@ -94,6 +95,7 @@ type lastPane struct {
 	// when the pane was emitted.
 	firstTime, lastTime int64
 	timing              Timing
+	timedOut            bool // a transaction window's pane after its timeout (Pane.TimedOut)
 	mode                Mode
 	index               uint32
 	values              []Value
@@ -112,12 +114,14 @@ type keyState struct {
 	// counting: a count windows key: seq counts its records, and its
 	// state is kept while it has no window (count.go).
 	counting bool
-	slide    *slides
-	key      string
-	windows  []*window // backed by slots while it fits there
-	size     int       // approximate bytes, for the cache budget
-	slices   []*slice
-	seq      uint64
+	// slide: a sliding key's records merged per time (sliding.go), or a
+	// transaction key's (transaction.go).
+	slide   *slides
+	key     string
+	windows []*window // backed by slots while it fits there
+	size    int       // approximate bytes, for the cache budget
+	slices  []*slice
+	seq     uint64
 	// slots back windows for a key of at most keptSlots windows (every
 	// key of a tumbling pipeline, most of a session one): looking up a
 	// window then reads no separate array, and the key costs no
@@ -271,12 +275,20 @@ const (
 // with its last record's event time after its aggregates (the first is its
 // timer), a last pane with its two times after its index, then the key's
 // seq.
+//
+// A transaction windows key (transaction.go) is 9, or 10 tagged: windows
+// as in 1, each with its Ending after its aggregates, a last pane's timing
+// byte with bit 0x80 set when it timed out, then the key's records by time
+// as a sliding key's (3), and tagged, the same partial mask and
+// partialTo.
 const (
 	keyStateVersion        = 1
 	keyStateVersionSliced  = 2
 	keyStateVersionSliding = 3
 	keyStateTagged         = 3 // added to a version: tagged with a layout gen
 	keyStateVersionCount   = 7 // tagged: 8
+	keyStateVersionTxn     = 9 // tagged: 10
+	lastTimedOut           = 0x80
 )
 
 // encodeKeyState appends the binary form of ks's windows, untagged.
@@ -303,6 +315,11 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(c.gen))
 	case ks.counting:
 		b = append(b, keyStateVersionCount)
+	case c.txn && tagged:
+		b = append(b, keyStateVersionTxn+1)
+		b = binary.AppendUvarint(b, uint64(c.gen))
+	case c.txn:
+		b = append(b, keyStateVersionTxn)
 	case tagged:
 		b = append(b, v+keyStateTagged)
 		b = binary.AppendUvarint(b, uint64(c.gen))
@@ -358,11 +375,18 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 		if ks.counting {
 			b = binary.AppendVarint(b, w.lastTime()) // (its first time is its timer)
 		}
+		if c.txn {
+			b = append(b, byte(w.ended))
+		}
 		if w.last != nil {
 			l := w.last
 			b = binary.AppendVarint(b, l.start)
 			b = binary.AppendVarint(b, l.end)
-			b = append(b, byte(l.timing))
+			timing := byte(l.timing)
+			if l.timedOut {
+				timing |= lastTimedOut
+			}
+			b = append(b, timing)
 			b = binary.AppendUvarint(b, uint64(l.index))
 			if ks.counting {
 				b = binary.AppendVarint(b, l.firstTime)
@@ -385,7 +409,7 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 	if ks.counting {
 		return binary.AppendUvarint(b, ks.seq), nil
 	}
-	if ks.sliding {
+	if ks.sliding || c.txn {
 		var err error
 		if b, err = appendSlide(b, ks, specs); err != nil || !tagged {
 			return b, err
@@ -440,14 +464,18 @@ func appendSlide(b []byte, ks *keyState, specs []AggSpec) ([]byte, error) {
 	return b, err
 }
 
-// slide decodes a sliding key's records (appendSlide).
-func (d *decoder) slide(ks *keyState, specs []AggSpec) error {
+// slide decodes a sliding or (txn) a transaction key's records
+// (appendSlide).
+func (d *decoder) slide(ks *keyState, specs []AggSpec, txn bool) error {
 	d.uvarint()
 	n := d.uvarint()
 	if n > uint64(d.left()) {
 		return errCorruptState
 	}
-	if ks.slide == nil || !ks.slide.pristine(specs) {
+	switch {
+	case txn:
+		ks.slide = newTxnSlides(specs)
+	case ks.slide == nil || !ks.slide.pristine(specs):
 		ks.slide = newSlides(specs)
 	}
 	prev := int64(math.MinInt64)
@@ -587,15 +615,22 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 	}
 	v := d.byte1()
 	ks.counting = v == keyStateVersionCount || v == keyStateVersionCount+1
+	txn := v == keyStateVersionTxn || v == keyStateVersionTxn+1
+	if txn != c.txn {
+		return errCorruptState // state of another kind of window
+	}
 	tagged := v > keyStateTagged
-	if ks.counting {
+	switch {
+	case ks.counting:
 		tagged = v == keyStateVersionCount+1
 		v = keyStateVersion
-	}
-	var gen uint32
-	if tagged && !ks.counting {
+	case c.txn:
+		tagged = v == keyStateVersionTxn+1
+		v = keyStateVersion
+	case tagged:
 		v -= keyStateTagged
 	}
+	var gen uint32
 	if tagged {
 		g := d.uvarint()
 		if g > math.MaxUint32 {
@@ -662,6 +697,11 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		if ks.counting {
 			w.paneSeq = uint64(d.varint()) // lastTime
 		}
+		if c.txn {
+			if w.ended = Ending(d.byte1()); w.ended > Discards {
+				return errCorruptState
+			}
+		}
 		if flags&flagHasLast != 0 {
 			l := &lastPane{mode: Retracting, values: make([]Value, len(specs))}
 			if flags&flagLastAccumulating != 0 {
@@ -669,7 +709,12 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 			}
 			l.start = d.varint()
 			l.end = d.varint()
-			l.timing = Timing(d.byte1())
+			timing := d.byte1()
+			if c.txn {
+				l.timedOut = timing&lastTimedOut != 0
+				timing &^= lastTimedOut
+			}
+			l.timing = Timing(timing)
 			l.index = uint32(d.uvarint())
 			if ks.counting {
 				l.firstTime = d.varint()
@@ -698,8 +743,8 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 	if ks.counting {
 		ks.seq = d.uvarint()
 	}
-	if ks.sliding {
-		if err := d.slide(ks, specs); err != nil {
+	if ks.sliding || c.txn {
+		if err := d.slide(ks, specs, c.txn); err != nil {
 			return err
 		}
 		if tagged {

@@ -55,6 +55,7 @@ type stateCodec struct {
 	mode    Mode
 	gen     uint32
 	layouts map[uint32]*Layout
+	txn     bool // transaction windows: its keys' state is of their kind (keystate.go)
 }
 
 // layout returns the specs and mode state of tag gen is written with, and
@@ -87,7 +88,7 @@ func (c *stateCodec) knows(gen uint32) bool {
 
 // tagOf returns the layout tag of an encoded key state (0: untagged).
 func tagOf(b []byte) uint32 {
-	if len(b) == 0 || b[0] <= keyStateTagged || b[0] == keyStateVersionCount {
+	if len(b) == 0 || b[0] <= keyStateTagged || b[0] == keyStateVersionCount || b[0] == keyStateVersionTxn {
 		return 0
 	}
 	v, n := binary.Uvarint(b[1:])
@@ -159,6 +160,9 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 	}
 	if ks.slide != nil {
 		ns := newSlides(c.specs)
+		if c.txn {
+			ns = newTxnSlides(c.specs)
+		}
 		ns.partial, ns.partialTo = mask(ks.slide.partial)&^added, ks.slide.partialTo
 		ns.retired, ns.retiredEnd = ks.slide.retired, ks.slide.retiredEnd
 		last := int64(math.MinInt64)
@@ -189,7 +193,7 @@ func partialOf(ks *keyState, w *window) uint64 {
 			}
 		}
 	}
-	if ks.sliding && ks.slide != nil && ks.slide.partial != 0 && w.start <= ks.slide.partialTo {
+	if ks.slide != nil && ks.slide.partial != 0 && w.start <= ks.slide.partialTo {
 		p |= ks.slide.partial
 	}
 	return p

@@ -65,6 +65,10 @@ type Pane struct {
 	// (docs/SEMANTICS.md, Quiet inputs), not by the partitions'
 	// watermarks. Shown as "quiet": true in the pane object.
 	Quiet bool
+	// TimedOut: the pane is a transaction window's that no record closed,
+	// after its timeout (transaction.go): "timeout": true in the pane
+	// object.
+	TimedOut bool
 }
 
 // ID is the pane id `<key>/<start>/<end>/<index>` a consumer can drop
@@ -176,6 +180,9 @@ func appendPaneFields(b []byte, p *Pane) []byte {
 	if p.Quiet {
 		b = append(b, `,"quiet":true`...)
 	}
+	if p.TimedOut {
+		b = append(b, `,"timeout":true`...)
+	}
 	b = append(b, `},"retraction":`...)
 	b = strconv.AppendBool(b, p.Retraction)
 	return append(b, `,"aggregates":{`...)
@@ -212,6 +219,7 @@ type paneHead struct {
 	mode       Mode
 	retraction bool
 	quiet      bool
+	timedOut   bool
 	records    bool
 	first      int64
 	last       int64
@@ -237,7 +245,7 @@ func NewPaneJSON(specs []AggSpec) *PaneJSON {
 func (e *PaneJSON) Append(b []byte, p *Pane) []byte {
 	b = append(b, `{"key":`...)
 	b = codec.AppendJSONString(b, p.Key)
-	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, quiet: p.Quiet, records: p.Records, first: p.FirstTime, last: p.LastTime, zone: p.Zone, partition: -1}
+	h := paneHead{start: p.Start, end: p.End, index: p.Index, timing: p.Timing, final: p.Final, mode: p.Mode, retraction: p.Retraction, quiet: p.Quiet, timedOut: p.TimedOut, records: p.Records, first: p.FirstTime, last: p.LastTime, zone: p.Zone, partition: -1}
 	if p.HasPartition {
 		h.partition = p.Partition
 	}

@@ -71,12 +71,13 @@ type rec struct {
 	key  string
 	t    int64
 	x    float64
+	ends windowing.Ending // transaction windows (transaction_test.go)
 }
 
 // event is r as the engine's event, with x as the input of each of
 // aggregates aggregates.
 func (r rec) event(aggregates int) windowing.Event {
-	ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Inputs: make([]windowing.Input, aggregates)}
+	ev := windowing.Event{Partition: r.part, Key: r.key, Time: r.t, Ends: r.ends, Inputs: make([]windowing.Input, aggregates)}
 	for j := range ev.Inputs {
 		ev.Inputs[j].Num = r.x
 		ev.Inputs[j].Text = strconv.FormatFloat(r.x, 'f', -1, 64)

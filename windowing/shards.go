@@ -310,8 +310,15 @@ func (e *Engine) fireCatching(shard uint32) error {
 }
 
 // FireDue fires every event-time timer due at the current frontier (after
-// RestoreKey brought in windows the frontier has already passed).
+// RestoreKey brought in windows the frontier has already passed). The
+// frontier first takes in the generators restored with them
+// (watermark.Frontier.RestoreGenerator): the next record is judged against
+// the frontier the partition's old owner had, not against an engine's
+// first −∞.
 func (e *Engine) FireDue() error {
+	if err := e.advance(); err != nil {
+		return err
+	}
 	if e.f == watermark.MinTime {
 		return nil
 	}

@@ -16,6 +16,10 @@ const (
 	// CountWindow: windows of a key's records in read order, not of
 	// time (count.go); Size and Hop count records.
 	CountWindow
+	// Transaction: windows of a key's records in event-time order that a
+	// record closes (Event.Ends), or a silence of Gap ends
+	// (transaction.go).
+	Transaction
 )
 
 // String returns the configuration name of the kind.
@@ -35,6 +39,8 @@ func (k WindowKind) String() string {
 		return "sliding"
 	case CountWindow:
 		return "count"
+	case Transaction:
+		return "transaction"
 	}
 	return fmt.Sprintf("WindowKind(%d)", uint8(k))
 }
@@ -46,7 +52,7 @@ type WindowSpec struct {
 	Kind     WindowKind
 	Size     int64         // tumbling, hopping, sliding and fixed cumulate (the period)
 	Hop      int64         // hopping (equal to Size for tumbling)
-	Gap      int64         // session
+	Gap      int64         // session; transaction: its timeout
 	Offset   int64         // tumbling, hopping and fixed cumulate
 	Step     int64         // cumulate: between two window ends (cumulate.go)
 	Calendar *CalendarSpec // calendar; calendar cumulate: the period's unit (calendar.go)

@@ -1,0 +1,180 @@
+package windowing_test
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// randomTransactionStream gives records of a few keys with closing and
+// discarding records among them, in event-time order but for records up
+// to delay late.
+func randomTransactionStream(rng *rand.Rand, n int, delay int64) []rec {
+	recs := randomStream(rng, 1, n, delay)
+	for i := range recs {
+		switch r := rng.Intn(20); {
+		case r < 3:
+			recs[i].ends = windowing.Closes
+		case r < 4:
+			recs[i].ends = windowing.Discards
+		}
+	}
+	return recs
+}
+
+// transactionReference is what transaction windows of timeout make of
+// recs, whatever their order (docs/SEMANTICS.md, Transaction windows):
+// per key, the records in event-time order, cut after each time with a
+// closing or discarding record and between two times timeout or more
+// apart; a discarded window has no pane. One line per window: key,
+// bounds, count and sum, and whether it timed out.
+func transactionReference(recs []rec, timeout int64) []string {
+	type at struct {
+		n    int64
+		s    float64
+		ends windowing.Ending
+	}
+	byKey := map[string]map[int64]*at{}
+	for _, r := range recs {
+		m := byKey[r.key]
+		if m == nil {
+			m = map[int64]*at{}
+			byKey[r.key] = m
+		}
+		a := m[r.t]
+		if a == nil {
+			a = &at{}
+			m[r.t] = a
+		}
+		a.n++
+		a.s += r.x
+		a.ends = max(a.ends, r.ends)
+	}
+	var out []string
+	for key, m := range byKey {
+		times := make([]int64, 0, len(m))
+		for t := range m {
+			times = append(times, t)
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		var n int64
+		var s float64
+		first := times[0]
+		for i, t := range times {
+			a := m[t]
+			n, s = n+a.n, s+a.s
+			cut := a.ends != windowing.NotEnding || i == len(times)-1 || times[i+1]-t >= timeout
+			if !cut {
+				continue
+			}
+			switch a.ends {
+			case windowing.Closes:
+				out = append(out, fmt.Sprintf("%s [%d,%d) n=%d s=%g", key, first, t+1, n, s))
+			case windowing.NotEnding:
+				out = append(out, fmt.Sprintf("%s [%d,%d) n=%d s=%g timeout", key, first, t+timeout, n, s))
+			}
+			n, s = 0, 0
+			if i+1 < len(times) {
+				first = times[i+1]
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestTransactionWindowsAnyOrder: whatever order a key's records arrive
+// in, its transaction windows are cut by its closing and discarding
+// records and by its silences of the timeout, as the records in event-time
+// order say: a closing record that comes after later records cuts them off
+// into the next window, earlier records that come after their window's
+// closing record are still in it, and a discarded window emits nothing.
+func TestTransactionWindowsAnyOrder(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		timeout := int64(1 + rng.Intn(400))
+		spec := windowing.Spec{
+			Window:     windowing.WindowSpec{Kind: windowing.Transaction, Gap: timeout},
+			Mode:       windowing.Mode(rng.Intn(3)),
+			Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}},
+			Trigger:    windowing.TriggerSpec{OnTime: true},
+		}
+		recs := randomTransactionStream(rng, 20+rng.Intn(200), int64(rng.Intn(600)))
+		rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+		// The frontier stays behind every record until the end of
+		// input: every window fires once, complete.
+		r := newRestoreRun(t, spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 1 << 40, Every: 1}, 1<<20)
+		r.eng.Assign(0, 0, true)
+		r.feed(recs, 0)
+		if err := r.eng.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		var discarded int64
+		for _, p := range r.col.panes {
+			if p.Retraction || p.Timing == windowing.Early {
+				continue
+			}
+			line := fmt.Sprintf("%s [%d,%d) n=%d s=%g", p.Key, p.Start, p.End, p.Values[0].Int, p.Values[1].Num)
+			if p.TimedOut {
+				line += " timeout"
+			}
+			got = append(got, line)
+		}
+		sort.Strings(got)
+		want := transactionReference(recs, timeout)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("seed %d (timeout %d, %s):\n got\n%s\n want\n%s", seed, timeout, spec.Mode, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		for _, p := range r.col.panes {
+			if p.Timing == windowing.OnTime && !p.Final {
+				t.Fatalf("seed %d: an ON_TIME pane at the end of input is not final: %+v", seed, p)
+			}
+		}
+		if discarded = r.eng.Stats().Discarded; discarded < 0 {
+			t.Fatalf("seed %d: %d records discarded", seed, discarded)
+		}
+	}
+}
+
+// TestTransactionWindowsRestored: a partition's transaction windows, their
+// records by time, their endings and their trigger state move through the
+// changelog: the new owner emits exactly the panes the old one goes on to
+// emit, in every accumulation mode, with early triggers, lateness and
+// records out of order.
+func TestTransactionWindowsRestored(t *testing.T) {
+	for seed := int64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		spec := windowing.Spec{
+			Window:          windowing.WindowSpec{Kind: windowing.Transaction, Gap: int64(1 + rng.Intn(400))},
+			Mode:            windowing.Mode(rng.Intn(3)),
+			Aggregates:      append(testAggregates(), topKAggregate),
+			Trigger:         windowing.TriggerSpec{OnTime: true, Late: true},
+			AllowedLateness: int64(rng.Intn(3)) * 150,
+		}
+		if rng.Intn(2) == 0 {
+			spec.Trigger.EarlyCount = int64(1 + rng.Intn(3))
+		}
+		if rng.Intn(3) == 0 {
+			spec.Trigger.EarlyEvery = int64(10 + rng.Intn(200))
+		}
+		recs := randomTransactionStream(rng, 100+rng.Intn(300), int64(rng.Intn(800)))
+		wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.Intn(300)), Every: 1}
+		cut := len(recs) / 3 * (1 + rng.Intn(2))
+		t.Run(fmt.Sprintf("seed%d-timeout%d-%s", seed, spec.Window.Gap, spec.Mode), func(t *testing.T) {
+			cache := 1 + rng.Intn(3000)
+			stay := newRestoreRun(t, spec, wm, cache)
+			stay.eng.Assign(0, 0, true)
+			moved := newRestoreRun(t, spec, wm, cache)
+			now := stay.feed(recs[:cut], 0)
+			log, g := stay.changelog(0)
+			moved.restoreCold(0, []map[string][]byte{log}, g, now, true)
+			sameAfterMove(t, spec, stay, moved, recs[cut:], now, true)
+		})
+	}
+}
