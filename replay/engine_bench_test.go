@@ -55,6 +55,9 @@ var engineShapes = []struct {
 	// record per window there; ten here).
 	{"count-10-key", "../bench/count-10-key.yaml", false},
 	{"count-10-5-key", "../bench/count-10-5-key.yaml", false},
+	// Transaction windows by record key against tumbling-10s-key: a
+	// record in ten closes its key's window (CEL on every record).
+	{"transaction-key", "../bench/transaction-key.yaml", false},
 }
 
 // benchInput is the input of BenchmarkEngine, loaded once per process.

@@ -27,6 +27,7 @@ type metrics struct {
 	cacheBytes     *prometheus.GaugeVec
 	evictions      *prometheus.CounterVec
 	quietAdvances  *prometheus.CounterVec
+	discarded      *prometheus.CounterVec
 	stateBytes     *prometheus.GaugeVec
 	commitLatency  *prometheus.HistogramVec
 	ready          *prometheus.GaugeVec
@@ -81,6 +82,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Times the window cache passed state.cache_bytes and was flushed and emptied (its keys are then read back from Pebble)."}, p),
 		quietAdvances: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_quiet_advances_total",
 			Help: "Frontier steps made by the quiet advance: every partition idle, the frontier moving with processing time (watermark.quiet_advance)."}, p),
+		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_discarded_records_total",
+			Help: "Records of transaction windows that a record discarded (window.discard_when): they were in no pane that stands."}, p),
 		stateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_commit_latency_seconds", Help: "Duration of a commit cycle (flush output, sync state, commit offsets).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, p),
@@ -124,7 +127,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
-		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
+		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.discarded, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.restoreRemaining, m.standbys, m.transactions)
 	return m
 }
@@ -136,12 +139,13 @@ func msGauge(v int64) float64 {
 	return float64(v)
 }
 
-// countEngineStatsLocked adds the engine's cache evictions and quiet
-// advances not counted yet to their metrics.
+// countEngineStatsLocked adds the engine's cache evictions, quiet
+// advances and discarded records not counted yet to their metrics.
 func (p *pipeline) countEngineStatsLocked() {
 	st := p.mu.eng.Stats()
 	p.m.evictions.WithLabelValues(p.cfg.Name).Add(float64(st.Evictions - p.mu.counted.Evictions))
 	p.m.quietAdvances.WithLabelValues(p.cfg.Name).Add(float64(st.QuietAdvances - p.mu.counted.QuietAdvances))
+	p.m.discarded.WithLabelValues(p.cfg.Name).Add(float64(st.Discarded - p.mu.counted.Discarded))
 	p.mu.counted = st
 }
 

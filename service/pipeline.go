@@ -172,8 +172,8 @@ type loopState struct {
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	loggedWrites int64              // store.writes already counted in the metric
-	// counted: the engine's Stats() whose Evictions and QuietAdvances
-	// are already counted in the metrics (zero again with a rollback's
+	// counted: the engine's Stats() whose Evictions, QuietAdvances and
+	// Discarded are already counted in the metrics (zero again with a rollback's
 	// new engine).
 	counted     windowing.Stats
 	gated       map[int32]int64 // partitions catching up on their own frontier: the frontier when they joined

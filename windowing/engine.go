@@ -597,6 +597,9 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 	if w.retired {
 		return e.fireRetired(ks, w)
 	}
+	if due := eventDeadline(w.onTimeDone, w.end, e.spec.AllowedLateness); e.stale(t, w) && due > e.f {
+		return e.setEventTimer(ks, w, due) // (a due deadline fires now)
+	}
 	if ks.sliced {
 		if err := e.deriveSliced(ks, w); err != nil {
 			return err
@@ -1076,6 +1079,9 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 // sliding pipeline whose slide store is a tree comes with its store in
 // the same allocation (slidingKey).
 func (e *Engine) newKeyState(shard uint32, key string) *keyState {
+	if e.codec.txn {
+		return newTxnKey(shard, key, e.spec.Aggregates)
+	}
 	if e.spec.Window.Kind != Sliding || !slideIndexed(e.spec.Aggregates) {
 		return &keyState{shard: shard, key: key}
 	}

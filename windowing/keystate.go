@@ -473,8 +473,9 @@ func (d *decoder) slide(ks *keyState, specs []AggSpec, txn bool) error {
 		return errCorruptState
 	}
 	switch {
-	case txn:
+	case txn && (ks.slide == nil || !ks.slide.pristine(specs)):
 		ks.slide = newTxnSlides(specs)
+	case txn:
 	case ks.slide == nil || !ks.slide.pristine(specs):
 		ks.slide = newSlides(specs)
 	}

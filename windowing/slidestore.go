@@ -84,6 +84,8 @@ func (s *slides) pristine(specs []AggSpec) bool {
 		own = x.specs
 	case *slideFlat:
 		own = x.specs
+	case *txnFlat:
+		own = x.specs
 	}
 	return len(own) == len(specs) && &own[0] == &specs[0] // the same specs: the same kind of store
 }
@@ -748,7 +750,10 @@ func (x *slideFlat) at(i int) []accum {
 }
 
 func (x *slideFlat) add(t int64, in []Input) bool {
-	i := sort.Search(len(x.times), func(i int) bool { return x.times[i] >= t })
+	i := len(x.times)
+	if i > 0 && x.times[i-1] >= t {
+		i = sort.Search(i, func(i int) bool { return x.times[i] >= t })
+	}
 	fresh := i == len(x.times) || x.times[i] != t
 	if fresh {
 		k := len(x.specs)

@@ -25,8 +25,8 @@ import (
 // does); a closing record inside a window whose later records arrived
 // before it cuts the window in two: the records after it leave for a
 // window of their own. Splitting needs the records by time, so a
-// transaction key keeps them merged per event time in a flat slide store
-// (slidestore.go), as a sliding key does; in discarding mode a pane
+// transaction key keeps them merged per event time in a store (txnstore.go),
+// as a sliding key does; in discarding mode a pane
 // empties its window's times in the store, which then holds exactly what
 // each window's next pane would show.
 
@@ -51,11 +51,45 @@ func (e *Engine) lastOf(w *window) int64 {
 	return w.end - e.spec.Window.Gap
 }
 
+// txnSlides is a transaction key's slides and its store in one
+// allocation: a record reads the header and then the store.
+type txnSlides struct {
+	slides
+	store txnFlat
+}
+
+// txnKey is a key of a transaction pipeline: its state, its store and the
+// first times of its store in one allocation (Engine.newKeyState). A
+// record reads the key's state, its store's header and its newest times:
+// adjacent lines, not three separate misses.
+type txnKey struct {
+	keyState
+	ts     txnSlides
+	inline [txnInline]accum
+}
+
+// txnInline is the accumulators a txnKey holds in place: a few times of a
+// pipeline with a few aggregates (the store moves to the heap past them).
+const txnInline = 12
+
+// newTxnKey returns an empty state of (shard, key) with its store.
+func newTxnKey(shard uint32, key string, specs []AggSpec) *keyState {
+	tk := &txnKey{keyState: keyState{shard: shard, key: key}}
+	tk.ts.store = txnFlat{specs: specs, slab: tk.inline[:0]}
+	tk.ts.slideStore = &tk.ts.store
+	tk.slide = &tk.ts.slides
+	return &tk.keyState
+}
+
 // txnStore is transaction key ks's records by time.
-func txnStore(ks *keyState) *slideFlat { return ks.slide.slideStore.(*slideFlat) }
+func txnStore(ks *keyState) *txnFlat { return ks.slide.slideStore.(*txnFlat) }
 
 // newTxnSlides returns an empty store of a transaction key.
-func newTxnSlides(specs []AggSpec) *slides { return &slides{slideStore: &slideFlat{specs: specs}} }
+func newTxnSlides(specs []AggSpec) *slides {
+	ts := &txnSlides{store: txnFlat{specs: specs}}
+	ts.slideStore = &ts.store
+	return &ts.slides
+}
 
 // assignTransaction is step (1) for transaction windows.
 func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
@@ -67,8 +101,12 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 	if ks.slide == nil {
 		ks.slide = newTxnSlides(e.spec.Aggregates)
 	}
-	// p: the key's last window that starts at or before t.
-	p := sort.Search(len(ks.windows), func(i int) bool { return ks.windows[i].start > t }) - 1
+	// p: the key's last window that starts at or before t (mostly its
+	// newest).
+	p := len(ks.windows) - 1
+	if p >= 0 && ks.windows[p].start > t {
+		p = sort.Search(p, func(i int) bool { return ks.windows[i].start > t }) - 1
+	}
 	if p < 0 || !e.holds(ks.windows[p], t) {
 		return e.openTransaction(ks, p+1, ev, now)
 	}
@@ -119,6 +157,14 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 		return err
 	}
 	return e.update(ks, w, ev, now)
+}
+
+// stale reports whether event timer t of transaction window w is before
+// the window's deadline, which moved later since the timer was set
+// (rebound): the timer is then set again and fires nothing, unless the
+// frontier has passed that deadline too.
+func (e *Engine) stale(t Timer, w *window) bool {
+	return e.codec.txn && t.Deadline < eventDeadline(w.onTimeDone, w.end, e.spec.AllowedLateness)
 }
 
 // holds reports whether record time t belongs to transaction window w,
@@ -222,9 +268,18 @@ func (e *Engine) setEnded(ks *keyState, w *window, ended Ending) error {
 
 // rebound gives w the bounds [start, end): its event timer moves to them
 // and its phase follows the frontier; a processing-time timer of the new
-// phase stays, one of the other phase goes (as in a session merge).
+// phase stays, one of the other phase goes (as in a session merge). A
+// window that only grows later in its phase keeps its event timer where it
+// is, and the timer, when it fires, is set again at the window's end
+// (fireWindow): a key with a record every few seconds moves no timer per
+// record.
 func (e *Engine) rebound(ks *keyState, w *window, start, end int64) error {
 	late := closed(e.f, end)
+	if start == w.start && late == w.onTimeDone && eventDeadline(late, end, e.spec.AllowedLateness) >= w.timer {
+		w.end = end
+		ks.dirty = true
+		return nil
+	}
 	hasProc, proc := w.procOf(late)
 	if err := e.dropTimers(ks, w); err != nil {
 		return err
@@ -257,18 +312,4 @@ func (e *Engine) dropTransaction(ks *keyState, w *window) {
 // window's bounds when a record splits it.
 func (e *Engine) shown(ks *keyState, w *window) {
 	txnStore(ks).clearRange(w.start, e.lastOf(w))
-}
-
-// after returns the first time held after t (there is one).
-func (x *slideFlat) after(t int64) int64 {
-	return x.times[sort.Search(len(x.times), func(i int) bool { return x.times[i] > t })]
-}
-
-// clearRange empties the aggregates of the times from lo through hi.
-func (x *slideFlat) clearRange(lo, hi int64) {
-	i := sort.Search(len(x.times), func(i int) bool { return x.times[i] >= lo })
-	j := sort.Search(len(x.times), func(i int) bool { return x.times[i] > hi })
-	if i < j {
-		clear(x.accs[i*len(x.specs) : j*len(x.specs)])
-	}
 }

@@ -1,0 +1,101 @@
+package windowing
+
+import "sort"
+
+// txnFlat is a transaction key's records merged per event time
+// (transaction.go): a slideStore in one array, k+1 accumulators per time
+// (k aggregates), the first holding the time in its n. One array, not a
+// slideFlat's two: a record reads one cold line fewer, and a key's store is
+// mostly a few times, appended in order.
+type txnFlat struct {
+	specs []AggSpec
+	slab  []accum
+}
+
+// width is the accumulators of one time.
+func (x *txnFlat) width() int { return len(x.specs) + 1 }
+
+func (x *txnFlat) len() int { return len(x.slab) / x.width() }
+
+// time is the i-th time held.
+func (x *txnFlat) time(i int) int64 { return x.slab[i*x.width()].n }
+
+// at is the aggregates of the i-th time.
+func (x *txnFlat) at(i int) []accum {
+	w := x.width()
+	return x.slab[i*w+1 : (i+1)*w]
+}
+
+// search returns the index of the first time at or after t.
+func (x *txnFlat) search(t int64) int {
+	return sort.Search(x.len(), func(i int) bool { return x.time(i) >= t })
+}
+
+func (x *txnFlat) add(t int64, in []Input) bool {
+	n := x.len()
+	i := n
+	if n > 0 && x.time(n-1) >= t {
+		i = x.search(t)
+	}
+	fresh := i == n || x.time(i) != t
+	if fresh {
+		w := x.width()
+		x.slab = append(x.slab, make([]accum, w)...)
+		if i < n {
+			copy(x.slab[(i+1)*w:], x.slab[i*w:])
+			clear(x.slab[i*w : (i+1)*w])
+		}
+		x.slab[i*w].n = t
+	}
+	acc := x.at(i)
+	for j := range x.specs {
+		acc[j].add(&x.specs[j], &in[j])
+	}
+	return fresh
+}
+
+func (x *txnFlat) rangeInto(lo, hi int64, dst []accum) {
+	for i := x.search(lo); i < x.len() && x.time(i) <= hi; i++ {
+		for j, a := range x.at(i) {
+			// The sketches of one aggregate share their parameters:
+			// merges cannot fail.
+			_ = dst[j].merge(&x.specs[j], &a)
+		}
+	}
+}
+
+func (x *txnFlat) dropThrough(limit int64) int {
+	n := sort.Search(x.len(), func(i int) bool { return x.time(i) > limit })
+	m := copy(x.slab, x.slab[n*x.width():])
+	clear(x.slab[m:])
+	x.slab = x.slab[:m]
+	return n
+}
+
+func (x *txnFlat) newest() int64 { return x.time(x.len() - 1) }
+
+func (x *txnFlat) each(fn func(t int64, acc []accum) error) error {
+	for i := 0; i < x.len(); i++ {
+		if err := fn(x.time(i), x.at(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *txnFlat) load(t int64, acc []accum) {
+	x.slab = append(x.slab, accum{n: t})
+	x.slab = append(x.slab, acc...)
+}
+
+// after returns the first time held after t (there is one).
+func (x *txnFlat) after(t int64) int64 {
+	return x.time(sort.Search(x.len(), func(i int) bool { return x.time(i) > t }))
+}
+
+// clearRange empties the aggregates of the times from lo through hi.
+func (x *txnFlat) clearRange(lo, hi int64) {
+	for i := x.search(lo); i < x.len() && x.time(i) <= hi; i++ {
+		clear(x.at(i))
+	}
+}
