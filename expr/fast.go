@@ -264,6 +264,24 @@ func number(v val) (float64, bool) {
 // bools (==, != only) or two nulls (==, != only); other pairs punt. NaN
 // punts too.
 func comparer(fn string) func(x, y val) val {
+	// The operator's test of the comparison c, chosen once: a switch on
+	// fn's name per record is a string comparison or more.
+	var holds func(c int) bool
+	switch fn {
+	case operators.Equals:
+		holds = func(c int) bool { return c == 0 }
+	case operators.NotEquals:
+		holds = func(c int) bool { return c != 0 }
+	case operators.Less:
+		holds = func(c int) bool { return c < 0 }
+	case operators.LessEquals:
+		holds = func(c int) bool { return c <= 0 }
+	case operators.Greater:
+		holds = func(c int) bool { return c > 0 }
+	default:
+		holds = func(c int) bool { return c >= 0 }
+	}
+	equality := fn == operators.Equals || fn == operators.NotEquals
 	return func(x, y val) val {
 		var c int
 		switch {
@@ -275,7 +293,7 @@ func comparer(fn string) func(x, y val) val {
 				c = 1
 			}
 		case (x.k == kBool && y.k == kBool) || (x.k == kNull && y.k == kNull):
-			if fn != operators.Equals && fn != operators.NotEquals {
+			if !equality {
 				return val{}
 			}
 			if x.b != y.b {
@@ -294,22 +312,7 @@ func comparer(fn string) func(x, y val) val {
 				c = 1
 			}
 		}
-		var b bool
-		switch fn {
-		case operators.Equals:
-			b = c == 0
-		case operators.NotEquals:
-			b = c != 0
-		case operators.Less:
-			b = c < 0
-		case operators.LessEquals:
-			b = c <= 0
-		case operators.Greater:
-			b = c > 0
-		case operators.GreaterEquals:
-			b = c >= 0
-		}
-		return val{k: kBool, b: b}
+		return val{k: kBool, b: holds(c)}
 	}
 }
 

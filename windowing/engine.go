@@ -586,8 +586,13 @@ func (e *Engine) timerWindow(t Timer, ks *keyState) (*keyState, *window, error) 
 // fireWindow runs the on-time step or the expiry of one window (ks: as
 // for timerWindow).
 func (e *Engine) fireWindow(t Timer, ks *keyState) error {
-	ks, w, err := e.timerWindow(t, ks)
-	if err != nil {
+	var w *window
+	var err error
+	if e.codec.txn {
+		if ks, w, err = e.leftTimer(t, ks); err != nil || w == nil {
+			return err
+		}
+	} else if ks, w, err = e.timerWindow(t, ks); err != nil {
 		return err
 	}
 	if err := e.store.DeleteTimer(t); err != nil {

@@ -133,6 +133,7 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 			}
 		}
 		e.keep(ks, ev)
+		e.fold(ks, w)
 		return e.update(ks, w, ev, now)
 	}
 	// A record that ends w at t. Its window then ends at t + 1: when that
@@ -156,7 +157,26 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 	if err := e.setEnded(ks, w, ended); err != nil {
 		return err
 	}
+	e.fold(ks, w)
 	return e.update(ks, w, ev, now)
+}
+
+// leftTimer returns the window of event timer t, or nil when t is one that
+// rebound left behind when its window's deadline moved earlier (or whose
+// window has gone since): not the window's timer (window.timer), it is
+// deleted and fires nothing. A restore brings back only the windows' own
+// timers.
+func (e *Engine) leftTimer(t Timer, ks *keyState) (*keyState, *window, error) {
+	if ks == nil {
+		var err error
+		if ks, err = e.keyState(t.Shard, t.Key); err != nil {
+			return nil, nil, err
+		}
+	}
+	if w := ks.find(t.Start); w != nil && w.timer == t.Deadline {
+		return ks, w, nil
+	}
+	return ks, nil, e.store.DeleteTimer(t)
 }
 
 // stale reports whether event timer t of transaction window w is before
@@ -247,6 +267,21 @@ func (e *Engine) keep(ks *keyState, ev *Event) {
 	}
 }
 
+// fold merges the times of window w of ks at or below F − L into its
+// first: a closing record that could cut them off would be late (its own
+// window [c, c + 1) expired), so only their total is ever read again, by a
+// split's left part. The store then holds a window's first time and its
+// last few, whatever its length.
+func (e *Engine) fold(ks *keyState, w *window) {
+	if e.f < math.MinInt64+e.spec.AllowedLateness {
+		return // no frontier yet
+	}
+	hi := min(e.f-e.spec.AllowedLateness, e.lastOf(w))
+	if n := txnStore(ks).fold(w.start, hi); n > 0 {
+		e.release(ks, n*e.sliceBytes())
+	}
+}
+
 // setEnded records how w ends. A window that a record discards emits
 // nothing more: its pending timer goes, and in retracting mode its last
 // pane is retracted.
@@ -281,12 +316,20 @@ func (e *Engine) rebound(ks *keyState, w *window, start, end int64) error {
 		return nil
 	}
 	hasProc, proc := w.procOf(late)
-	if err := e.dropTimers(ks, w); err != nil {
+	deadline := eventDeadline(late, end, e.spec.AllowedLateness)
+	drop := e.dropTimers
+	if start == w.start && deadline < w.timer {
+		// The event timer is left where it is, later (leftTimer):
+		// taking a timer out of the middle of the set costs a search,
+		// and a closing record moves one for every window.
+		drop = e.cancelProc
+	}
+	if err := drop(ks, w); err != nil {
 		return err
 	}
 	w.start, w.end, w.onTimeDone = start, end, late
 	ks.dirty = true
-	if err := e.setEventTimer(ks, w, eventDeadline(late, end, e.spec.AllowedLateness)); err != nil {
+	if err := e.setEventTimer(ks, w, deadline); err != nil {
 		return err
 	}
 	if hasProc {

@@ -10,12 +10,13 @@ import "sort"
 type txnFlat struct {
 	specs []AggSpec
 	slab  []accum
+	n     int // times held: len(slab) / width()
 }
 
 // width is the accumulators of one time.
 func (x *txnFlat) width() int { return len(x.specs) + 1 }
 
-func (x *txnFlat) len() int { return len(x.slab) / x.width() }
+func (x *txnFlat) len() int { return x.n }
 
 // time is the i-th time held.
 func (x *txnFlat) time(i int) int64 { return x.slab[i*x.width()].n }
@@ -46,6 +47,7 @@ func (x *txnFlat) add(t int64, in []Input) bool {
 			clear(x.slab[i*w : (i+1)*w])
 		}
 		x.slab[i*w].n = t
+		x.n++
 	}
 	acc := x.at(i)
 	for j := range x.specs {
@@ -69,6 +71,7 @@ func (x *txnFlat) dropThrough(limit int64) int {
 	m := copy(x.slab, x.slab[n*x.width():])
 	clear(x.slab[m:])
 	x.slab = x.slab[:m]
+	x.n -= n
 	return n
 }
 
@@ -86,6 +89,37 @@ func (x *txnFlat) each(fn func(t int64, acc []accum) error) error {
 func (x *txnFlat) load(t int64, acc []accum) {
 	x.slab = append(x.slab, accum{n: t})
 	x.slab = append(x.slab, acc...)
+	x.n++
+}
+
+// fold merges the times after lo through hi into the time lo (held) and
+// returns how many went.
+func (x *txnFlat) fold(lo, hi int64) int {
+	if x.n < 2 || x.time(x.n-2) > hi {
+		return 0 // (mostly: the newest two are not both folded)
+	}
+	i := x.search(lo)
+	j := i + 1
+	for j < x.len() && x.time(j) <= hi {
+		j++
+	}
+	if j-i < 2 {
+		return 0
+	}
+	into := x.at(i)
+	for k := i + 1; k < j; k++ {
+		for a, acc := range x.at(k) {
+			// The sketches of one aggregate share their parameters:
+			// merges cannot fail.
+			_ = into[a].merge(&x.specs[a], &acc)
+		}
+	}
+	w := x.width()
+	m := copy(x.slab[(i+1)*w:], x.slab[j*w:])
+	clear(x.slab[(i+1)*w+m:])
+	x.slab = x.slab[:(i+1)*w+m]
+	x.n -= j - i - 1
+	return j - i - 1
 }
 
 // after returns the first time held after t (there is one).
