@@ -41,9 +41,10 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.Timestamp = d.timestamp(m)
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
 	p.Spec = d.spec(m)
-	p.Drain = d.drain(m, p.Spec.Window)
 	p.CloseWhen, p.DiscardWhen = d.closeWhen, d.discardWhen
 	d.closeWhen, d.discardWhen = nil, nil
+	p.Drain = d.drain(m, p.Spec.Window)
+	d.closeWhen, d.discardWhen = nil, nil // (a drain's window takes none)
 	if slices.ContainsFunc(d.aggExprs, func(x *expr.Program) bool { return x != nil }) {
 		p.AggregateExprs = d.aggExprs
 	}

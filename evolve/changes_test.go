@@ -1,6 +1,7 @@
 package evolve_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/evolve"
+	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -88,6 +90,8 @@ func TestRefusedChanges(t *testing.T) {
 		{"size", tumbling(10, agg("n", windowing.Count)), tumbling(20, agg("n", windowing.Count)), "window"},
 		{"hopping to tumbling", hop(10, 5), tumbling(10, agg("n", windowing.Count)), "window"},
 		{"hop", hop(10, 5), hop(10, 2), "window"},
+		{"tumbling to transaction", tumbling(10, agg("n", windowing.Count)), txn("value.done", agg("n", windowing.Count)), "window"},
+		{"close_when", txn("value.done", agg("n", windowing.Count)), txn("value.paid", agg("n", windowing.Count)), "window"},
 		{"key", tumbling(10, agg("n", windowing.Count)), func() *config.Pipeline {
 			p := tumbling(10, agg("n", windowing.Count))
 			p.Key.Field = "user"
@@ -111,6 +115,19 @@ func TestRefusedChanges(t *testing.T) {
 			n.finish()
 		})
 	}
+}
+
+// txn is a pipeline of transaction windows that close_when closes, with a
+// 10 ms timeout.
+func txn(closeWhen string, aggs ...windowing.AggSpec) *config.Pipeline {
+	p := tumbling(10, aggs...)
+	p.Spec.Window = windowing.WindowSpec{Kind: windowing.Transaction, Gap: 10}
+	prg, errs := expr.Compile(closeWhen, expr.Bool)
+	if errs != nil {
+		panic(fmt.Sprint(errs))
+	}
+	p.CloseWhen = prg
+	return p
 }
 
 func TestLatenessGrownNeverReopensAClosedWindow(t *testing.T) {
