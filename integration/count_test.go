@@ -11,12 +11,17 @@ import (
 // event times that jump back and forth (count windows ignore them), x the
 // record's number.
 func countStream(n int) []input {
+	return keyedStream(n, func(i int) int64 { return base + int64(i)*10 - int64(i%5)*3000 })
+}
+
+// keyedStream is n records of keys u0..u7, u<k> on partition k%2, record i
+// at event time ts(i) with x = i.
+func keyedStream(n int, ts func(i int) int64) []input {
 	var recs []input
 	for i := 0; i < n; i++ {
 		k := i * 7 % 8
-		ts := base + int64(i)*10 - int64(i%5)*3000
 		recs = append(recs, input{partition: int32(k % 2), key: fmt.Sprintf("u%d", k),
-			value: fmt.Sprintf(`{"user":"u%d","ts":%d,"x":%d}`, k, ts, i)})
+			value: fmt.Sprintf(`{"user":"u%d","ts":%d,"x":%d}`, k, ts(i), i)})
 	}
 	return recs
 }

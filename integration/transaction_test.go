@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,14 +15,7 @@ import (
 // record with x divisible by 7 closes its key's window, one divisible by
 // 61 discards it.
 func transactionStream(n int) []input {
-	var recs []input
-	for i := 0; i < n; i++ {
-		k := i * 7 % 8
-		ts := base + int64(i)*10 + int64(i/600)*5000 - int64(i*37%5)*300
-		recs = append(recs, input{partition: int32(k % 2), key: fmt.Sprintf("u%d", k),
-			value: fmt.Sprintf(`{"user":"u%d","ts":%d,"x":%d}`, k, ts, i)})
-	}
-	return recs
+	return keyedStream(n, func(i int) int64 { return base + int64(i)*10 + int64(i/600)*5000 - int64(i*37%5)*300 })
 }
 
 // TestTransactionWindowsKillAndRestart (docs/SEMANTICS.md, Transaction

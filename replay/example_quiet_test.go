@@ -18,21 +18,8 @@ import (
 // panes it shows: the evening's last hour on time by the quiet advance,
 // before the next morning's sale.
 func TestStoreSalesQuietExample(t *testing.T) {
-	cfg, err := config.Load("../configs/store-sales-quiet.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.ReadFile("../testdata/store-sales.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if _, err := Run(Options{Pipeline: &cfg.Pipelines[0], Input: bytes.NewReader(in), Partitions: 2, FS: vfs.NewMem(), Out: &out, Errs: io.Discard}); err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
-	for _, line := range lines(out.Bytes()) {
-		v := gjson.Parse(line)
+	for _, v := range exampleReplay(t, "../configs/store-sales-quiet.yaml", "../testdata/store-sales.jsonl", 2) {
 		b.WriteString(fmt.Sprintln(v.Get("key").Str, v.Get("window.start").Int(), v.Get("pane.timing").Str, v.Get("pane.index").Int(),
 			v.Get("pane.final").Bool(), v.Get("pane.quiet").Bool()))
 	}
@@ -45,4 +32,27 @@ rome-1 1764918000000 ON_TIME 0 true false
 	if b.String() != want {
 		t.Fatalf("panes:\n%s\nwant:\n%s", b.String(), want)
 	}
+}
+
+// exampleReplay replays the input file of a README example through the
+// first pipeline of its config file and returns its panes.
+func exampleReplay(t *testing.T, configFile, inputFile string, partitions int) []gjson.Result {
+	t.Helper()
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.ReadFile(inputFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Run(Options{Pipeline: &cfg.Pipelines[0], Input: bytes.NewReader(in), Partitions: partitions, FS: vfs.NewMem(), Out: &out, Errs: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	var panes []gjson.Result
+	for _, line := range lines(out.Bytes()) {
+		panes = append(panes, gjson.Parse(line))
+	}
+	return panes
 }

@@ -1,17 +1,9 @@
 package replay
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"testing"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/tidwall/gjson"
-
-	"github.com/windowd/windowd/config"
 )
 
 // TestShopVisitsExample: the README's transaction windows example gives
@@ -19,21 +11,8 @@ import (
 // after a later view and cuts it off; v-2's abandoned visit emits
 // nothing; visits without a checkout time out.
 func TestShopVisitsExample(t *testing.T) {
-	cfg, err := config.Load("../configs/shop-visits.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.ReadFile("../testdata/shop-visits.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if _, err := Run(Options{Pipeline: &cfg.Pipelines[0], Input: bytes.NewReader(in), Partitions: 1, FS: vfs.NewMem(), Out: &out, Errs: io.Discard}); err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
-	for _, line := range lines(out.Bytes()) {
-		v := gjson.Parse(line)
+	for _, v := range exampleReplay(t, "../configs/shop-visits.yaml", "../testdata/shop-visits.jsonl", 1) {
 		b.WriteString(fmt.Sprintln(v.Get("key").Str, v.Get("window.start").Int(), v.Get("window.end").Int(), v.Get("pane.timeout").Bool(),
 			v.Get("aggregates.events").Int(), v.Get("aggregates.spent").Float()))
 	}

@@ -190,6 +190,21 @@ func TestRestoredPartitionEmitsIdenticalPanes(t *testing.T) {
 	}
 }
 
+// moveCold feeds recs[:cut] to an engine of spec with a cache of cache
+// bytes, restores its partition 0 into an empty engine through the
+// changelog, and checks that both go on alike on the rest (sameAfterMove;
+// finish: and at the end of input).
+func moveCold(t *testing.T, spec windowing.Spec, wm watermark.Spec, cache int, recs []rec, cut int, finish bool) {
+	t.Helper()
+	stay := newRestoreRun(t, spec, wm, cache)
+	stay.eng.Assign(0, 0, true)
+	moved := newRestoreRun(t, spec, wm, cache)
+	now := stay.feed(recs[:cut], 0)
+	log, g := stay.changelog(0)
+	moved.restoreCold(0, []map[string][]byte{log}, g, now, true)
+	sameAfterMove(t, spec, stay, moved, recs[cut:], now, finish)
+}
+
 // sameAfterMove checks that moved, which restored stay's partition 0 at
 // processing time now, holds as many open windows and emits the same panes
 // as stay on the records rest (and, with finish, at the end of input).

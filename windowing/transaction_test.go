@@ -178,14 +178,7 @@ func TestTransactionWindowsRestored(t *testing.T) {
 		wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.Intn(300)), Every: 1}
 		cut := len(recs) / 3 * (1 + rng.Intn(2))
 		t.Run(fmt.Sprintf("seed%d-timeout%d-%s", seed, spec.Window.Gap, spec.Mode), func(t *testing.T) {
-			cache := 1 + rng.Intn(3000)
-			stay := newRestoreRun(t, spec, wm, cache)
-			stay.eng.Assign(0, 0, true)
-			moved := newRestoreRun(t, spec, wm, cache)
-			now := stay.feed(recs[:cut], 0)
-			log, g := stay.changelog(0)
-			moved.restoreCold(0, []map[string][]byte{log}, g, now, true)
-			sameAfterMove(t, spec, stay, moved, recs[cut:], now, true)
+			moveCold(t, spec, wm, 1+rng.Intn(3000), recs, cut, true)
 		})
 	}
 }
