@@ -35,10 +35,12 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	spec key=value ...        a new engine over an empty in-memory store;
 //	                          partitions 0..N-1 assigned at processing time 0
 //	record [now=T]            one record per input line: p=P k=KEY t=T [x=X] [now=T]
+//	                          [end=close|discard] (transaction windows)
 //	tick now=T                a processing-time tick
 //	finish                    end of input: the frontier moves to +inf
 //
-// Spec keys: window (tumbling, hopping, session), size, hop, gap, offset,
+// Spec keys: window (tumbling, hopping, session, transaction), size, hop,
+// gap, timeout, offset,
 // lateness, early-count, early-every, on-time (true), late (false),
 // late-every, closing (always, if_changed, never), mode (accumulating,
 // discarding, retracting), max-delay, every, idle, partitions (1), view
@@ -270,6 +272,8 @@ func newTLRunner(t *testing.T, path string, line int, args map[string]string) *t
 		r.spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: num("size", 0), Hop: num("hop", 0), Offset: num("offset", 0)}
 	case "session":
 		r.spec.Window = windowing.WindowSpec{Kind: windowing.Session, Gap: num("gap", 0)}
+	case "transaction":
+		r.spec.Window = windowing.WindowSpec{Kind: windowing.Transaction, Gap: num("timeout", 0)}
 	default:
 		t.Fatalf("%s:%d: window=%q", path, line, args["window"])
 	}
@@ -338,8 +342,11 @@ func quietText(wm watermark.Spec) string {
 func (r *tlRunner) describe() []string {
 	s, w := r.spec, r.spec.Window
 	win := fmt.Sprintf("%s size=%d hop=%d offset=%d", w.Kind, w.Size, w.Hop, w.Offset)
-	if w.Kind == windowing.Session {
+	switch w.Kind {
+	case windowing.Session:
 		win = fmt.Sprintf("session gap=%d", w.Gap)
+	case windowing.Transaction:
+		win = fmt.Sprintf("transaction timeout=%d", w.Gap)
 	}
 	tr := s.Trigger
 	return []string{
@@ -367,6 +374,15 @@ func (r *tlRunner) record(t *testing.T, path string, line int, a map[string]stri
 		Time:      atoi(t, path, line, a["t"]),
 		Inputs:    []windowing.Input{{}, {Num: x}},
 	}
+	switch a["end"] {
+	case "":
+	case "close":
+		ev.Ends = windowing.Closes
+	case "discard":
+		ev.Ends = windowing.Discards
+	default:
+		t.Fatalf("%s:%d: end=%q", path, line, a["end"])
+	}
 	if ev.Key == "" {
 		t.Fatalf("%s:%d: record without k=", path, line)
 	}
@@ -375,6 +391,9 @@ func (r *tlRunner) record(t *testing.T, path string, line int, a map[string]stri
 		t.Fatalf("%s:%d: %v", path, line, err)
 	}
 	label := fmt.Sprintf("p%d %s@%d", ev.Partition, ev.Key, ev.Time)
+	if a["end"] != "" {
+		label += " " + a["end"]
+	}
 	head := r.row(label, func(c0, c1 int64) byte {
 		if c0 <= ev.Time && ev.Time < c1 {
 			return '*'
@@ -535,6 +554,9 @@ func (c *tlCollector) Pane(p *windowing.Pane) error {
 	}
 	if p.Quiet {
 		note += " quiet"
+	}
+	if p.TimedOut {
+		note += " timeout"
 	}
 	c.rows = append(c.rows, c.r.row(label, c.r.span(p.Start, p.End, p.End, ch, ' '), note))
 	return nil
