@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -127,6 +128,9 @@ type Engine struct {
 
 	cache      keyCache
 	cacheBytes int
+	// keyBytes is the cache estimate of a key without windows:
+	// keyBaseSize, and a transaction key's store (txnKey).
+	keyBytes int
 
 	// owned holds the shards whose timers may fire (ShardByPartition only):
 	// the partitions assigned to this instance. State of other shards
@@ -214,6 +218,10 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		}
 	}
 	e.byEnd = spec.Window.Kind == Cumulate
+	e.keyBytes = keyBaseSize
+	if e.codec.txn {
+		e.keyBytes += int(unsafe.Sizeof(txnKey{}) - unsafe.Sizeof(keyState{}))
+	}
 	if k := spec.Window.Kind; k != Session && k != Sliding && k != CountWindow && k != Transaction {
 		e.assigner = NewAssigner(spec.Window)
 		e.sliceLen = sliceLen(&spec, &opts)
@@ -742,7 +750,7 @@ func (e *Engine) grow(ks *keyState, n int) {
 // follows what is live, so windows that open and close do not fill the
 // budget and force an eviction of every key.
 func (e *Engine) release(ks *keyState, n int) {
-	n = min(n, ks.size-keyBaseSize-len(ks.key))
+	n = min(n, ks.size-e.keyBytes-len(ks.key))
 	if n > 0 {
 		ks.size -= n
 		e.cacheBytes -= n
@@ -1100,7 +1108,7 @@ func (e *Engine) newKeyState(shard uint32, key string) *keyState {
 // into the cache.
 func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error) {
 	ks := e.newKeyState(shard, key)
-	ks.size = keyBaseSize + len(key)
+	ks.size = e.keyBytes + len(key)
 	if b != nil {
 		if err := e.codec.decode(b, ks); err != nil {
 			return nil, fmt.Errorf("key %q: %w", key, err)
