@@ -702,7 +702,11 @@ func (e *Engine) openWindow(ks *keyState, start, end int64, last bool) (*window,
 		nAcc = len(e.spec.Aggregates)
 	}
 	var w *window
-	if n := len(e.freeWindows); n > 0 && nAcc == len(e.spec.Aggregates) {
+	if e.codec.txn {
+		w = txnStore(ks).takeWindow(nAcc)
+	}
+	if w != nil {
+	} else if n := len(e.freeWindows); n > 0 && nAcc == len(e.spec.Aggregates) {
 		w = e.freeWindows[n-1]
 		e.freeWindows[n-1] = nil
 		e.freeWindows = e.freeWindows[:n-1]
@@ -901,6 +905,9 @@ func (e *Engine) absorb(ks *keyState, survivor, a *window) error {
 	ks.remove(a)
 	e.release(ks, e.windowBytes(ks))
 	e.open--
+	if e.codec.txn {
+		txnStore(ks).giveWindow(a)
+	}
 	return nil
 }
 
@@ -956,6 +963,9 @@ func (e *Engine) deleteWindow(ks *keyState, w *window) error {
 	}
 	if e.codec.txn {
 		e.dropTransaction(ks, w)
+		if txnStore(ks).giveWindow(w) {
+			return nil
+		}
 	}
 	e.recycle(w)
 	return nil

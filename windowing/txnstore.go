@@ -11,6 +11,34 @@ type txnFlat struct {
 	specs []AggSpec
 	slab  []accum
 	n     int // times held: len(slab) / width()
+	// win is a window of the key kept here, beside its state, for its
+	// newest window mostly (Engine.openWindow takes it when free, as a
+	// key mostly has one window): a record reads it without a miss of
+	// its own. winUsed: a window of the key is it.
+	win     windowAccs4
+	winUsed bool
+}
+
+// takeWindow returns the key's own window, zero, with n aggregates, or nil
+// when it is in use or too small.
+func (x *txnFlat) takeWindow(n int) *window {
+	if x.winUsed || n > len(x.win.acc) {
+		return nil
+	}
+	x.winUsed = true
+	x.win = windowAccs4{}
+	x.win.w.acc = x.win.acc[:n:n]
+	return &x.win.w
+}
+
+// giveWindow takes back w, which the key no longer lists, when it is the
+// key's own window (not for Engine.recycle).
+func (x *txnFlat) giveWindow(w *window) bool {
+	if w != &x.win.w {
+		return false
+	}
+	x.winUsed = false
+	return true
 }
 
 // width is the accumulators of one time.
