@@ -165,7 +165,8 @@ func (p *Program) Eval(a *Activation) (ref.Val, error) {
 	return out, nil
 }
 
-// Filter runs a filter: whether the record is kept.
+// Filter runs a boolean expression (a filter: whether the record is kept;
+// close_when, discard_when: whether it ends its window).
 func (p *Program) Filter(a *Activation) (bool, error) {
 	if p.fast != nil {
 		if v := p.fast(a); v.k == kBool {
@@ -178,7 +179,7 @@ func (p *Program) Filter(a *Activation) (bool, error) {
 	}
 	b, ok := v.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("the filter is a %s, not a bool", v.Type().TypeName())
+		return false, fmt.Errorf("the expression is a %s, not a bool", v.Type().TypeName())
 	}
 	return bool(b), nil
 }

@@ -30,22 +30,31 @@ func TestPaneRecord(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, got[k], v)
 		}
 	}
-	if _, ok := got[HeaderQuiet]; ok {
-		t.Errorf("header %s on a pane the quiet advance did not reach", HeaderQuiet)
-	}
-	p.Quiet = true
-	r = PaneRecord("out", p, specs)
-	n := 0
-	for _, h := range r.Headers {
-		if h.Key == HeaderQuiet {
-			n++
-			if string(h.Value) != "true" {
-				t.Errorf("header %s = %q, want true", h.Key, h.Value)
+	// The flag headers: on the panes they name only, once, "true".
+	for _, flag := range []struct {
+		header string
+		set    func(*windowing.Pane)
+	}{
+		{HeaderQuiet, func(p *windowing.Pane) { p.Quiet = true }},
+		{HeaderTimeout, func(p *windowing.Pane) { p.TimedOut = true }},
+	} {
+		if _, ok := got[flag.header]; ok {
+			t.Errorf("header %s on a pane without its flag", flag.header)
+		}
+		q := *p
+		flag.set(&q)
+		n := 0
+		for _, h := range PaneRecord("out", &q, specs).Headers {
+			if h.Key == flag.header {
+				n++
+				if string(h.Value) != "true" {
+					t.Errorf("header %s = %q, want true", h.Key, h.Value)
+				}
 			}
 		}
-	}
-	if n != 1 {
-		t.Errorf("a quiet pane has %d %s headers, want 1", n, HeaderQuiet)
+		if n != 1 {
+			t.Errorf("a pane with its flag has %d %s headers, want 1", n, flag.header)
+		}
 	}
 }
 
