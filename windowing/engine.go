@@ -610,8 +610,13 @@ func (e *Engine) fireWindow(t Timer, ks *keyState) error {
 	if w.retired {
 		return e.fireRetired(ks, w)
 	}
-	if due := eventDeadline(w.onTimeDone, w.end, e.spec.AllowedLateness); e.stale(t, w) && due > e.f {
-		return e.setEventTimer(ks, w, due) // (a due deadline fires now)
+	if e.codec.txn {
+		// A transaction window's timer before its deadline, which moved
+		// later since the timer was set (rebound), is set again and
+		// fires nothing, unless the frontier has passed the deadline too.
+		if due := eventDeadline(w.onTimeDone, w.end, e.spec.AllowedLateness); t.Deadline < due && due > e.f {
+			return e.setEventTimer(ks, w, due)
+		}
 	}
 	if ks.sliced {
 		if err := e.deriveSliced(ks, w); err != nil {
@@ -772,6 +777,12 @@ func (e *Engine) update(ks *keyState, w *window, ev *Event, now int64) error {
 	w.sincePane++
 	ks.dirty = true
 	e.touched = append(e.touched, w)
+	return e.armProc(ks, w, now)
+}
+
+// armProc arms the processing-time trigger of w's phase (procDelay) at
+// processing time now, unless w has one pending.
+func (e *Engine) armProc(ks *keyState, w *window, now int64) error {
 	if w.hasProc {
 		return nil
 	}

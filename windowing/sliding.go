@@ -88,12 +88,7 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 	w.sincePane = w.acc[0].n // every record adds a value to every aggregate
 	ks.dirty = true
 	e.touched = append(e.touched, w)
-	if d := procDelay(&e.spec.Trigger, w.lateProc()); d > 0 {
-		if err := e.setProc(ks, w, addSat(now, d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.armProc(ks, w, now)
 }
 
 // slideRange merges the records of ks from lo through hi into dst.

@@ -98,9 +98,6 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 		e.outOfRange = true // [t, t+timeout) would end past the int64 range
 		return nil
 	}
-	if ks.slide == nil {
-		ks.slide = newTxnSlides(e.spec.Aggregates)
-	}
 	// p: the key's last window that starts at or before t (mostly its
 	// newest).
 	p := len(ks.windows) - 1
@@ -179,14 +176,6 @@ func (e *Engine) leftTimer(t Timer, ks *keyState) (*keyState, *window, error) {
 	return ks, nil, e.store.DeleteTimer(t)
 }
 
-// stale reports whether event timer t of transaction window w is before
-// the window's deadline, which moved later since the timer was set
-// (rebound): the timer is then set again and fires nothing, unless the
-// frontier has passed that deadline too.
-func (e *Engine) stale(t Timer, w *window) bool {
-	return e.codec.txn && t.Deadline < eventDeadline(w.onTimeDone, w.end, e.spec.AllowedLateness)
-}
-
 // holds reports whether record time t belongs to transaction window w,
 // which starts at or before t: t is at or before w's last record, or w is
 // open and t within its timeout.
@@ -250,10 +239,8 @@ func (e *Engine) split(ks *keyState, w *window, ev *Event, now int64) error {
 			x.lateSeen = true
 		}
 		e.touched = append(e.touched, x)
-		if d := procDelay(&e.spec.Trigger, x.lateProc()); d > 0 && !x.hasProc {
-			if err := e.setProc(ks, x, addSat(now, d)); err != nil {
-				return err
-			}
+		if err := e.armProc(ks, x, now); err != nil {
+			return err
 		}
 	}
 	ks.dirty = true
@@ -310,13 +297,13 @@ func (e *Engine) setEnded(ks *keyState, w *window, ended Ending) error {
 // record.
 func (e *Engine) rebound(ks *keyState, w *window, start, end int64) error {
 	late := closed(e.f, end)
-	if start == w.start && late == w.onTimeDone && eventDeadline(late, end, e.spec.AllowedLateness) >= w.timer {
+	deadline := eventDeadline(late, end, e.spec.AllowedLateness)
+	if start == w.start && late == w.onTimeDone && deadline >= w.timer {
 		w.end = end
 		ks.dirty = true
 		return nil
 	}
 	hasProc, proc := w.procOf(late)
-	deadline := eventDeadline(late, end, e.spec.AllowedLateness)
 	drop := e.dropTimers
 	if start == w.start && deadline < w.timer {
 		// The event timer is left where it is, later (leftTimer):
