@@ -26,6 +26,23 @@ func keyedStream(n int, ts func(i int) int64) []input {
 	return recs
 }
 
+// killAndRestart produces first to a new windowd process, kills it -9
+// once it has read half of them, produces rest and starts windowd again
+// on the same state, which it returns once every input record is
+// committed.
+func (e *env) killAndRestart(t *testing.T, first, rest []input) *instance {
+	t.Helper()
+	a := e.startProcess()
+	produce(t, e.in, first)
+	a.waitRecordsIn(t, len(first)/2)
+	_ = a.signal(t, syscall.SIGKILL)
+	e.waitGroupEmpty(t, 30*time.Second)
+	produce(t, e.in, rest)
+	b := e.startProcess()
+	e.waitCommitted(t, 60*time.Second)
+	return b
+}
+
 // TestCountWindowsKillAndRestart (docs/SEMANTICS.md, Count windows):
 // hopping count windows across a kill -9 and a restart from the last
 // checkpoint: the records after it are numbered again as before, so every
@@ -46,15 +63,7 @@ func TestCountWindowsKillAndRestart(t *testing.T) {
 		t.Fatalf("replay gives %d panes: the stream shows little", len(want))
 	}
 
-	a := e.startProcess()
-	produce(t, e.in, recs[:2000])
-	a.waitRecordsIn(t, 1000)
-	_ = a.signal(t, syscall.SIGKILL)
-	e.waitGroupEmpty(t, 30*time.Second)
-
-	produce(t, e.in, recs[2000:])
-	b := e.startProcess()
-	e.waitCommitted(t, 60*time.Second)
+	b := e.killAndRestart(t, recs[:2000], recs[2000:])
 	checkAgainstReplay(t, e, want)
 	if err := b.stop(); err != nil {
 		t.Fatalf("stop after restart: %v\n%s", err, b.stderr.String())

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,16 +70,7 @@ func transactionKillAndRestart(t *testing.T, tail string) {
 		t.Fatalf("replay gives %d closed and %d timed-out final panes: the stream shows little", closed, timedOut)
 	}
 
-	a := e.startProcess()
-	produce(t, e.in, recs[:2000])
-	a.waitRecordsIn(t, 1000)
-	_ = a.signal(t, syscall.SIGKILL)
-	e.waitGroupEmpty(t, 30*time.Second)
-
-	produce(t, e.in, recs[2000:])
-	produce(t, e.in, flushRecords(e.partitions))
-	b := e.startProcess()
-	e.waitCommitted(t, 60*time.Second)
+	b := e.killAndRestart(t, all[:2000], all[2000:]) // the flush records last
 	checkAgainstReplay(t, e, want)
 	late := e.reader(e.late)
 	late.poll(time.Second)
