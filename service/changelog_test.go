@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 )
 
@@ -44,5 +47,47 @@ func TestOffsetsRoundTrip(t *testing.T) {
 	out := map[int32]int64{}
 	if err := decodeOffsets(encodeOffsets(in), out); err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip: %v, %v", out, err)
+	}
+}
+
+// TestTrackingStoreKeepsLoggedValues checks what the commit cycle logs
+// without reading state back: each changed key's last value, copied (the
+// engine reuses its encoding buffer), nil for a deleted key, nothing for
+// untracked writes; forget starts the next cycle empty.
+func TestTrackingStoreKeepsLoggedValues(t *testing.T) {
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := &trackingStore{DB: db, dirty: map[int32]map[string][]byte{}}
+	buf := []byte("v1")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.PutKey(0, "a", buf))
+	copy(buf, "XX") // the engine's next encoding in the same buffer
+	must(s.PutKey(0, "b", []byte("b1")))
+	must(s.PutKey(0, "b", []byte("b2")))
+	must(s.PutKey(3, "c", []byte("c1")))
+	must(s.DeleteKey(3, "c"))
+	must(s.untracked(func() error { return s.PutKey(0, "restored", []byte("r")) }))
+	want := map[int32]map[string][]byte{0: {"a": []byte("v1"), "b": []byte("b2")}, 3: {"c": nil}}
+	if !reflect.DeepEqual(s.dirty, want) {
+		t.Fatalf("dirty = %q, want %q", s.dirty, want)
+	}
+	if v, err := db.GetKey(0, "b"); err != nil || string(v) != "b2" {
+		t.Fatalf("the store holds %q, %v", v, err)
+	}
+	if s.writes != 5 {
+		t.Fatalf("writes = %d, want 5", s.writes)
+	}
+	s.forget()
+	must(s.PutKey(0, "a", []byte("v2")))
+	if want := map[int32]map[string][]byte{0: {"a": []byte("v2")}}; !reflect.DeepEqual(s.dirty, want) {
+		t.Fatalf("after forget: dirty = %q, want %q", s.dirty, want)
 	}
 }

@@ -278,7 +278,7 @@ func (p *pipeline) rollbackLocked() error {
 	if err := p.db.Discard(); err != nil {
 		return err
 	}
-	clear(p.mu.store.dirty)
+	p.mu.store.forget()
 	p.mu.loggedWrites = p.mu.store.writes
 	p.mu.txnDuplicates = 0 // processed again after the rewind
 	p.off.Lock()

@@ -335,7 +335,7 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 	if p.db, err = p.openState(dir, stateOpts, pl.topics.ChangelogID); err != nil {
 		return "", err
 	}
-	p.mu.store = &trackingStore{DB: p.db, dirty: map[int32]map[string]struct{}{}}
+	p.mu.store = &trackingStore{DB: p.db, dirty: map[int32]map[string][]byte{}}
 	if p.eos {
 		if txnID, err = p.openExactlyOnce(); err != nil {
 			return "", fmt.Errorf("pipeline %s: state: %w", name, err)
