@@ -326,6 +326,10 @@ type Pipeline struct {
 	DeadLetterTopic  string // default <name>-dlq
 	Delivery         Delivery
 	CommitInterval   int64 // ms between commit cycles; default 1s
+	// CommitIntervalMax: how long a cycle may be put off while the input
+	// waiting in Kafka takes longer to process than the cycle so far
+	// (ms; default max(CommitInterval, 1s); docs/SEMANTICS.md, Delivery).
+	CommitIntervalMax int64
 	// Repartition, when set, runs the pipeline in two stages joined by the
 	// internal topic <group>-<name>-repartition (docs/SEMANTICS.md,
 	// Repartitioning).

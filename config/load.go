@@ -39,9 +39,13 @@ const (
 	// exactly_once: read_committed consumers see panes only when their
 	// transaction commits, so the interval is their latency (Kafka
 	// Streams' EOS default is the same 100ms).
-	DefaultCommitIntervalExactlyOnce = 100   // ms
-	DefaultShutdownGrace             = 20000 // ms: room under Kubernetes' 30 s terminationGracePeriodSeconds
-	DefaultSessionTimeout            = 45000 // ms, Kafka's default
+	DefaultCommitIntervalExactlyOnce = 100 // ms
+	// TransactionTimeout is how long the broker lets an exactly_once
+	// transaction stay open (Kafka Streams' exactly_once default): a
+	// commit cycle must end well within it.
+	TransactionTimeout    = 10000 // ms
+	DefaultShutdownGrace  = 20000 // ms: room under Kubernetes' 30 s terminationGracePeriodSeconds
+	DefaultSessionTimeout = 45000 // ms, Kafka's default
 	// DefaultCompression is the codec of the batches windowd produces:
 	// against franz-go's default (snappy) a local Kafka 4.4 broker took
 	// the same panes with about 40% less CPU (docs/PERFORMANCE.md), and
@@ -98,7 +102,7 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
 	httpKeys      = []string{"listen"}
-	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "repartition", "repartition_partitions", "watermark_interval", "drain"}
+	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
 	registryKeys  = []string{"url", "basic_auth", "tls"}
 	basicKeys     = []string{"username", "password", "password_file"}

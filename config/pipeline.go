@@ -65,6 +65,18 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		commitDefault = DefaultCommitIntervalExactlyOnce
 	}
 	p.CommitInterval, _ = opt(m, "commit_interval", commitDefault, d.duration(positive))
+	p.CommitIntervalMax, _ = opt(m, "commit_interval_max", max(p.CommitInterval, DefaultCommitInterval), d.duration(positive))
+	switch {
+	case p.CommitIntervalMax < p.CommitInterval:
+		d.errorf(m.valueAt("commit_interval_max"), m.child("commit_interval_max"), "must be at least commit_interval (%s)", time.Duration(p.CommitInterval)*time.Millisecond)
+	case p.Delivery == ExactlyOnce && p.CommitIntervalMax > TransactionTimeout/2:
+		k := "commit_interval_max"
+		if !m.has(k) {
+			k = "commit_interval"
+		}
+		d.errorf(m.valueAt(k), m.child(k), "under exactly_once a transaction stays open for a commit cycle: at most %s, half the transaction timeout (%s)",
+			time.Duration(TransactionTimeout/2)*time.Millisecond, time.Duration(TransactionTimeout)*time.Millisecond)
+	}
 	p.Repartition = d.repartition(m, &p)
 
 	// The topics windowd derives from the group and the name must be

@@ -24,7 +24,7 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 		return p.commitTxnLocked(ctx, !toGroup || p.closing.Load())
 	}
 	start := p.now()
-	p.mu.lastCommit = start
+	p.cycleStartedLocked(start)
 	// The cycle's panes, dead letters and late records are acknowledged
 	// before the state that produced them reaches the changelog: a key
 	// value logged there is restored ahead of the input position (its

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/windowing"
 )
@@ -49,7 +50,7 @@ const (
 	// how long read_committed consumers wait behind an instance that died
 	// with a transaction open, when no restart of it fences the
 	// transaction sooner.
-	txnTimeout = 10 * time.Second
+	txnTimeout = config.TransactionTimeout * time.Millisecond
 	// producerIDWaitLog spaces the warnings of an assignment waiting
 	// for its producer id (rebalance.go).
 	producerIDWaitLog = 10 * time.Second
@@ -129,7 +130,7 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 		return nil // commits wait for settleAssignment
 	}
 	start := p.now()
-	p.mu.lastCommit = start
+	p.cycleStartedLocked(start)
 	if err := p.mu.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
 	}

@@ -33,6 +33,7 @@ type metrics struct {
 	ready          *prometheus.GaugeVec
 	assigned       *prometheus.GaugeVec
 	commitFailures *prometheus.CounterVec
+	commitsPutOff  *prometheus.CounterVec
 
 	changelogRecords *prometheus.CounterVec
 	changelogBytes   *prometheus.CounterVec
@@ -87,9 +88,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_state_bytes", Help: "On-disk size of the pipeline's Pebble state."}, p),
 		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_commit_latency_seconds", Help: "Duration of a commit cycle (flush output, sync state, commit offsets).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, p),
-		ready:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_pipeline_ready", Help: "1 when the pipeline has its assignment and commits succeed."}, p),
-		assigned:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_assigned_partitions", Help: "Input partitions assigned to this instance."}, p),
-		commitFailures:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_failures_total", Help: "Commit cycles that failed (the cycle is retried; offsets are not committed)."}, p),
+		ready:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_pipeline_ready", Help: "1 when the pipeline has its assignment and commits succeed."}, p),
+		assigned:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_assigned_partitions", Help: "Input partitions assigned to this instance."}, p),
+		commitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_failures_total", Help: "Commit cycles that failed (the cycle is retried; offsets are not committed)."}, p),
+		commitsPutOff: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_cycles_put_off_total",
+			Help: "Commit cycles put off past commit_interval (up to commit_interval_max) because the input waiting in Kafka was more than the cycle had processed."}, p),
 		changelogRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_changelog_records_total", Help: "Records written to the changelog topic (changed keys and partition markers)."}, p),
 		changelogBytes:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_changelog_bytes_total", Help: "Key and value bytes of the changelog's key records."}, p),
 		stateWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_state_writes_total", Help: "Window state writes to the local store (changelog key records / this is the coalescing ratio)."}, p),
@@ -127,7 +130,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
-		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.discarded, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures,
+		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.discarded, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures, m.commitsPutOff,
 		m.changelogRecords, m.changelogBytes, m.stateWrites, m.restoreRecords, m.restoreSeconds, m.restoreRemaining, m.standbys, m.transactions)
 	return m
 }

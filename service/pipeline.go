@@ -160,10 +160,14 @@ type loopState struct {
 	paneCounters [windowing.Late + 1]prometheus.Counter
 	status       statusRates // what the status snapshots are built from (statusapi.go)
 
-	parts        map[int32]*partition
-	inline       decoded      // handle's decoding of a record outside a poll's
-	ahead        *decodeAhead // step's decoding of a poll's records
-	lastCommit   time.Time
+	parts      map[int32]*partition
+	inline     decoded      // handle's decoding of a record outside a poll's
+	ahead      *decodeAhead // step's decoding of a poll's records
+	lastCommit time.Time
+	// cycleRecords: records processed since the last cycle began;
+	// putOff: this cycle was put off (cadence.go).
+	cycleRecords int64
+	putOff       bool
 	lastEnds     time.Time
 	lastErrLog   time.Time
 	lastDeadLog  time.Time

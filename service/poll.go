@@ -97,7 +97,7 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	p.pausePartitionsLocked()
-	if p.now().Sub(p.mu.lastCommit) >= time.Duration(p.cfg.CommitInterval)*time.Millisecond {
+	if p.commitDueLocked() {
 		if _, err := p.commitCycleLocked(ctx); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ func (p *pipeline) ready() (bool, string) {
 	if !p.inGroup.Load() {
 		return false, "partitions lost (group session expired?); rejoining"
 	}
-	stale := max(readyStaleAfter, 5*time.Duration(p.cfg.CommitInterval)*time.Millisecond)
+	stale := max(readyStaleAfter, 5*time.Duration(p.cfg.CommitIntervalMax)*time.Millisecond)
 	last := p.lastCommitOK.Load()
 	if last == 0 {
 		return false, "no commit cycle has completed yet"

@@ -62,6 +62,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 		}
 	}
 	part.in.Inc()
+	p.mu.cycleRecords++
 	ev := &d.ev
 	ev.Source = r                  // for Dropped (emit.go)
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition

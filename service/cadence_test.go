@@ -1,0 +1,51 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/windowd/windowd/config"
+)
+
+// TestCommitPutOffWhileBehind checks the commit cadence (cadence.go): due
+// every commit_interval while the input waiting in Kafka is no more than
+// the cycle processed, put off up to commit_interval_max while it is more.
+func TestCommitPutOffWhileBehind(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	p := &pipeline{}
+	p.cfg = &config.Pipeline{Name: "p", CommitInterval: 100, CommitIntervalMax: 1000}
+	p.m = newMetrics(prometheus.NewRegistry())
+	p.now = func() time.Time { return clock }
+	st := newPartition(nil, nil, nil, nil)
+	p.mu.parts = map[int32]*partition{0: st, 1: newPartition(nil, nil, nil, nil)} // 1: no position yet
+	p.cycleStartedLocked(clock)
+	putOff := func() float64 { return testutil.ToFloat64(p.m.commitsPutOff.WithLabelValues("p")) }
+
+	check := func(what string, after time.Duration, position, end, processed int64, due bool, putOffs float64) {
+		t.Helper()
+		clock = p.mu.lastCommit.Add(after)
+		st.position, st.end = position, end
+		p.mu.cycleRecords = processed
+		if got := p.commitDueLocked(); got != due {
+			t.Errorf("%s: due %v, want %v", what, got, due)
+		}
+		if got := putOff(); got != putOffs {
+			t.Errorf("%s: windowd_commit_cycles_put_off_total %v, want %v", what, got, putOffs)
+		}
+	}
+	check("before commit_interval", 99*time.Millisecond, 500, 100000, 500, false, 0)
+	check("behind: 99,500 waiting, 500 processed", 100*time.Millisecond, 500, 100000, 500, false, 1)
+	check("still behind: put off again, counted once per cycle", 400*time.Millisecond, 2000, 100000, 2000, false, 1)
+	check("commit_interval_max reached", 1000*time.Millisecond, 5000, 100000, 5000, true, 1)
+	p.cycleStartedLocked(clock)
+	if p.mu.cycleRecords != 0 || p.mu.putOff {
+		t.Fatalf("a new cycle starts with %d records, put off %v", p.mu.cycleRecords, p.mu.putOff)
+	}
+	check("a new cycle behind is counted again", 100*time.Millisecond, 6000, 100000, 1000, false, 2)
+	check("waiting equals what the cycle processed", 150*time.Millisecond, 99700, 100000, 300, true, 2)
+	check("caught up", 150*time.Millisecond, 100000, 100000, 300, true, 2)
+	check("end unknown", 100*time.Millisecond, 0, -1, 0, true, 2)
+}
