@@ -23,6 +23,17 @@
 #             TumblingEventTimeWindows + an AggregateFunction, hashmap state
 #             checkpointed every COMMIT_MS to the state dir, KafkaSink at least
 #             once.
+# Exactly once: the systems windowd-eos, kstreams-eos and flink-eos run the
+# same job with exactly-once output: windowd `delivery: exactly_once` with
+# commit_interval EOS_COMMIT_MS (unset: windowd's exactly_once default,
+# 100ms), Kafka Streams exactly_once_v2 with commit.interval.ms EOS_COMMIT_MS
+# (unset: its exactly_once default, 100), Flink with an EXACTLY_ONCE
+# KafkaSink (a transaction per checkpoint, every COMMIT_MS). Their panes are
+# counted by bench/consume -progress reading the output read_committed (the
+# end offsets would count transaction markers too); every system's output
+# is read back read_committed. Their ratios are also given to windowd-eos,
+# and "windowd-eos / windowd" is the exactly_once cost in CPU.
+#
 # The peers are built by bench/peers/build.sh (Maven Central, cached).
 #
 # Once: start the local broker (`scripts/kafka-local.sh start`: a no-op when
@@ -66,7 +77,9 @@
 #   WINDOW_S=10 GRACE_MS=2000  window size (s) and grace / max_delay (ms)
 #   COMMIT_MS=1000             commit / checkpoint interval of all three
 #   THREADS=2                  Kafka Streams threads, Flink parallelism
-#   SYSTEMS="windowd kstreams flink"
+#   SYSTEMS="windowd kstreams flink"   also windowd-eos kstreams-eos flink-eos
+#   EOS_COMMIT_MS=                     commit interval of the -eos runs of windowd
+#                                      and Kafka Streams (unset: their defaults)
 #   PEER_JAVA_OPTS=-Xmx1g      JVM options of both peers
 #   POLL=0.1                   seconds between polls of the output topic
 #   WAIT_LIMIT=600             seconds a run may take
@@ -97,17 +110,19 @@ grace_ms=${GRACE_MS:-2000}
 commit_ms=${COMMIT_MS:-1000}
 threads=${THREADS:-2}
 systems=(${SYSTEMS:-windowd kstreams flink})
+eos_commit_ms=${EOS_COMMIT_MS:-}
 java_opts=(${PEER_JAVA_OPTS:--Xmx1g})
 poll=${POLL:-0.1}
 wait_limit=${WAIT_LIMIT:-600}
 port=${WINDOWD_KAFKA_PORT:-9092}
 broker=127.0.0.1:$port
 partitions=4
+[ -z "$eos_commit_ms" ] || case $eos_commit_ms in *[!0-9]*) die "EOS_COMMIT_MS must be a whole number" ;; esac
 for v in window_s grace_ms commit_ms threads keys wait_limit; do
 	case ${!v} in '' | *[!0-9]*) die "$v must be a whole number" ;; esac
 done
 for s in "${systems[@]}"; do
-	case $s in windowd | kstreams | flink) ;; *) die "SYSTEMS: unknown system $s" ;; esac
+	case $s in windowd | kstreams | flink | windowd-eos | kstreams-eos | flink-eos) ;; *) die "SYSTEMS: unknown system $s" ;; esac
 done
 
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
@@ -150,6 +165,7 @@ ends() {
 echo "# windowd, Kafka Streams, Flink — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $("$java" -version 2>&1 | head -1); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
 echo "# $records records, $keys users, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads, Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
+[[ " ${systems[*]} " != *"-eos "* ]] || echo "# exactly once (-eos): windowd commit_interval ${eos_commit_ms:-default (100)}ms, Kafka Streams commit.interval.ms ${eos_commit_ms:-default (100)}, Flink checkpoint every ${commit_ms}ms"
 
 bash bench/peers/build.sh || die "building the peers failed"
 ks_cp="bench/peers/kstreams/target/peer-kstreams.jar:bench/peers/kstreams/target/lib/*"
@@ -158,6 +174,7 @@ bin=$tmp/windowd
 go build -o "$bin" ./cmd/windowd
 go build -o "$tmp/gen" ./bench/gen
 go build -o "$tmp/agree" ./bench/agree
+go build -o "$tmp/consume" ./bench/consume
 
 # --- the input -----------------------------------------------------------
 # gen's JSON lines as one "key<TAB>value" file per partition, then a flush
@@ -192,7 +209,12 @@ produced=$(ends "$topic")
 echo "# input topic $topic: $records records + $partitions flush records, produced in $(since "$t0") s; the input closes $expected panes"
 
 # --- the runs ------------------------------------------------------------
-write_windowd_config() { # file state_dir group output
+write_windowd_config() { # file state_dir group output delivery
+	local commit="commit_interval: ${commit_ms}ms"
+	if [ "$5" = exactly_once ]; then
+		commit="# commit_interval: windowd's exactly_once default"
+		[ -z "$eos_commit_ms" ] || commit="commit_interval: ${eos_commit_ms}ms"
+	fi
 	cat >"$1" <<EOF
 kafka: {brokers: ["$broker"], compression: lz4}
 state: {dir: "$2"}
@@ -210,32 +232,41 @@ pipelines:
       - {name: total, op: sum, field: x}
     output: {topic: $4}
     dead_letter_topic: $4-dlq
-    commit_interval: ${commit_ms}ms
-    delivery: at_least_once
+    $commit
+    delivery: $5
 EOF
 }
 
 run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	local s=$1 r=$2 o=$topic-$s-r$2 st=$tmp/state-$s-r$2 log=$out/compare-$s.log
-	local t0 b0 n t i cmd
+	local t0 b0 n t i cmd cpid="" eos=() ecommit=$commit_ms
 	mkdir -p "$st"
+	if [[ $s == *-eos ]]; then
+		eos=(--exactly-once true)
+		ecommit=${eos_commit_ms:-100}
+	fi
 	bash scripts/kafka-local.sh topics --create --topic "$o" --partitions $partitions --replication-factor 1 >/dev/null
 	case $s in
-	windowd)
-		write_windowd_config "$tmp/windowd.yaml" "$st" "$o" "$o"
+	windowd | windowd-eos)
+		write_windowd_config "$tmp/windowd.yaml" "$st" "$o" "$o" "$([ "$s" = windowd ] && echo at_least_once || echo exactly_once)"
 		cmd=("$bin" run --config "$tmp/windowd.yaml")
 		;;
-	kstreams)
+	kstreams | kstreams-eos)
 		cmd=("$java" "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$ks_cp" windowd.peers.KStreamsPeer
 			--bootstrap "$broker" --input "$topic" --output "$o" --app-id "$o" --state-dir "$st"
-			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --threads "$threads" --commit-ms "$commit_ms")
+			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --threads "$threads" --commit-ms "$ecommit" "${eos[@]}")
 		;;
-	flink)
+	flink | flink-eos)
 		cmd=("$java" "${java_opts[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$fl_cp" windowd.peers.FlinkPeer
 			--bootstrap "$broker" --input "$topic" --output "$o" --group "$o" --state-dir "$st"
-			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --parallelism "$threads" --checkpoint-ms "$commit_ms")
+			--size-ms $((window_s * 1000)) --grace-ms "$grace_ms" --parallelism "$threads" --checkpoint-ms "$commit_ms" "${eos[@]}")
 		;;
 	esac
+	rm -f "$tmp/count"
+	if [ ${#eos[@]} -gt 0 ]; then
+		"$tmp/consume" -brokers "$broker" -topic "$o" -records "$expected" -progress "$tmp/count" -timeout "$((wait_limit + 60))s" >/dev/null 2>&1 &
+		cpid=$!
+	fi
 	r_first="" r_t10="" r_t90="" r_done=""
 	b0=$(bcpu)
 	t0=$(now)
@@ -243,7 +274,7 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	pid=$!
 	while :; do
 		kill -0 "$pid" 2>/dev/null || fail_with_log "$s exited before its last pane" "$log"
-		n=$(ends "$o")
+		if [ -n "$cpid" ]; then n=$(cat "$tmp/count" 2>/dev/null || echo 0); else n=$(ends "$o"); fi
 		t=$(since "$t0")
 		[ -z "$r_first" ] && [ "$n" -gt 0 ] && r_first=$t
 		[ -z "$r_t10" ] && [ $((n * 10)) -ge "$expected" ] && r_t10=$t
@@ -267,9 +298,13 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	kill -KILL "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 	pid=""
+	if [ -n "$cpid" ]; then
+		kill "$cpid" 2>/dev/null || true
+		wait "$cpid" 2>/dev/null || true
+	fi
 	r_steady=$(awk -v n="$records" -v a="$r_t10" -v b="$r_t90" 'BEGIN {if (b - a <= 0) print "-"; else printf "%.0f\n", 0.8 * n / (b - a)}')
 	r_outrec=$(ends "$o")
-	kcat -C -b "$broker" -t "$o" -e -q -f '%s\n' >"$tmp/out-$s.jsonl"
+	kcat -C -b "$broker" -t "$o" -X isolation.level=read_committed -e -q -f '%s\n' >"$tmp/out-$s.jsonl"
 	delete_topics "$o|$o-.*"
 	rm -rf "$st"
 }
@@ -314,22 +349,35 @@ med() { # system column
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f\n", a / b}'; }
 echo
 echo "# $reps repetition(s), medians; N = $records records, $expected final panes"
-printf '%-9s %8s %8s %11s %7s %12s %8s %10s  %s\n' system "first s" "drain s" "drain rec/s" "CPU s" "steady rec/s" "RSS MiB" "broker CPU" "final panes agreeing"
+printf '%-12s %8s %8s %11s %7s %12s %8s %10s  %s\n' system "first s" "drain s" "drain rec/s" "CPU s" "steady rec/s" "RSS MiB" "broker CPU" "final panes agreeing"
 for s in "${systems[@]}"; do
 	ag=$(awk -F'\t' -v s="$s" -v e="$expected" 'NR > 1 && $2 == s {n++; if ($16 == e && $17 == 0 && $18 == 0 && $19 == 0) ok++; lo = (lo == "" || $16 < lo) ? $16 : lo} END {printf "%s/%d (%d of %d reps all)\n", lo, e, ok, n}' "$raw")
-	printf '%-9s %8s %8s %11s %7s %12s %8s %10s  %s\n' "$s" "$(med "$s" first_s)" "$(med "$s" drain_s)" "$(med "$s" drain_rps)" "$(med "$s" cpu_s)" \
+	printf '%-12s %8s %8s %11s %7s %12s %8s %10s  %s\n' "$s" "$(med "$s" first_s)" "$(med "$s" drain_s)" "$(med "$s" drain_rps)" "$(med "$s" cpu_s)" \
 		"$(med "$s" steady_rps)" "$(med "$s" rss_mib)" "$(med "$s" broker_cpu_s)" "$ag"
 done
 if [[ " ${systems[*]} " == *" windowd "* ]]; then
 	echo
 	echo "# ratios of the medians, system / windowd (time and memory: above 1 = windowd better; rates: below 1 = windowd better)"
-	printf '%-9s %9s %8s %12s %9s\n' system "drain s" "CPU s" "steady rec/s" "RSS MiB"
+	printf '%-12s %9s %8s %12s %9s\n' system "drain s" "CPU s" "steady rec/s" "RSS MiB"
 	for s in "${systems[@]}"; do
 		[ "$s" = windowd ] && continue
-		printf '%-9s %9s %8s %12s %9s\n' "$s" "$(ratio "$(med "$s" drain_s)" "$(med windowd drain_s)")" \
+		printf '%-12s %9s %8s %12s %9s\n' "$s" "$(ratio "$(med "$s" drain_s)" "$(med windowd drain_s)")" \
 			"$(ratio "$(med "$s" cpu_s)" "$(med windowd cpu_s)")" "$(ratio "$(med "$s" steady_rps)" "$(med windowd steady_rps)")" \
 			"$(ratio "$(med "$s" rss_mib)" "$(med windowd rss_mib)")"
 	done
+fi
+if [[ " ${systems[*]} " == *" windowd-eos "* ]]; then
+	echo
+	echo "# exactly once, ratios of the medians, system / windowd-eos"
+	printf '%-13s %9s %8s %12s %9s\n' system "drain s" "CPU s" "steady rec/s" "RSS MiB"
+	for s in "${systems[@]}"; do
+		[[ $s == *-eos ]] && [ "$s" != windowd-eos ] || continue
+		printf '%-13s %9s %8s %12s %9s\n' "$s" "$(ratio "$(med "$s" drain_s)" "$(med windowd-eos drain_s)")" \
+			"$(ratio "$(med "$s" cpu_s)" "$(med windowd-eos cpu_s)")" "$(ratio "$(med "$s" steady_rps)" "$(med windowd-eos steady_rps)")" \
+			"$(ratio "$(med "$s" rss_mib)" "$(med windowd-eos rss_mib)")"
+	done
+	[[ " ${systems[*]} " != *" windowd "* ]] ||
+		echo "# the exactly_once cost: windowd-eos / windowd CPU s $(ratio "$(med windowd-eos cpu_s)" "$(med windowd cpu_s)"), drain s $(ratio "$(med windowd-eos drain_s)" "$(med windowd drain_s)")"
 fi
 echo "# agreement: $([ "$all_agree" = 1 ] && echo "every final pane of every system agreed with the batch computation and so with the others, in every repetition" || echo "DISAGREEMENT: see the lines above and $out/compare-agree-r*.tsv")"
 echo "# load (1-min) at each run's start: $(awk -F'\t' 'NR > 1 {printf "%s%s", (NR > 2 ? " " : ""), $4}' "$raw")"

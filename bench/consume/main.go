@@ -18,6 +18,9 @@
 // seconds runs from the start of main (before the client is created) to the
 // N-th record; first_record_s is when the first record arrived (connect and
 // group join). It exits 1 if N records do not arrive within -timeout.
+// With -progress FILE it rewrites FILE with the count so far after each
+// poll: bench/compare.sh counts the committed panes of its exactly_once
+// runs this way (the output's end offsets include transaction markers).
 package main
 
 import (
@@ -39,6 +42,7 @@ func main() {
 	records := flag.Int64("records", 1000000, "stop after this many records")
 	group := flag.String("group", "", "consumer group to join (use a fresh one); empty: no group, consume all partitions directly")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	progress := flag.String("progress", "", "rewrite this file with the count of records consumed after each poll (bench/compare.sh counts exactly_once panes with it)")
 	flag.Parse()
 	if *topic == "" || *records <= 0 {
 		fmt.Fprintln(os.Stderr, "consume: -topic and -records > 0 are required")
@@ -87,6 +91,13 @@ func main() {
 			n++
 			bytes += int64(len(r.Key) + len(r.Value))
 		})
+		if *progress != "" {
+			// Written whole, then renamed: a reader never sees half a number.
+			tmp := *progress + ".tmp"
+			if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d\n", n)), 0o644); err == nil {
+				_ = os.Rename(tmp, *progress)
+			}
+		}
 	}
 	took := time.Since(start)
 	if n < *records {

@@ -40,6 +40,7 @@ for p in "${peers[@]}"; do
 	[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && offline=(-o)
 	echo "build.sh: building $p${offline:+ (offline)}" >&2
 	log=$cache/$p.build.log
+	rm -rf "$dir/target/lib" # no jar of an older pom left on the class path
 	if ! mvn -B -q -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$repo" -f "$dir/pom.xml" \
 		package >"$log" 2>&1; then
 		echo "build.sh: mvn failed for $p; last lines of $log:" >&2

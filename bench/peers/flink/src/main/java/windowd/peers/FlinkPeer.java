@@ -39,7 +39,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * <pre>
  * java -cp 'target/peer-flink.jar:target/lib/*' windowd.peers.FlinkPeer \
  *   --bootstrap 127.0.0.1:9092 --input IN --output OUT --group G --state-dir DIR \
- *   [--size-ms 10000] [--grace-ms 2000] [--parallelism 2] [--checkpoint-ms 1000]
+ *   [--size-ms 10000] [--grace-ms 2000] [--parallelism 2] [--checkpoint-ms 1000] [--exactly-once true]
  * </pre>
  *
  * Each Kafka record is parsed once, in the source's deserializer, into an
@@ -47,7 +47,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * {@link CountSum} POJO. Final panes are written to the output topic keyed by
  * the group key, as JSON {@code {"key":K,"start":S,"end":E,"count":N,"sum":X}},
  * at least once (the sink flushes on each checkpoint; checkpoints of the
- * hashmap state backend go to the state dir).
+ * hashmap state backend go to the state dir), or with {@code --exactly-once}
+ * exactly once (a Kafka transaction per checkpoint, committed when the
+ * checkpoint completes).
  */
 public final class FlinkPeer {
 
@@ -221,12 +223,19 @@ public final class FlinkPeer {
                 .build();
         WatermarkStrategy<Event> wm = WatermarkStrategy.<Event>forBoundedOutOfOrderness(Duration.ofMillis(graceMs))
                 .withTimestampAssigner((e, recordTs) -> e.ts);
-        KafkaSink<Pane> sink = KafkaSink.<Pane>builder()
+        boolean exactlyOnce = Boolean.parseBoolean(o.getOrDefault("exactly-once", "false"));
+        var sinkBuilder = KafkaSink.<Pane>builder()
                 .setBootstrapServers(bootstrap)
                 .setRecordSerializer(new PaneJson(output))
-                .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-                .setProperty("compression.type", o.getOrDefault("compression", "lz4"))
-                .build();
+                .setDeliveryGuarantee(exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
+                .setProperty("compression.type", o.getOrDefault("compression", "lz4"));
+        if (exactlyOnce) {
+            // One transaction per checkpoint; its timeout must stay under
+            // the broker's transaction.max.timeout.ms (15 min by default;
+            // Flink's own default is 1 h).
+            sinkBuilder.setTransactionalIdPrefix(output).setProperty("transaction.timeout.ms", "60000");
+        }
+        KafkaSink<Pane> sink = sinkBuilder.build();
 
         env.fromSource(source, wm, "input")
                 .keyBy(e -> e.key)

@@ -43,7 +43,7 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
  * <pre>
  * java -cp 'target/peer-kstreams.jar:target/lib/*' windowd.peers.KStreamsPeer \
  *   --bootstrap 127.0.0.1:9092 --input IN --output OUT --app-id ID --state-dir DIR \
- *   [--size-ms 10000] [--grace-ms 2000] [--threads 2] [--commit-ms 1000] [--emit suppress|close]
+ *   [--size-ms 10000] [--grace-ms 2000] [--threads 2] [--commit-ms 1000] [--emit suppress|close] [--exactly-once true]
  * </pre>
  *
  * Each value is parsed once, by the source's serde, into an {@link Event};
@@ -162,7 +162,8 @@ public final class KStreamsPeer {
         p.put(StreamsConfig.STATE_DIR_CONFIG, req(o, "state-dir"));
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(o.getOrDefault("threads", "2")));
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(o.getOrDefault("commit-ms", "1000")));
-        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
+                Boolean.parseBoolean(o.getOrDefault("exactly-once", "false")) ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
         p.put(StreamsConfig.DEFAULT_TIMESTAMP_EXTRACTOR_CLASS_CONFIG, EventTime.class);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         p.put(StreamsConfig.producerPrefix("compression.type"), o.getOrDefault("compression", "lz4"));
