@@ -38,7 +38,7 @@
 #
 # Once: start the local broker (`scripts/kafka-local.sh start`: a no-op when
 # one is running; it is left running), build windowd, bench/gen and
-# bench/agree, generate N records with bench/gen (KEYS users, 1000 records
+# bench/agree, generate N records with bench/gen (KEYS users, RATE records
 # per second of event time, out of order by up to GRACE_MS) and produce them
 # with kcat to a new 4-partition topic: Kafka key = value.user (KEY=user, the
 # default) or value.country (KEY=country, 8 keys), partition = gen's (user
@@ -74,6 +74,8 @@
 #
 # Environment:
 #   KEYS=10000 KEY=user        users in the input; group key user | country
+#   RATE=1000                  records per second of event time (bench/gen -rate):
+#                              10000 gives about 10 records per window by user
 #   WINDOW_S=10 GRACE_MS=2000  window size (s) and grace / max_delay (ms)
 #   COMMIT_MS=1000             commit / checkpoint interval of all three
 #   THREADS=2                  Kafka Streams threads, Flink parallelism
@@ -103,6 +105,7 @@ out=bench/out
 mkdir -p "$out"
 
 keys=${KEYS:-10000}
+rate=${RATE:-1000}
 key=${KEY:-user}
 case $key in user | country) ;; *) die "KEY must be user or country" ;; esac
 window_s=${WINDOW_S:-10}
@@ -118,7 +121,7 @@ port=${WINDOWD_KAFKA_PORT:-9092}
 broker=127.0.0.1:$port
 partitions=4
 [ -z "$eos_commit_ms" ] || case $eos_commit_ms in *[!0-9]*) die "EOS_COMMIT_MS must be a whole number" ;; esac
-for v in window_s grace_ms commit_ms threads keys wait_limit; do
+for v in window_s grace_ms commit_ms threads keys rate wait_limit; do
 	case ${!v} in '' | *[!0-9]*) die "$v must be a whole number" ;; esac
 done
 for s in "${systems[@]}"; do
@@ -164,7 +167,7 @@ ends() {
 
 echo "# windowd, Kafka Streams, Flink — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $("$java" -version 2>&1 | head -1); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
-echo "# $records records, $keys users, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads, Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
+echo "# $records records, $keys users, $rate records per second of event time, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads, Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
 [[ " ${systems[*]} " != *"-eos "* ]] || echo "# exactly once (-eos): windowd commit_interval ${eos_commit_ms:-default (100)}ms, Kafka Streams commit.interval.ms ${eos_commit_ms:-default (100)}, Flink checkpoint every ${commit_ms}ms"
 
 bash bench/peers/build.sh || die "building the peers failed"
@@ -180,7 +183,7 @@ go build -o "$tmp/consume" ./bench/consume
 # gen's JSON lines as one "key<TAB>value" file per partition, then a flush
 # record per partition an hour (plus a window) past the largest event time.
 mkdir -p "$tmp/in"
-"$tmp/gen" -records "$records" -keys "$keys" -partitions "$partitions" -disorder "$grace_ms" |
+"$tmp/gen" -records "$records" -keys "$keys" -rate "$rate" -partitions "$partitions" -disorder "$grace_ms" |
 	awk -v dir="$tmp/in" -v kf="$key" -v np=$partitions -v ahead=$((3600000 + window_s * 1000)) '{
 		p = substr($0, 14, index($0, ",") - 14)
 		rest = substr($0, index($0, ",\"key\":\"") + 8)
