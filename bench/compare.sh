@@ -6,6 +6,7 @@
 #   bash bench/compare.sh                 # N=1000000 records, 3 repetitions (about 5 min on 2 cores)
 #   bash bench/compare.sh 200000 2        # a smoke run (about 1 min)
 #   SYSTEMS="windowd flink" bash bench/compare.sh 1000000 5
+#   SYSTEMS="windowd windowd-eos flink-eos" bash bench/compare.sh 2000000 3   # the exactly_once cost
 #
 # The job: tumbling WINDOW_S (10) s event-time windows by record key, count
 # and sum of value.x, event time value.ts (Unix ms), bounded out-of-orderness
@@ -24,15 +25,29 @@
 #             checkpointed every COMMIT_MS to the state dir, KafkaSink at least
 #             once.
 # Exactly once: the systems windowd-eos, kstreams-eos and flink-eos run the
-# same job with exactly-once output: windowd `delivery: exactly_once` with
-# commit_interval EOS_COMMIT_MS (unset: windowd's exactly_once default,
-# 100ms), Kafka Streams exactly_once_v2 with commit.interval.ms EOS_COMMIT_MS
-# (unset: its exactly_once default, 100), Flink with an EXACTLY_ONCE
-# KafkaSink (a transaction per checkpoint, every COMMIT_MS). Their panes are
-# counted by bench/consume -progress reading the output read_committed (the
-# end offsets would count transaction markers too); every system's output
-# is read back read_committed. Their ratios are also given to windowd-eos,
-# and "windowd-eos / windowd" is the exactly_once cost in CPU.
+# same job with exactly-once output, in the same run and repetitions as the
+# at-least-once ones (SYSTEMS takes any mix of the six):
+#   windowd-eos   `delivery: exactly_once`, commit_interval EOS_COMMIT_MS
+#                 (unset: left out, windowd's exactly_once default, 100ms;
+#                 commit_interval_max stays at its default, the larger of
+#                 commit_interval and 1s: while input waits in Kafka a cycle
+#                 is put off up to then);
+#   kstreams-eos  processing.guarantee exactly_once_v2, commit.interval.ms
+#                 EOS_COMMIT_MS (unset: 100, Kafka Streams' exactly-once
+#                 default);
+#   flink-eos     checkpointing mode EXACTLY_ONCE (as flink's), a KafkaSink
+#                 with DeliveryGuarantee.EXACTLY_ONCE (a transaction per
+#                 checkpoint, every COMMIT_MS; transactional id prefix = the
+#                 run's output topic, transaction.timeout.ms 60000), the
+#                 source read_committed.
+# A -eos system's panes are counted, for the poll below, by bench/consume
+# -progress: started with the run, it reads the output topic read_committed
+# and rewrites a count file after each fetch (the end offsets would count
+# transaction markers, and panes not yet committed). Every system's output
+# is read back read_committed, and bench/agree -exactly-once flags any
+# duplicate final pane of a -eos system as a disagreement. The summary adds
+# the -eos systems' ratios to windowd-eos and "windowd-eos / windowd CPU s",
+# the exactly_once cost in CPU.
 #
 # The peers are built by bench/peers/build.sh (Maven Central, cached).
 #
@@ -50,24 +65,31 @@
 # Per repetition, each system in turn (the order rotates between
 # repetitions) with a fresh output topic, consumer group / application id
 # and state directory: exec, then the output topic's end offsets are polled
-# every POLL (0.1) s until it holds every pane the input closes. Measured:
-#   first s       exec to the first pane on the output topic (start-up,
-#                 group join, the first window's close);
-#   drain s       exec to the last pane on the output topic (JVM and group
-#                 start included);
+# every POLL (0.1) s (-eos systems: the count file, the same way) until it
+# holds every pane the input closes. Measured:
+#   first s       exec to the first pane on the output topic (-eos: the
+#                 first committed; start-up, group join, the first window's
+#                 close);
+#   drain s       exec to the last pane on the output topic (-eos: the last
+#                 committed; JVM and group start included);
 #   CPU s         the process's user+sys CPU at that moment (/proc/PID/stat);
 #   steady rec/s  0.8 N over the time between the output reaching 10% and
 #                 90% of its panes (panes come at an even rate of event time,
 #                 and so of input records): the rate once started;
 #   peak RSS      VmHWM of the process at that moment;
 #   broker CPU s  the broker's CPU over the same time.
-# Then SIGTERM, the output topic is read back (kcat) and, once every system
-# of the repetition has run, bench/agree checks every final pane against the
-# batch computation (exact counts and sums from the preloaded records) and
-# against the other systems (sums within 1e-9 relative).
+# Then SIGTERM, the output topic is read back (kcat, read_committed; its
+# records are output_records in the raw file) and, once every system of the
+# repetition has run, bench/agree checks every final pane against the batch
+# computation (exact counts and sums from the preloaded records) and against
+# the other systems (sums within 1e-9 relative): a pane missing, extra or
+# differing is a disagreement, and so is a duplicate of a -eos system (at
+# least once, a duplicate with the same value is counted but allowed).
 #
 # It prints one line per run, then per system the medians, the ratios to
-# windowd's medians, and whether every final pane agreed in every repetition.
+# windowd's medians (and, with windowd-eos, the -eos systems' ratios to
+# windowd-eos's and windowd-eos / windowd), and whether every final pane
+# agreed in every repetition.
 #
 # Needs: Java 17+ (JAVA_HOME is honoured) and Maven (the peers, the broker),
 # go, kcat (installed with apt-get when missing).
@@ -77,11 +99,12 @@
 #   RATE=1000                  records per second of event time (bench/gen -rate):
 #                              10000 gives about 10 records per window by user
 #   WINDOW_S=10 GRACE_MS=2000  window size (s) and grace / max_delay (ms)
-#   COMMIT_MS=1000             commit / checkpoint interval of all three
+#   COMMIT_MS=1000             commit / checkpoint interval of all three (and
+#                              Flink's checkpoints under exactly once)
 #   THREADS=2                  Kafka Streams threads, Flink parallelism
 #   SYSTEMS="windowd kstreams flink"   also windowd-eos kstreams-eos flink-eos
-#   EOS_COMMIT_MS=                     commit interval of the -eos runs of windowd
-#                                      and Kafka Streams (unset: their defaults)
+#   EOS_COMMIT_MS=             commit interval of windowd-eos and kstreams-eos
+#                              (unset: their exactly-once defaults, both 100 ms)
 #   PEER_JAVA_OPTS=-Xmx1g      JVM options of both peers
 #   POLL=0.1                   seconds between polls of the output topic
 #   WAIT_LIMIT=600             seconds a run may take
@@ -112,9 +135,9 @@ window_s=${WINDOW_S:-10}
 grace_ms=${GRACE_MS:-2000}
 commit_ms=${COMMIT_MS:-1000}
 threads=${THREADS:-2}
-systems=(${SYSTEMS:-windowd kstreams flink})
+read -ra systems <<<"${SYSTEMS:-windowd kstreams flink}"
 eos_commit_ms=${EOS_COMMIT_MS:-}
-java_opts=(${PEER_JAVA_OPTS:--Xmx1g})
+read -ra java_opts <<<"${PEER_JAVA_OPTS:--Xmx1g}"
 poll=${POLL:-0.1}
 wait_limit=${WAIT_LIMIT:-600}
 port=${WINDOWD_KAFKA_PORT:-9092}
@@ -138,7 +161,8 @@ bpid=$(sed -n 's/.*(pid \([0-9]*\)).*/\1/p' <<<"$status")
 tck=$(getconf CLK_TCK)
 
 tmp=$(mktemp -d)
-pid="" # the system under test
+pid=""  # the system under test
+cpid="" # its pane counter (bench/consume -progress), -eos systems
 topic=cmp-$(date +%s)-$RANDOM
 delete_topics() { # regex
 	[ -n "${KEEP_TOPICS:-}" ] && return 0
@@ -148,6 +172,10 @@ cleanup() {
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
+	fi
+	if [ -n "$cpid" ] && kill -0 "$cpid" 2>/dev/null; then
+		kill "$cpid" 2>/dev/null || true
+		wait "$cpid" 2>/dev/null || true
 	fi
 	delete_topics "$topic|$topic-.*"
 	rm -rf "$tmp"
@@ -168,7 +196,14 @@ ends() {
 echo "# windowd, Kafka Streams, Flink — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $("$java" -version 2>&1 | head -1); $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)); $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
 echo "# $records records, $keys users, $rate records per second of event time, $partitions partitions, keyed by $key; tumbling ${window_s}s count+sum, grace ${grace_ms}ms, final panes only; commit/checkpoint every ${commit_ms}ms; Kafka Streams $threads threads, Flink parallelism $threads; peers' JVM: ${java_opts[*]}; broker $broker"
-[[ " ${systems[*]} " != *"-eos "* ]] || echo "# exactly once (-eos): windowd commit_interval ${eos_commit_ms:-default (100)}ms, Kafka Streams commit.interval.ms ${eos_commit_ms:-default (100)}, Flink checkpoint every ${commit_ms}ms"
+if [[ " ${systems[*]} " == *"-eos "* ]]; then
+	if [ -n "$eos_commit_ms" ]; then
+		eos_w="${eos_commit_ms}ms (EOS_COMMIT_MS)" eos_k="$eos_commit_ms (EOS_COMMIT_MS)"
+	else
+		eos_w="100ms (windowd's exactly_once default; commit_interval_max its default, 1s)" eos_k="100 (its exactly-once default)"
+	fi
+	echo "# exactly once (-eos): windowd commit_interval $eos_w; Kafka Streams exactly_once_v2, commit.interval.ms $eos_k; Flink EXACTLY_ONCE sink, a transaction per checkpoint (every ${commit_ms}ms); -eos panes counted read_committed"
+fi
 
 bash bench/peers/build.sh || die "building the peers failed"
 ks_cp="bench/peers/kstreams/target/peer-kstreams.jar:bench/peers/kstreams/target/lib/*"
@@ -241,8 +276,9 @@ EOF
 }
 
 run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
-	local s=$1 r=$2 o=$topic-$s-r$2 st=$tmp/state-$s-r$2 log=$out/compare-$s.log
-	local t0 b0 n t i cmd cpid="" eos=() ecommit=$commit_ms
+	local s=$1 r=$2
+	local o=$topic-$s-r$r st=$tmp/state-$s-r$r log=$out/compare-$s.log
+	local t0 b0 n t i cmd eos=() ecommit=$commit_ms
 	mkdir -p "$st"
 	if [[ $s == *-eos ]]; then
 		eos=(--exactly-once true)
@@ -267,7 +303,9 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	esac
 	rm -f "$tmp/count"
 	if [ ${#eos[@]} -gt 0 ]; then
-		"$tmp/consume" -brokers "$broker" -topic "$o" -records "$expected" -progress "$tmp/count" -timeout "$((wait_limit + 60))s" >/dev/null 2>&1 &
+		# Counts the committed panes (read_committed) until it has them all.
+		"$tmp/consume" -brokers "$broker" -topic "$o" -records "$expected" -progress "$tmp/count" \
+			-timeout "$((wait_limit + 60))s" >/dev/null 2>"$tmp/consume.err" &
 		cpid=$!
 	fi
 	r_first="" r_t10="" r_t90="" r_done=""
@@ -277,7 +315,16 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	pid=$!
 	while :; do
 		kill -0 "$pid" 2>/dev/null || fail_with_log "$s exited before its last pane" "$log"
-		if [ -n "$cpid" ]; then n=$(cat "$tmp/count" 2>/dev/null || echo 0); else n=$(ends "$o"); fi
+		if [ -n "$cpid" ]; then
+			n=$(cat "$tmp/count" 2>/dev/null || echo 0)
+			n=${n:-0}
+			if [ "$n" -lt "$expected" ] && ! kill -0 "$cpid" 2>/dev/null; then
+				n=$(cat "$tmp/count" 2>/dev/null || echo 0) # it may have just finished
+				[ "${n:-0}" -ge "$expected" ] || fail_with_log "the pane counter of $s stopped at ${n:-0} of $expected panes" "$tmp/consume.err"
+			fi
+		else
+			n=$(ends "$o")
+		fi
 		t=$(since "$t0")
 		[ -z "$r_first" ] && [ "$n" -gt 0 ] && r_first=$t
 		[ -z "$r_t10" ] && [ $((n * 10)) -ge "$expected" ] && r_t10=$t
@@ -304,10 +351,13 @@ run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	if [ -n "$cpid" ]; then
 		kill "$cpid" 2>/dev/null || true
 		wait "$cpid" 2>/dev/null || true
+		cpid=""
 	fi
 	r_steady=$(awk -v n="$records" -v a="$r_t10" -v b="$r_t90" 'BEGIN {if (b - a <= 0) print "-"; else printf "%.0f\n", 0.8 * n / (b - a)}')
-	r_outrec=$(ends "$o")
+	# Read back read_committed: the committed records, without transaction
+	# markers (which the end offsets would count).
 	kcat -C -b "$broker" -t "$o" -X isolation.level=read_committed -e -q -f '%s\n' >"$tmp/out-$s.jsonl"
+	r_outrec=$(wc -l <"$tmp/out-$s.jsonl")
 	delete_topics "$o|$o-.*"
 	rm -rf "$st"
 }
@@ -330,9 +380,12 @@ for ((r = 1; r <= reps; r++)); do
 		echo "# rep $r/$reps: $s first pane after ${r_first}s, drained in ${r_done}s ($drain_rps rec/s), CPU ${r_cpu}s, steady $r_steady rec/s, peak RSS ${r_rss} MiB, broker CPU ${r_bcpu}s (load $load)" >&2
 		sleep 1
 	done
-	args=()
-	for s in "${systems[@]}"; do args+=("$s=$tmp/out-$s.jsonl"); done
-	"$tmp/agree" -size-ms $((window_s * 1000)) -input "$tmp/in/p*.tsv" "${args[@]}" >"$tmp/agree.out" || all_agree=0
+	args=() eos_systems=""
+	for s in "${systems[@]}"; do
+		args+=("$s=$tmp/out-$s.jsonl")
+		[[ $s != *-eos ]] || eos_systems+=${eos_systems:+,}$s
+	done
+	"$tmp/agree" -size-ms $((window_s * 1000)) -input "$tmp/in/p*.tsv" -exactly-once "$eos_systems" "${args[@]}" >"$tmp/agree.out" || all_agree=0
 	while IFS=$'\t' read -r kind name finals agree missing extra differ dups _; do
 		[ "$kind" = system ] || continue
 		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${line[$name]}" "$finals" "$agree" "$missing" "$extra" "$differ" "$dups" >>"$raw"
@@ -354,7 +407,8 @@ echo
 echo "# $reps repetition(s), medians; N = $records records, $expected final panes"
 printf '%-12s %8s %8s %11s %7s %12s %8s %10s  %s\n' system "first s" "drain s" "drain rec/s" "CPU s" "steady rec/s" "RSS MiB" "broker CPU" "final panes agreeing"
 for s in "${systems[@]}"; do
-	ag=$(awk -F'\t' -v s="$s" -v e="$expected" 'NR > 1 && $2 == s {n++; if ($16 == e && $17 == 0 && $18 == 0 && $19 == 0) ok++; lo = (lo == "" || $16 < lo) ? $16 : lo} END {printf "%s/%d (%d of %d reps all)\n", lo, e, ok, n}' "$raw")
+	# All agree: every pane agrees, none extra; under exactly once no duplicate.
+	ag=$(awk -F'\t' -v s="$s" -v e="$expected" 'NR > 1 && $2 == s {n++; if ($16 == e && $17 == 0 && $18 == 0 && $19 == 0 && (s !~ /-eos$/ || $20 == 0)) ok++; lo = (lo == "" || $16 < lo) ? $16 : lo} END {printf "%s/%d (%d of %d reps all)\n", lo, e, ok, n}' "$raw")
 	printf '%-12s %8s %8s %11s %7s %12s %8s %10s  %s\n' "$s" "$(med "$s" first_s)" "$(med "$s" drain_s)" "$(med "$s" drain_rps)" "$(med "$s" cpu_s)" \
 		"$(med "$s" steady_rps)" "$(med "$s" rss_mib)" "$(med "$s" broker_cpu_s)" "$ag"
 done
@@ -374,13 +428,13 @@ if [[ " ${systems[*]} " == *" windowd-eos "* ]]; then
 	echo "# exactly once, ratios of the medians, system / windowd-eos"
 	printf '%-13s %9s %8s %12s %9s\n' system "drain s" "CPU s" "steady rec/s" "RSS MiB"
 	for s in "${systems[@]}"; do
-		[[ $s == *-eos ]] && [ "$s" != windowd-eos ] || continue
+		if [[ $s != *-eos ]] || [ "$s" = windowd-eos ]; then continue; fi
 		printf '%-13s %9s %8s %12s %9s\n' "$s" "$(ratio "$(med "$s" drain_s)" "$(med windowd-eos drain_s)")" \
 			"$(ratio "$(med "$s" cpu_s)" "$(med windowd-eos cpu_s)")" "$(ratio "$(med "$s" steady_rps)" "$(med windowd-eos steady_rps)")" \
 			"$(ratio "$(med "$s" rss_mib)" "$(med windowd-eos rss_mib)")"
 	done
 	[[ " ${systems[*]} " != *" windowd "* ]] ||
-		echo "# the exactly_once cost: windowd-eos / windowd CPU s $(ratio "$(med windowd-eos cpu_s)" "$(med windowd cpu_s)"), drain s $(ratio "$(med windowd-eos drain_s)" "$(med windowd drain_s)")"
+		echo "# the exactly_once cost: windowd-eos / windowd CPU s: $(ratio "$(med windowd-eos cpu_s)" "$(med windowd cpu_s)"); drain s: $(ratio "$(med windowd-eos drain_s)" "$(med windowd drain_s)")"
 fi
 echo "# agreement: $([ "$all_agree" = 1 ] && echo "every final pane of every system agreed with the batch computation and so with the others, in every repetition" || echo "DISAGREEMENT: see the lines above and $out/compare-agree-r*.tsv")"
 echo "# load (1-min) at each run's start: $(awk -F'\t' 'NR > 1 {printf "%s%s", (NR > 2 ? " " : ""), $4}' "$raw")"

@@ -17,6 +17,13 @@
 // ({"key","start","end","count","sum"}). A pane agrees when its count is
 // equal and its sum within -rel (1e-9) relative of the other's.
 //
+// A final pane written more than once is a duplicate: at least once, a
+// replay after a restart may write it again, but never with another value
+// (a duplicate whose count or sum differs from the earlier copy's counts as
+// a differing pane). Systems named in -exactly-once (comma-separated:
+// bench/compare.sh names its -eos systems) must write every final pane
+// once: a duplicate of theirs is a disagreement.
+//
 // With -expect it prints the number of panes the input closes. Otherwise it
 // prints tab-separated lines:
 //
@@ -25,7 +32,8 @@
 //	pair    NAME_A NAME_B BOTH_EQUAL BOTH_DIFFER ONLY_A ONLY_B
 //	example NAME TEXT   (up to 3 per system with a disagreement)
 //
-// and exits 1 when a system's finals differ from the batch in any way.
+// and exits 1 when a system's finals differ from the batch in any way, or
+// an -exactly-once system wrote a duplicate.
 package main
 
 import (
@@ -60,6 +68,7 @@ func main() {
 	rel := flag.Float64("rel", 1e-9, "relative tolerance of sums")
 	countName := flag.String("count", "n", "windowd's count aggregate")
 	sumName := flag.String("sum", "total", "windowd's sum aggregate")
+	exactlyOnce := flag.String("exactly-once", "", "comma-separated systems that must write every final pane once (a duplicate is a disagreement)")
 	flag.Parse()
 
 	files, err := filepath.Glob(*input)
@@ -73,11 +82,16 @@ func main() {
 	}
 	fmt.Printf("batch\t%d\t%d\n", len(batch), records)
 
+	eos := map[string]bool{}
+	for _, name := range strings.Split(*exactlyOnce, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			eos[name] = true
+		}
+	}
+
 	type system struct {
-		name   string
-		panes  map[paneKey]agg
-		dups   int
-		nonfin int
+		name  string
+		panes map[paneKey]agg
 	}
 	var systems []system
 	bad := false
@@ -86,43 +100,17 @@ func main() {
 		if !ok {
 			fail("expected NAME=FILE, got %q", arg)
 		}
-		panes, dups, nonfin, err := readPanes(file, *countName, *sumName, *ignore)
+		out, err := readPanes(file, *countName, *sumName, *ignore)
 		if err != nil {
 			fail("%s: %v", file, err)
 		}
-		systems = append(systems, system{name, panes, dups, nonfin})
-		var agree, missing, extra, differ int
-		var examples []string
-		for k, want := range batch {
-			got, ok := panes[k]
-			switch {
-			case !ok:
-				missing++
-				if len(examples) < 3 {
-					examples = append(examples, fmt.Sprintf("missing %s [%d,%d) count %d sum %.2f", k.key, k.start, k.end, want.count, want.sum))
-				}
-			case equal(got, want, *rel):
-				agree++
-			default:
-				differ++
-				if len(examples) < 3 {
-					examples = append(examples, fmt.Sprintf("differs %s [%d,%d): count %d sum %v, batch count %d sum %.2f", k.key, k.start, k.end, got.count, got.sum, want.count, want.sum))
-				}
-			}
-		}
-		for k, got := range panes {
-			if _, ok := batch[k]; !ok {
-				extra++
-				if len(examples) < 3 {
-					examples = append(examples, fmt.Sprintf("extra %s [%d,%d) count %d sum %v", k.key, k.start, k.end, got.count, got.sum))
-				}
-			}
-		}
-		fmt.Printf("system\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, len(panes), agree, missing, extra, differ, dups, nonfin)
-		for _, e := range examples {
+		systems = append(systems, system{name, out.panes})
+		v := judge(batch, out, *rel, eos[name])
+		fmt.Printf("system\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, len(out.panes), v.agree, v.missing, v.extra, v.differ, out.dups, out.nonfin)
+		for _, e := range v.examples {
 			fmt.Printf("example\t%s\t%s\n", name, e)
 		}
-		if agree != len(batch) || extra > 0 {
+		if !v.ok {
 			bad = true
 		}
 	}
@@ -152,6 +140,54 @@ func main() {
 	if bad {
 		os.Exit(1)
 	}
+}
+
+// verdict: one system's final panes against the batch computation.
+type verdict struct {
+	agree, missing, extra, differ int
+	examples                      []string // up to 3
+	ok                            bool
+}
+
+// judge compares a system's output with the batch computation. A pane
+// written twice with different values differs, whatever its last value;
+// under exactly once (eos) any duplicate is a disagreement.
+func judge(batch map[paneKey]agg, out output, rel float64, eos bool) verdict {
+	var v verdict
+	example := func(format string, args ...any) {
+		if len(v.examples) < 3 {
+			v.examples = append(v.examples, fmt.Sprintf(format, args...))
+		}
+	}
+	if eos && out.dups > 0 {
+		example("%d duplicate final panes under exactly once", out.dups)
+	}
+	for k, want := range batch {
+		got, ok := out.panes[k]
+		other, conflict := out.conflicts[k]
+		conflict = conflict && !equal(other, got, rel)
+		switch {
+		case !ok:
+			v.missing++
+			example("missing %s [%d,%d) count %d sum %.2f", k.key, k.start, k.end, want.count, want.sum)
+		case conflict:
+			v.differ++
+			example("differs %s [%d,%d): written as count %d sum %v and as count %d sum %v, batch count %d sum %.2f", k.key, k.start, k.end, other.count, other.sum, got.count, got.sum, want.count, want.sum)
+		case equal(got, want, rel):
+			v.agree++
+		default:
+			v.differ++
+			example("differs %s [%d,%d): count %d sum %v, batch count %d sum %.2f", k.key, k.start, k.end, got.count, got.sum, want.count, want.sum)
+		}
+	}
+	for k, got := range out.panes {
+		if _, ok := batch[k]; !ok {
+			v.extra++
+			example("extra %s [%d,%d) count %d sum %v", k.key, k.start, k.end, got.count, got.sum)
+		}
+	}
+	v.ok = v.agree == len(batch) && v.extra == 0 && !(eos && out.dups > 0)
+	return v
 }
 
 func equal(a, b agg, rel float64) bool {
@@ -247,17 +283,25 @@ func toCents(s string) (int64, error) {
 	return c, nil
 }
 
-// readPanes: a system's final panes by (key, window), the number of
-// duplicates (a pane seen again: at-least-once output) and of non-final
-// panes skipped.
-func readPanes(file, countName, sumName, ignore string) (map[paneKey]agg, int, int, error) {
+// output: a system's final panes by (key, window) (the last copy of
+// each), the number of duplicates (a final pane seen again: at-least-once
+// output), the panes whose copies disagree (with the value of a copy that
+// differs from the last) and the number of non-final panes skipped.
+type output struct {
+	panes     map[paneKey]agg
+	dups      int
+	conflicts map[paneKey]agg
+	nonfin    int
+}
+
+// readPanes reads a system's output file.
+func readPanes(file, countName, sumName, ignore string) (output, error) {
+	out := output{panes: map[paneKey]agg{}, conflicts: map[paneKey]agg{}}
 	fh, err := os.Open(file)
 	if err != nil {
-		return nil, 0, 0, err
+		return out, err
 	}
 	defer fh.Close()
-	panes := map[paneKey]agg{}
-	dups, nonfin := 0, 0
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -282,7 +326,7 @@ func readPanes(file, countName, sumName, ignore string) (map[paneKey]agg, int, i
 			Aggregates map[string]json.RawMessage `json:"aggregates"`
 		}
 		if err := json.Unmarshal(line, &p); err != nil {
-			return nil, 0, 0, fmt.Errorf("%v in %.200s", err, line)
+			return out, fmt.Errorf("%v in %.200s", err, line)
 		}
 		if p.Key == nil { // a progress record, or something else: not a pane
 			continue
@@ -291,15 +335,15 @@ func readPanes(file, countName, sumName, ignore string) (map[paneKey]agg, int, i
 		var a agg
 		if p.Window != nil { // windowd
 			if p.Pane == nil || !p.Pane.Final || p.Retraction {
-				nonfin++
+				out.nonfin++
 				continue
 			}
 			k.start, k.end = p.Window.Start, p.Window.End
 			if err := json.Unmarshal(p.Aggregates[countName], &a.count); err != nil {
-				return nil, 0, 0, fmt.Errorf("aggregate %q: %v in %.200s", countName, err, line)
+				return out, fmt.Errorf("aggregate %q: %v in %.200s", countName, err, line)
 			}
 			if err := json.Unmarshal(p.Aggregates[sumName], &a.sum); err != nil {
-				return nil, 0, 0, fmt.Errorf("aggregate %q: %v in %.200s", sumName, err, line)
+				return out, fmt.Errorf("aggregate %q: %v in %.200s", sumName, err, line)
 			}
 		} else {
 			k.start, k.end = p.Start, p.End
@@ -308,12 +352,15 @@ func readPanes(file, countName, sumName, ignore string) (map[paneKey]agg, int, i
 		if ignore != "" && strings.HasPrefix(k.key, ignore) {
 			continue
 		}
-		if _, seen := panes[k]; seen {
-			dups++
+		if prev, seen := out.panes[k]; seen {
+			out.dups++
+			if prev != a {
+				out.conflicts[k] = prev
+			}
 		}
-		panes[k] = a
+		out.panes[k] = a
 	}
-	return panes, dups, nonfin, sc.Err()
+	return out, sc.Err()
 }
 
 func fail(format string, args ...any) {

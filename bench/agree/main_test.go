@@ -40,14 +40,17 @@ func TestComputeAndReadPanes(t *testing.T) {
 {"key":"u1","window":{"start":0,"end":10000},"pane":{"timing":"ON_TIME","index":1,"final":true},"retraction":false,"aggregates":{"n":2,"total":0.30000000000000004}}
 {"key":"u2","window":{"start":10000,"end":20000},"pane":{"timing":"ON_TIME","index":0,"final":true},"retraction":false,"aggregates":{"n":1,"total":5}}
 `)
-	panes, dups, nonfin, err := readPanes(w, "n", "total", "~flush")
-	if err != nil || len(panes) != 2 || dups != 0 || nonfin != 1 {
-		t.Fatalf("windowd panes: %v, %d dups, %d non-final, %v", panes, dups, nonfin, err)
+	out, err := readPanes(w, "n", "total", "~flush")
+	if err != nil || len(out.panes) != 2 || out.dups != 0 || out.nonfin != 1 {
+		t.Fatalf("windowd panes: %v, %d dups, %d non-final, %v", out.panes, out.dups, out.nonfin, err)
 	}
 	for k, want := range batch {
-		if !equal(panes[k], want, 1e-9) {
-			t.Errorf("windowd %v: %+v, batch %+v", k, panes[k], want)
+		if !equal(out.panes[k], want, 1e-9) {
+			t.Errorf("windowd %v: %+v, batch %+v", k, out.panes[k], want)
 		}
+	}
+	if v := judge(batch, out, 1e-9, true); !v.ok || v.agree != 2 {
+		t.Errorf("windowd: %+v", v)
 	}
 
 	p := filepath.Join(dir, "p.jsonl")
@@ -56,9 +59,31 @@ func TestComputeAndReadPanes(t *testing.T) {
 {"key":"u2","start":10000,"end":20000,"count":1,"sum":5.0}
 {"key":"~flush-0","start":99990000,"end":100000000,"count":1,"sum":0.0}
 `)
-	panes, dups, _, err = readPanes(p, "n", "total", "~flush")
-	if err != nil || len(panes) != 2 || dups != 1 {
-		t.Fatalf("peer panes: %v, %d dups, %v", panes, dups, err)
+	out, err = readPanes(p, "n", "total", "~flush")
+	if err != nil || len(out.panes) != 2 || out.dups != 1 || len(out.conflicts) != 0 {
+		t.Fatalf("peer panes: %v, %d dups, %v", out.panes, out.dups, err)
+	}
+	// A duplicate is fine at least once, a disagreement under exactly once.
+	if v := judge(batch, out, 1e-9, false); !v.ok || v.agree != 2 {
+		t.Errorf("at least once: %+v", v)
+	}
+	if v := judge(batch, out, 1e-9, true); v.ok || v.agree != 2 || len(v.examples) != 1 {
+		t.Errorf("exactly once: %+v", v)
+	}
+
+	// A final pane written twice with different values differs, though
+	// its last copy is right.
+	c := filepath.Join(dir, "c.jsonl")
+	write(t, c, `{"key":"u1","start":0,"end":10000,"count":1,"sum":0.1}
+{"key":"u1","start":0,"end":10000,"count":2,"sum":0.3}
+{"key":"u2","start":10000,"end":20000,"count":1,"sum":5.0}
+`)
+	out, err = readPanes(c, "n", "total", "~flush")
+	if err != nil || out.dups != 1 || len(out.conflicts) != 1 {
+		t.Fatalf("conflicting panes: %+v, %v", out, err)
+	}
+	if v := judge(batch, out, 1e-9, false); v.ok || v.agree != 1 || v.differ != 1 {
+		t.Errorf("conflicting panes: %+v", v)
 	}
 	if equal(agg{2, 0.3}, agg{2, 0.3001}, 1e-9) || equal(agg{2, 0.3}, agg{3, 0.3}, 1e-9) {
 		t.Error("equal: a different sum or count passed")
