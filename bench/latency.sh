@@ -17,7 +17,17 @@
 # max_delay), the moment the window could close (bench/latency/main.go says
 # exactly what is counted). windowd's CPU seconds over the run (exec to the
 # end of the measurement, start-up included; /proc) are reported too.
-# Prints one line per repetition and the medians.
+# windowd is then stopped with SIGTERM (a nonzero exit fails the run) and
+# the repetition's topics are deleted. Prints one line per repetition and
+# the medians.
+#
+# All the panes of a window close at once, so the panes counted come from
+# few closings, about (DURATION - WARMUP - 2) / WINDOW_S per run (2-3 with
+# the defaults); under exactly_once a closing's panes become visible together
+# (one transaction), so p50 = p99 within a run and each run samples where
+# the closings fell in the commit cycle. To compare commit intervals take
+# more closings: WINDOW_S=1 (about 28 a run), more repetitions. bench/latency
+# prints the closings and their first and last panes' latencies on stderr.
 #
 # Needs: a broker from `bash scripts/kafka-local.sh start` (never started or
 # stopped here), go.
@@ -89,18 +99,26 @@ for ((r = 1; r <= reps; r++)); do
 		echo "    allowed_lateness: 0s"
 		echo "    aggregates: [{name: n, op: count}, {name: total, op: sum, field: x}]"
 		echo "    output: {topic: $t-out}"
+		echo "    dead_letter_topic: $t-out-dlq"
 		echo "    delivery: $delivery"
 		[ -z "$interval" ] || echo "    commit_interval: $interval"
 	} >"$tmp/w.yaml"
 	"$bin" run --config "$tmp/w.yaml" >"$tmp/windowd.log" 2>&1 &
 	pid=$!
 	line=$("$tmp/latency" -brokers "$broker" -input "$t" -output "$t-out" -rate "$rate" -duration "${duration}s" \
-		-warmup "${warmup}s" -keys "$keys" -delay-ms 2000) ||
+		-warmup "${warmup}s" -keys "$keys" -delay-ms 2000 -window-ms $((window_s * 1000))) ||
 		fail_with_log "bench/latency failed" "$tmp/windowd.log"
+	kill -0 "$pid" 2>/dev/null || fail_with_log "windowd exited during the measurement" "$tmp/windowd.log"
 	cpu=$(awk -v t="$tck" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$pid/stat")
 	kill -TERM "$pid"
-	wait "$pid" 2>/dev/null || true
+	rc=0
+	wait "$pid" 2>/dev/null || rc=$?
 	pid=""
+	[ "$rc" = 0 ] || fail_with_log "windowd exited with status $rc after SIGTERM" "$tmp/windowd.log"
+	for x in "${topics[@]}"; do
+		bash scripts/kafka-local.sh topics --delete --if-exists --topic "$x" >/dev/null 2>&1 || true
+	done
+	topics=()
 	printf '%s\t%s\t%s\n' "$r" "$line" "$cpu" >>"$tmp/raw"
 	echo "# rep $r/$reps: panes, p50, p90, p99, max ms, produced/s, windowd CPU s: $(tr '\t' ' ' <<<"$line") $cpu"
 done

@@ -8,8 +8,11 @@
 // 10 ms, round robin over -keys keys "u<n>" (key n on partition n mod
 // -partitions), each value {"user":"u<n>","ts":<wall clock ms>,"x":<n>}:
 // event time is the wall clock at production, in order. Meanwhile it reads
-// OUT from the start with read_committed isolation and takes each pane's
-// window end from its window_end header.
+// OUT from the start with read_committed isolation (no group, every
+// partition) and takes each pane's window from its window_start and
+// window_end headers (the value's window.start and window.end); a pane
+// whose window is not -window-ms long makes it exit 1 (a wrong
+// -window-ms or pipeline).
 //
 // A window [start, end) can close once every partition has a record with
 // ts >= end + delay (the frontier is the minimum over the partitions of the
@@ -21,22 +24,33 @@
 // stopped (nothing closes them) are not counted. After production stops it
 // reads until no pane came for 3 s.
 //
+// All the panes of a window close at the same moment, so the panes counted
+// come from a few closings (about (duration - warmup - delay) / window of
+// them) and a percentile over panes reflects those few closings, weighted
+// by their panes, and how the output's fetches spread each one's panes. On
+// stderr it prints the number of closings and the min/median/max over them
+// of the latency of each one's first and of its last pane (and, for at
+// most 5 closings, each one's).
+//
 // It prints one tab-separated line on stdout:
 //
 //	panes  p50_ms  p90_ms  p99_ms  max_ms  produced_per_s
 //
-// and exits 1 when no pane was counted.
+// and exits 1 when no pane was counted or a record could not be produced.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,6 +65,7 @@ func main() {
 	warmup := flag.Duration("warmup", 10*time.Second, "panes of windows ending this soon after the start are not counted")
 	keys := flag.Int("keys", 10000, "distinct keys")
 	delay := flag.Int64("delay-ms", 2000, "the pipeline's watermark max_delay (ms)")
+	windowMs := flag.Int64("window-ms", 10000, "the pipeline's tumbling window size (ms); a pane of another length is an error")
 	partitions := flag.Int("partitions", 4, "partitions of the input topic")
 	flag.Parse()
 	if *input == "" || *output == "" || *rate <= 0 || *partitions <= 0 || *keys <= 0 {
@@ -79,7 +94,10 @@ func main() {
 	var mu sync.Mutex
 	stopped := int64(1) << 62 // production's end, ms; set when it stops
 	var lat []int64
+	type closing struct{ n, first, last int64 }
+	byEnd := map[int64]*closing{} // per window end counted
 	lastPane := time.Now()
+	var odd int64 // panes whose window is not -window-ms long
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -89,16 +107,30 @@ func main() {
 			fetches := cons.PollRecords(ctx, 10000)
 			now := time.Now()
 			mu.Lock()
+			fetches.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.Canceled) {
+					fmt.Fprintf(os.Stderr, "latency: fetch %s[%d]: %v\n", t, p, err)
+				}
+			})
 			fetches.EachRecord(func(r *kgo.Record) {
 				lastPane = now
-				for _, h := range r.Headers {
-					if h.Key != "window_end" {
-						continue
+				ws, end, ok := window(r)
+				if !ok {
+					return // not a pane (a progress record)
+				}
+				if end-ws != *windowMs {
+					odd++
+					return
+				}
+				if end >= countFrom && end+*delay <= stopped {
+					l := now.UnixMilli() - (end + *delay)
+					lat = append(lat, l)
+					c := byEnd[end]
+					if c == nil {
+						c = &closing{first: l}
+						byEnd[end] = c
 					}
-					end, err := strconv.ParseInt(string(h.Value), 10, 64)
-					if err == nil && end >= countFrom && end+*delay <= stopped {
-						lat = append(lat, now.UnixMilli()-(end+*delay))
-					}
+					c.n, c.last = c.n+1, l
 				}
 			})
 			mu.Unlock()
@@ -107,6 +139,13 @@ func main() {
 
 	// Produce: every 10 ms the records due by then.
 	var sent int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil && failed.Add(1) == 1 {
+			firstErr.Store(err)
+		}
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	for now := range tick.C {
 		el := now.Sub(start)
@@ -118,12 +157,16 @@ func main() {
 			k := sent % int64(*keys)
 			ts := time.Now().UnixMilli()
 			v := fmt.Appendf(nil, `{"user":"u%d","ts":%d,"x":%d}`, k, ts, sent%1000)
-			prod.Produce(ctx, &kgo.Record{Topic: *input, Partition: int32(k % int64(*partitions)), Key: fmt.Appendf(nil, "u%d", k), Value: v}, nil)
+			prod.Produce(ctx, &kgo.Record{Topic: *input, Partition: int32(k % int64(*partitions)), Key: fmt.Appendf(nil, "u%d", k), Value: v}, promise)
 		}
 	}
 	tick.Stop()
 	if err := prod.Flush(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "latency: produce:", err)
+		os.Exit(1)
+	}
+	if n := failed.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "latency: %d records failed to produce, the first: %v\n", n, firstErr.Load())
 		os.Exit(1)
 	}
 	produced := float64(sent) / time.Since(start).Seconds()
@@ -141,11 +184,52 @@ func main() {
 	}
 	cancel()
 	<-done
+	if odd > 0 {
+		fmt.Fprintf(os.Stderr, "latency: %d panes of windows not %d ms long: is -window-ms the pipeline's size?\n", odd, *windowMs)
+		os.Exit(1)
+	}
 	if len(lat) == 0 {
 		fmt.Fprintln(os.Stderr, "latency: no pane counted")
 		os.Exit(1)
 	}
+	ends := slices.Sorted(maps.Keys(byEnd))
+	var firsts, lasts []int64
+	for _, end := range ends {
+		c := byEnd[end]
+		firsts, lasts = append(firsts, c.first), append(lasts, c.last)
+		if len(byEnd) <= 5 {
+			fmt.Fprintf(os.Stderr, "latency: window end %+.1f s: %d panes, first %d ms, last %d ms\n",
+				float64(end-start.UnixMilli())/1000, c.n, c.first, c.last)
+		}
+	}
+	if len(ends) > 0 {
+		mmm := func(v []int64) string {
+			slices.Sort(v)
+			return fmt.Sprintf("%d/%d/%d", v[0], v[len(v)/2], v[len(v)-1])
+		}
+		fmt.Fprintf(os.Stderr, "latency: %d closings; min/median/max over them of the first pane %s ms, of the last %s ms\n",
+			len(ends), mmm(firsts), mmm(lasts))
+	}
 	slices.Sort(lat)
 	q := func(f float64) int64 { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
 	fmt.Printf("%d\t%d\t%d\t%d\t%d\t%.0f\n", len(lat), q(0.5), q(0.9), q(0.99), lat[len(lat)-1], produced)
+}
+
+// window returns a pane's window from its window_start and window_end
+// headers (sink.PaneRecord writes them; they equal the value's
+// window.start and window.end), ok false when the record has none.
+func window(r *kgo.Record) (start, end int64, ok bool) {
+	var hs, he bool
+	for _, h := range r.Headers {
+		var err error
+		switch h.Key {
+		case "window_start":
+			start, err = strconv.ParseInt(string(h.Value), 10, 64)
+			hs = err == nil
+		case "window_end":
+			end, err = strconv.ParseInt(string(h.Value), 10, 64)
+			he = err == nil
+		}
+	}
+	return start, end, hs && he
 }
