@@ -21,6 +21,7 @@ import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
+import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
@@ -45,11 +46,23 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * Each Kafka record is parsed once, in the source's deserializer, into an
  * {@link Event} (group key = the record key); the aggregate is a typed
  * {@link CountSum} POJO. Final panes are written to the output topic keyed by
- * the group key, as JSON {@code {"key":K,"start":S,"end":E,"count":N,"sum":X}},
- * at least once (the sink flushes on each checkpoint; checkpoints of the
- * hashmap state backend go to the state dir), or with {@code --exactly-once}
- * exactly once (a Kafka transaction per checkpoint, committed when the
- * checkpoint completes).
+ * the group key, as JSON {@code {"key":K,"start":S,"end":E,"count":N,"sum":X}}.
+ * The hashmap state backend is checkpointed every {@code --checkpoint-ms} to
+ * the state dir, in checkpointing mode EXACTLY_ONCE (Flink's default, aligned
+ * barriers) in both deliveries; the deliveries differ in the sink only:
+ * <ul>
+ * <li>by default at least once: {@code DeliveryGuarantee.AT_LEAST_ONCE}, the
+ * sink flushes its producer on each checkpoint;</li>
+ * <li>with {@code --exactly-once true} exactly once:
+ * {@code DeliveryGuarantee.EXACTLY_ONCE}, a Kafka transaction per checkpoint
+ * and subtask, committed when the checkpoint completes (so panes become
+ * visible to a {@code read_committed} reader once per checkpoint), with the
+ * output topic's name as the transactional id prefix (unique per run) and
+ * {@code transaction.timeout.ms} 60000, under the broker's
+ * {@code transaction.max.timeout.ms} (15 min by default; Flink's own default
+ * of 1 h would be refused); the source reads {@code read_committed}. It
+ * needs checkpointing ({@code --checkpoint-ms} above 0).</li>
+ * </ul>
  */
 public final class FlinkPeer {
 
@@ -210,29 +223,38 @@ public final class FlinkPeer {
         conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, "file://" + stateDir + "/checkpoints");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(Integer.parseInt(o.getOrDefault("parallelism", "2")));
+        boolean exactlyOnce = Boolean.parseBoolean(o.getOrDefault("exactly-once", "false"));
+        if (exactlyOnce && checkpointMs <= 0) {
+            // The exactly-once sink commits its transactions on checkpoints.
+            throw new IllegalArgumentException("--exactly-once needs --checkpoint-ms above 0");
+        }
         if (checkpointMs > 0) {
-            env.enableCheckpointing(checkpointMs);
+            env.enableCheckpointing(checkpointMs, CheckpointingMode.EXACTLY_ONCE);
         }
 
-        KafkaSource<Event> source = KafkaSource.<Event>builder()
+        var sourceBuilder = KafkaSource.<Event>builder()
                 .setBootstrapServers(bootstrap)
                 .setTopics(input)
                 .setGroupId(group)
                 .setStartingOffsets(OffsetsInitializer.earliest())
-                .setDeserializer(new Deserializer())
-                .build();
+                .setDeserializer(new Deserializer());
+        if (exactlyOnce) {
+            // The input is not written transactionally here, but an
+            // exactly-once job reads only committed records.
+            sourceBuilder.setProperty("isolation.level", "read_committed");
+        }
+        KafkaSource<Event> source = sourceBuilder.build();
         WatermarkStrategy<Event> wm = WatermarkStrategy.<Event>forBoundedOutOfOrderness(Duration.ofMillis(graceMs))
                 .withTimestampAssigner((e, recordTs) -> e.ts);
-        boolean exactlyOnce = Boolean.parseBoolean(o.getOrDefault("exactly-once", "false"));
         var sinkBuilder = KafkaSink.<Pane>builder()
                 .setBootstrapServers(bootstrap)
                 .setRecordSerializer(new PaneJson(output))
                 .setDeliveryGuarantee(exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
                 .setProperty("compression.type", o.getOrDefault("compression", "lz4"));
         if (exactlyOnce) {
-            // One transaction per checkpoint; its timeout must stay under
-            // the broker's transaction.max.timeout.ms (15 min by default;
-            // Flink's own default is 1 h).
+            // One transaction per checkpoint and subtask; the prefix must be
+            // unique per job on the broker (the output topic is per run),
+            // the timeout under the broker's transaction.max.timeout.ms.
             sinkBuilder.setTransactionalIdPrefix(output).setProperty("transaction.timeout.ms", "60000");
         }
         KafkaSink<Pane> sink = sinkBuilder.build();

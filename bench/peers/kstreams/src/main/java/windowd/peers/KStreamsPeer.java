@@ -50,7 +50,10 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
  * the timestamp extractor reads the parsed value. The aggregate is a typed
  * {@link CountSum} with a 16-byte binary serde. Final panes are written to
  * the output topic keyed by the group key, as JSON
- * {@code {"key":K,"start":S,"end":E,"count":N,"sum":X}}.
+ * {@code {"key":K,"start":S,"end":E,"count":N,"sum":X}}, at least once, or
+ * with {@code --exactly-once true} under {@code exactly_once_v2} (a
+ * transaction per commit, every {@code --commit-ms}; the consumers read
+ * {@code read_committed}).
  */
 public final class KStreamsPeer {
 
