@@ -81,7 +81,8 @@ func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 
 func createTopic(t *testing.T, name string, partitions int32) {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t))
+	cl := newClient(t)
+	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name) // the brokers' default replication
@@ -96,7 +97,7 @@ func createTopic(t *testing.T, name string, partitions int32) {
 	// partition, or the first produce may fail with UNKNOWN_TOPIC_OR_PARTITION.
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer lcancel()
-	if err := kafka.WaitLeaders(lctx, adm, name, partitions); err != nil {
+	if err := kafka.WaitLeaders(lctx, cl, name, partitions); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -139,7 +139,7 @@ func ResetPipeline(ctx context.Context, cfg *config.Config, brokers []string, p 
 		}
 		if err == nil {
 			log.Info("created the changelog again, empty", zap.String("topic", changelog), zap.Int32("partitions", n))
-			return WaitLeaders(ctx, adm, changelog, n)
+			return WaitLeaders(ctx, cl, changelog, n)
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || time.Now().After(deadline) {
 			return fmt.Errorf("create topic %s: %w", changelog, err)

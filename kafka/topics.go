@@ -103,7 +103,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 				// on a busy broker): producing to it before every
 				// partition has a leader can fail with
 				// UNKNOWN_TOPIC_OR_PARTITION past franz-go's retries.
-				if err := WaitLeaders(ctx, adm, topic, n); err != nil {
+				if err := WaitLeaders(ctx, cl, topic, n); err != nil {
 					return nil, err
 				}
 			case errors.Is(err, kerr.TopicAlreadyExists):
@@ -240,11 +240,7 @@ func ProducerSees(ctx context.Context, cl *kgo.Client, topic string, need int32)
 func RefreshTopicMetadata(ctx context.Context, cl *kgo.Client, topic string) {
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	_, _ = req.RequestWith(mctx, cl)
+	_, _ = topicMetadata(mctx, cl, topic)
 }
 
 // ChangelogTopic names the pipeline's changelog: <group>-<pipeline>-changelog.
@@ -263,16 +259,18 @@ func RepartitionPartitions(p *config.Pipeline, inputs int32) int32 {
 }
 
 // WaitLeaders waits until topic has partitions partitions, each with a
-// leader, or ctx ends.
-func WaitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+// leader, or ctx ends. It asks the broker each time (topicMetadata): kadm's
+// listings answer from franz-go's metadata cache, which kept a topic's
+// state from just before or just after its creation (unknown, or without
+// leaders) for MetadataMinAge, and so held every topic windowd created for
+// about 1.5 s of backoff before its first answer with leaders.
+func WaitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		tds, err := adm.ListTopics(tctx, topic)
+		t, err := topicMetadata(tctx, cl, topic)
 		cancel()
-		if err == nil {
-			if td, ok := tds[topic]; ok && td.Err == nil && int32(len(td.Partitions)) == partitions && allLed(td) {
-				return nil
-			}
+		if err == nil && t.ErrorCode == 0 && int32(len(t.Partitions)) == partitions && allLed(t.Partitions) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -282,13 +280,32 @@ func WaitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 }
 
-func allLed(td kadm.TopicDetail) bool {
-	for _, p := range td.Partitions {
-		if p.Err != nil || p.Leader < 0 {
+func allLed(parts []kmsg.MetadataResponseTopicPartition) bool {
+	for _, p := range parts {
+		if p.ErrorCode != 0 || p.Leader < 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// topicMetadata asks the broker for topic's metadata, past franz-go's
+// cache; the answer also replaces the cache's entry for topic.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return kmsg.MetadataResponseTopic{}, err
+	}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && *rt.Topic == topic {
+			return rt, nil
+		}
+	}
+	return kmsg.MetadataResponseTopic{}, fmt.Errorf("topic %s: not in the metadata answer", topic)
 }
 
 // PartitionCounts returns the number of partitions of each topic, listed

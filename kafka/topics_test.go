@@ -126,3 +126,48 @@ func TestRefreshTopicMetadataEndsCachedUnknown(t *testing.T) {
 		t.Fatal("after RefreshTopicMetadata the client still does not list the new topic's partitions")
 	}
 }
+
+// TestWaitLeadersAsksTheBroker: a client that listed a topic before it
+// existed keeps that answer in franz-go's metadata cache (MetadataMinAge,
+// a minute here); WaitLeaders must see the topic's leaders once the broker
+// has them, not once the cache expires. Its old listing through kadm held
+// every topic windowd created for about 1.5 s at startup (with
+// MetadataMinAge at 1 s).
+func TestWaitLeadersAsksTheBroker(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MetadataMinAge(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const topic = "created-later"
+	if tds, err := adm.ListTopics(ctx, topic); err != nil || tds[topic].Err == nil {
+		t.Fatalf("topic listed before it was created: %v, %v", tds, err)
+	}
+	other, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := kadm.NewClient(other).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if tds, err := adm.ListTopics(ctx, topic); err == nil && tds[topic].Err == nil {
+		t.Fatal("the cache no longer holds the answer from before the creation: this test shows nothing")
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := WaitLeaders(wctx, cl, topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	if tds, err := adm.ListTopics(ctx, topic); err != nil || len(tds[topic].Partitions) != 3 {
+		t.Fatalf("after WaitLeaders the client's listing still misses the topic: %v, %v", tds, err)
+	}
+}
