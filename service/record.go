@@ -45,8 +45,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 		}
 		// Before anything takes the record in (stage 2's duplicate
 		// check included): it comes again (registrywait.go).
-		var un *schema.Unavailable
-		if errors.As(d.err, &un) {
+		if un := registryDown(d.err); un != nil {
 			return &registryUnavailable{un}
 		}
 	}
@@ -119,4 +118,18 @@ func (p *pipeline) warnSplitLocked(part int32, key string) {
 			zap.String("key_from", p.cfg.Key.String()), zap.String("key", key), zap.Int32("partition", part),
 			zap.String("fix", "set repartition: true on the pipeline, or key the input topic by "+p.cfg.Key.String()+" (and add partitions to it only with repartition: true)"))
 	}
+}
+
+// registryDown returns the schema registry's unavailability err wraps, or
+// nil. A separate function, so that the variable errors.As needs is on the
+// heap only for a record with an error, not for every record.
+func registryDown(err error) *schema.Unavailable {
+	if err == nil {
+		return nil
+	}
+	var un *schema.Unavailable
+	if errors.As(err, &un) {
+		return un
+	}
+	return nil
 }
