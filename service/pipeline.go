@@ -410,7 +410,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 		kgo.AdjustFetchOffsetsFn(p.adjustOffsets),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kafka.NewPartitioner(p.clTopic, cfg.OutputTopic)),
-		kgo.WithPools(records),
+		kgo.WithPools(recordSlices),
 	)
 	if cfg.Watermark.MaxDrift > 0 {
 		opts = append(opts, kgo.FetchMaxWait(alignFetchMaxWait))

@@ -26,8 +26,8 @@ const (
 	recordClasses  = 20 // up to 8M records: franz-go's batches are far smaller
 )
 
-// records is the process's pool: every pipeline's group client uses it.
-var records = new(recordPool)
+// recordSlices is the process's pool: every pipeline's group client uses it.
+var recordSlices = new(recordPool)
 
 func recordClass(n int) int { return max(bits.Len(uint(n-1)), minRecordClass) }
 
