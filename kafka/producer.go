@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/windowd/windowd/sink"
 )
 
 // Producer produces records asynchronously through one idempotent client
@@ -17,33 +15,18 @@ import (
 // them met: a commit cycle flushes before it commits offsets, so nothing
 // is committed whose output is not durable.
 type Producer struct {
-	cl       *kgo.Client
-	paneDone func(*kgo.Record, error) // done, then the record goes back to sink's pool
+	cl *kgo.Client
 
 	mu  sync.Mutex
 	err error
 }
 
 // NewProducer wraps a client configured for idempotent production.
-func NewProducer(cl *kgo.Client) *Producer {
-	p := &Producer{cl: cl}
-	p.paneDone = func(r *kgo.Record, err error) {
-		p.done(r, err)
-		sink.ReleasePaneRecord(r)
-	}
-	return p
-}
+func NewProducer(cl *kgo.Client) *Producer { return &Producer{cl: cl} }
 
 // Produce sends r without waiting for its acknowledgement.
 func (p *Producer) Produce(ctx context.Context, r *kgo.Record) {
 	p.cl.Produce(ctx, r, p.done)
-}
-
-// ProducePane is Produce for r, a record sink.PaneRecord built: once its
-// promise has run, r goes back to sink's pool for a later pane, so the
-// caller must not use r, its key, value or headers after this call.
-func (p *Producer) ProducePane(ctx context.Context, r *kgo.Record) {
-	p.cl.Produce(ctx, r, p.paneDone)
 }
 
 func (p *Producer) done(r *kgo.Record, err error) {

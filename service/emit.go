@@ -33,11 +33,11 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 // built).
 func (p *pipeline) writePane(pn *windowing.Pane) {
 	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	p.prod.Produce(p.prodCtx, r)
 	p.st.ring.add(pn, r.Key, p.nowMS())
 	if p.stdout != nil {
 		p.stdout.writeLine(r.Value)
 	}
-	p.prod.ProducePane(p.prodCtx, r) // r is reused once produced: last
 }
 
 // paneCounter returns the pane counter of timing t (under mu, as the

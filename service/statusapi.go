@@ -186,9 +186,7 @@ type ringPane struct {
 func (r *paneRing) add(pn *windowing.Pane, key []byte, now int64) {
 	r.mu.Lock()
 	e := &r.buf[r.n%recentPanes]
-	// A copy of key: the pane's record, which key is part of, is reused
-	// once produced (sink.PaneRecord).
-	*e = ringPane{emitted: now, key: append(e.key[:0], key...), start: pn.Start, end: pn.End, timing: pn.Timing, index: pn.Index, final: pn.Final, retraction: pn.Retraction}
+	*e = ringPane{emitted: now, key: key, start: pn.Start, end: pn.End, timing: pn.Timing, index: pn.Index, final: pn.Final, retraction: pn.Retraction}
 	if pn.Records {
 		// A count window's bounds count records: the page shows its
 		// first and last records' times.
