@@ -149,7 +149,10 @@ func (a *decodeAhead) get(i int) *decoded {
 }
 
 // finish ends the poll: it stops the goroutine, if any, and waits for it,
-// so that the next start may reuse the slots.
+// so that the next start may reuse the slots. Nothing refers to the poll's
+// records after that (dead-letter and late records are copies), so they
+// are recycled: their slices go back to the pool the client decoded them
+// into (recordpool.go).
 func (a *decodeAhead) finish() {
 	if a.running {
 		close(a.stop)
@@ -158,8 +161,9 @@ func (a *decodeAhead) finish() {
 		a.running = false
 	}
 	// Do not keep the poll's records alive until the next one.
-	for i := range a.recs {
+	for i, r := range a.recs {
 		a.slots[i].ev.Key, a.slots[i].ev.Source, a.slots[i].err = "", nil, nil
+		r.Recycle()
 	}
 	clear(a.recs)
 }

@@ -164,17 +164,7 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 		// listing of the ends.
 		p.mu.eng.Watermarks().SetCaughtUp(fp.Partition, st.caughtUp())
 	})
-	poll.finish()
-	// Nothing refers to the poll's input records any more (the decoding
-	// goroutine has stopped; diverted records are copies): their slices
-	// go back to franz-go's pool (recordpool.go).
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if fp.Topic == p.cfg.Input.Topic {
-			for _, r := range fp.Records {
-				r.Recycle()
-			}
-		}
-	})
+	poll.finish() // the poll's records go back to their pool (recordpool.go)
 	if dropped > 0 {
 		p.log.Info("dropped the rest of a poll after a rollback; the rewound fetches deliver it again", zap.Int("records", dropped))
 	}

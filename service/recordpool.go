@@ -11,7 +11,7 @@ import (
 // (kgo.PoolRecords), so that a drain does not allocate a new []kgo.Record
 // per fetched batch: those were a third of the bytes a keyed drain
 // allocated, and so of its garbage collections. A slice comes back once
-// every record of its batch has been recycled (processPollLocked recycles
+// every record of its batch has been recycled (decodeAhead.finish recycles
 // a poll's input records when nothing refers to them any more; a record
 // never recycled only keeps its slice from coming back).
 //
