@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -343,8 +344,8 @@ func protoWKTOf(md protoreflect.MessageDescriptor) protoWKT {
 
 func (p *protoProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, error) {
 	m := p.typ.New()
-	if err := protoUnmarshal.Unmarshal(payload, m.Interface()); err != nil {
-		return dst, protoDecodeError(err)
+	if err := protoUnmarshalSafe(payload, m); err != nil {
+		return dst, err
 	}
 	dst, err := appendProtoMessage(dst, m, p.root)
 	if err != nil {
@@ -368,6 +369,23 @@ func (p *protoProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, err
 		ts.OK = true
 	}
 	return dst, nil
+}
+
+// protoUnmarshalSafe decodes payload into m. The protobuf module panics on
+// some payloads (v1.36.12: a map entry whose key comes twice, the second
+// time with another wire type, leaves the key unset and then uses it);
+// such a panic is an error here, so that the record is dead-lettered and
+// the rest flow.
+func protoUnmarshalSafe(payload []byte, m protoreflect.Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = errors.New("the protobuf decoder failed on the payload: " + fmt.Sprint(v))
+		}
+	}()
+	if err := protoUnmarshal.Unmarshal(payload, m.Interface()); err != nil {
+		return protoDecodeError(err)
+	}
+	return nil
 }
 
 // protoDecodeError is err from proto.Unmarshal without its "proto:"
