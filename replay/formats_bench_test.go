@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/schema"
@@ -30,9 +32,24 @@ const benchEventSchema = `{"type":"record","name":"Event","namespace":"windowd.b
  {"name":"agent","type":"string"},
  {"name":"session","type":"string"}]}`
 
-// BenchmarkReplayFormats replays one input as JSON and as Avro (the same
-// records, values as {"base64": ...}, schemas from pkg/sr's in-process
-// fake registry) through bench/tumbling-10s-country.yaml's pipeline, and
+// benchEventProto is bench/gen's record as Protobuf.
+const benchEventProto = `syntax = "proto3";
+package windowd.bench;
+import "google/protobuf/timestamp.proto";
+message Event {
+  string user = 1;
+  google.protobuf.Timestamp ts = 2;
+  double x = 3;
+  string country = 4;
+  string page = 5;
+  string agent = 6;
+  string session = 7;
+}
+`
+
+// BenchmarkReplayFormats replays one input as JSON, as Avro and as
+// Protobuf (the same records, values as {"base64": ...}, schemas from
+// pkg/sr's in-process fake registry) through bench/tumbling-10s-country.yaml's pipeline, and
 // reports records/s and allocations per record of each
 // (docs/PERFORMANCE.md, Input formats). The input is WINDOWD_BENCH_INPUT
 // (bench/gen's output), else 200,000 records generated here.
@@ -44,8 +61,12 @@ func BenchmarkReplayFormats(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	protoID, _, err := fake.RegisterSchema("bench-proto-value", sr.Schema{Schema: benchEventProto, Type: sr.TypeProtobuf})
+	if err != nil {
+		b.Fatal(err)
+	}
 	sch := avro.MustParse(benchEventSchema)
-	var bin bytes.Buffer
+	var bin, pb bytes.Buffer
 	lines := 0
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		if len(line) == 0 {
@@ -62,6 +83,8 @@ func BenchmarkReplayFormats(b *testing.B) {
 		}
 		wire := append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, payload...)
 		fmt.Fprintf(&bin, "{\"partition\":%d,\"key\":%s,\"value\":{\"base64\":%q}}\n", r.Get("partition").Int(), r.Get("key").Raw, base64.StdEncoding.EncodeToString(wire))
+		wire = benchProtoEvent(protoID, v)
+		fmt.Fprintf(&pb, "{\"partition\":%d,\"key\":%s,\"value\":{\"base64\":%q}}\n", r.Get("partition").Int(), r.Get("key").Raw, base64.StdEncoding.EncodeToString(wire))
 	}
 	cfg, err := config.Load("../bench/tumbling-10s-country.yaml")
 	if err != nil {
@@ -71,7 +94,7 @@ func BenchmarkReplayFormats(b *testing.B) {
 		name   string
 		format config.Format
 		input  []byte
-	}{{"json", config.JSON, data}, {"avro", config.Avro, bin.Bytes()}} {
+	}{{"json", config.JSON, data}, {"avro", config.Avro, bin.Bytes()}, {"protobuf", config.Protobuf, pb.Bytes()}} {
 		b.Run(c.name, func(b *testing.B) {
 			p := cfg.Pipelines[0]
 			p.Input.Format = c.format
@@ -100,6 +123,29 @@ func BenchmarkReplayFormats(b *testing.B) {
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(lines*b.N), "allocs/record")
 		})
 	}
+}
+
+// benchProtoEvent is the bench/gen value v as benchEventProto's Event in
+// the wire format of schema id (message indexes [0]).
+func benchProtoEvent(id int, v gjson.Result) []byte {
+	b := []byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 0}
+	str := func(num protowire.Number, s string) {
+		b = protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+	}
+	str(1, v.Get("user").Str)
+	ms := v.Get("ts").Int()
+	var ts []byte
+	ts = protowire.AppendVarint(protowire.AppendTag(ts, 1, protowire.VarintType), uint64(ms/1000))
+	if ms%1000 != 0 {
+		ts = protowire.AppendVarint(protowire.AppendTag(ts, 2, protowire.VarintType), uint64(ms%1000*1e6))
+	}
+	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), ts)
+	b = protowire.AppendFixed64(protowire.AppendTag(b, 3, protowire.Fixed64Type), math.Float64bits(v.Get("x").Float()))
+	str(4, v.Get("country").Str)
+	str(5, v.Get("page").Str)
+	str(6, v.Get("agent").Str)
+	str(7, v.Get("session").Str)
+	return b
 }
 
 // benchFormatInput is WINDOWD_BENCH_INPUT, or bench/gen-like lines.

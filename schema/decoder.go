@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ type Decoder struct {
 	progs  map[progKey]program
 	bad    map[progKey]string // schemas (or message indexes) that do not compile
 	ts     Instant            // the last value's
+	index  []int              // the last Protobuf value's message indexes
 }
 
 // progKey names a program: a schema id and, for Protobuf, the message
@@ -40,7 +42,8 @@ type progKey struct {
 // schemas from reg. tsField is the pipeline's timestamp field ("" when
 // event time comes from elsewhere): an instant-typed value there is the
 // record's event time (Instant). When members is not nil, only the
-// top-level members it names need be written (Avro reads past the others).
+// top-level members it names need be written (the others are read and
+// checked, not written).
 func NewDecoder(reg *Registry, format config.Format, tsField string, members []string) *Decoder {
 	d := &Decoder{reg: reg, format: format, progs: map[progKey]program{}, bad: map[progKey]string{}}
 	if members != nil {
@@ -65,9 +68,10 @@ func (d *Decoder) AppendJSON(dst, v []byte) ([]byte, Instant, error) {
 	key := progKey{id: id}
 	var index []int
 	if d.format == config.Protobuf {
-		if index, payload, err = messageIndexes(&header, payload); err != nil {
+		if index, payload, err = messageIndexes(d.index, payload); err != nil {
 			return dst, Instant{}, &BadRecord{"value's message indexes (schema id " + strconv.Itoa(id) + ") " + err.Error()}
 		}
+		d.index = index
 		if len(index) != 1 || index[0] != 0 {
 			key.index = indexText(index)
 		}
@@ -148,7 +152,7 @@ func (d *Decoder) compile(id int, e *entry, index []int) (program, error) {
 		if err != nil {
 			return nil, errors.New(what + " cannot be read: " + err.Error())
 		}
-		p, err := newProtoProgram(fd, index, d.tsPath)
+		p, err := newProtoProgram(fd, index, d.tsPath, d.keep)
 		if err != nil {
 			return nil, errors.New(what + ", message " + indexText(index) + ": " + err.Error())
 		}
@@ -171,24 +175,35 @@ func notWireFormat(v []byte) string {
 // deeper than any schema has.
 const maxIndexes = 100
 
-// messageIndexes reads the Protobuf message indexes at the start of b
-// with h: a zigzag varint count (0 stands for [0]), then the indexes.
-func messageIndexes(h *sr.ConfluentHeader, b []byte) ([]int, []byte, error) {
-	index, rest, err := h.DecodeIndex(b, maxIndexes)
+// messageIndexes reads the Protobuf message indexes at the start of b: a
+// zigzag varint count (0 stands for [0]), then the indexes, as zigzag
+// varints. They are appended to index[:0]. (pkg/sr's DecodeIndex reads
+// the same, with two allocations per value.)
+func messageIndexes(index []int, b []byte) ([]int, []byte, error) {
+	index = index[:0]
+	count, n := binary.Varint(b)
 	switch {
-	case errors.Is(err, sr.ErrNotRegistered):
-		return nil, nil, errors.New("are more than " + strconv.Itoa(maxIndexes))
-	case errors.Is(err, sr.ErrBadHeader):
-		return nil, nil, errors.New("have a negative count")
-	case err != nil:
+	case n <= 0:
 		return nil, nil, errors.New("are cut short")
+	case count == 0:
+		return append(index, 0), b[n:], nil
+	case count < 0:
+		return nil, nil, errors.New("have a negative count")
+	case count > maxIndexes:
+		return nil, nil, errors.New("are more than " + strconv.Itoa(maxIndexes))
 	}
-	for _, x := range index {
-		if x < 0 || x > 1<<30 {
-			return nil, nil, errors.New("hold a bad index " + strconv.Itoa(x))
+	b = b[n:]
+	for range count {
+		x, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, nil, errors.New("are cut short")
 		}
+		if x < 0 || x > 1<<30 {
+			return nil, nil, errors.New("hold a bad index " + strconv.FormatInt(x, 10))
+		}
+		index, b = append(index, int(x)), b[n:]
 	}
-	return index, rest, nil
+	return index, b, nil
 }
 
 // indexText is the message indexes as "[0, 1]".

@@ -129,16 +129,41 @@ type protoValue struct {
 	kind protoKind
 	enum protoreflect.EnumValueDescriptors // pkEnum
 	msg  *protoMessage                     // protoMessage
+	// For the in-place reader (protoread.go):
+	pk   protoreflect.Kind // how the wire value is decoded
+	wire protowire.Type    // the wire type of one value
+	num  protowire.Number  // a group's field number (its end tag)
+	utf8 bool              // pkString: invalid UTF-8 is an error
+	def  []byte            // the JSON of the default value; nil for messages
 }
 
 // protoField is a field of a message in the order it is written.
 type protoField struct {
-	fd       protoreflect.FieldDescriptor
-	prefix   string // `,"name":`; without the comma for the first field written
-	presence bool   // written only when set
-	list     bool
-	isMap    bool
-	key, val protoValue // key: maps only; val: the value, element or map value
+	fd        protoreflect.FieldDescriptor
+	prefix    string // `,"name":`; without the comma for the first field written
+	list      bool
+	isMap     bool
+	key, val  protoValue // key: maps only; val: the value, element or map value
+	oneof     int        // index in protoMessage.oneofs; -1: none (or synthetic)
+	protoScan            // for the in-place reader (protoread.go)
+}
+
+// protoScan is what the in-place reader reads of every field; the plan
+// keeps a copy of each field's apart (protoMessage.scan), to take few
+// cache lines.
+type protoScan struct {
+	wire     protowire.Type // the wire type of one occurrence (BytesType for maps)
+	packable bool           // a list whose values may also come packed
+	single   bool           // a singular message or group: occurrences would merge
+	required bool           // proto2 required
+	repeated bool           // a list or a map
+	scalar   bool           // singular, not a message: the first pass checks it whole
+	// checkUTF8: a singular string that must be UTF-8, checked at each
+	// occurrence by the first pass (the reference decodes every one).
+	checkUTF8 bool
+	presence  bool // written only when set
+	oneof     int8 // protoField.oneof, or -1 (also past 127 oneofs)
+	skip      bool // not written: a top-level field the pipeline does not read
 }
 
 // protoMessage is the precomputed plan of one message type.
@@ -149,14 +174,28 @@ type protoMessage struct {
 	// wktTimestamp, wktDuration: seconds and nanos; wktValue: kind.
 	f1, f2 protoreflect.FieldDescriptor
 	kind   protoreflect.OneofDescriptor
+	// For the in-place reader (protoread.go):
+	scan       []protoScan // fields' what the first pass needs, compact (by index)
+	byNum      []int32     // field number → index in fields, -1: none; nil: search
+	oneofs     [][]int32   // each real oneof's fields, by index in fields
+	required   bool        // a field is proto2 required
+	messageSet bool        // message_set_wire_format: read by the reference only
 }
 
-// protoProgram writes the payload of one message type as JSON. It holds no
-// mutable state: every call decodes into a message of its own.
+// protoProgram writes the payload of one message type as JSON. It reads
+// the payload in place (protoread.go) and leaves what that reader does not
+// handle to the reference decoder, dynamicpb. It belongs to one Decoder:
+// its reader's scratch is reused.
 type protoProgram struct {
 	typ  protoreflect.MessageType
 	root *protoMessage
 	ts   []protoreflect.FieldDescriptor // tsPath's fields, ending at a Timestamp; nil: none
+	keep []bool                         // root's fields written (by index); nil: all
+	scan []protoScan                    // root.scan, with keep's skips
+	r    protoReader
+	// referenceReads counts the payloads the reference decoder read
+	// (tests check the reader takes the common ones).
+	referenceReads int
 }
 
 // protoUnmarshal decodes payloads; an empty registry resolves no
@@ -169,7 +208,11 @@ var protoUnmarshal = proto.UnmarshalOptions{Resolver: new(protoregistry.Types)}
 // format's [0] shortcut into []int{0}). An index out of range is an error.
 // tsPath is the pipeline's timestamp field as path segments (nil: none); when
 // the value at that path is a google.protobuf.Timestamp, appendJSON sets *ts.
-func newProtoProgram(fd protoreflect.FileDescriptor, index []int, tsPath []string) (program, error) {
+//
+// keep says which top-level fields are written (nil: all); the others are
+// still read and checked, so a payload decodes or fails the same way
+// whichever fields the pipeline reads.
+func newProtoProgram(fd protoreflect.FileDescriptor, index []int, tsPath []string, keep func(string) bool) (program, error) {
 	if len(index) == 0 {
 		return nil, errors.New("protobuf message indexes are empty")
 	}
@@ -184,11 +227,29 @@ func newProtoProgram(fd protoreflect.FileDescriptor, index []int, tsPath []strin
 		msgs = md.Messages()
 	}
 	plans := make(map[protoreflect.FullName]*protoMessage)
-	return &protoProgram{
+	p := &protoProgram{
 		typ:  dynamicpb.NewMessageType(md),
 		root: protoPlan(md, plans),
 		ts:   protoTSFields(md, tsPath),
-	}, nil
+	}
+	if p.ts != nil { // the fields' indexes along the way
+		m := p.root
+		for _, f := range p.ts {
+			i := m.index(f.Number())
+			p.r.tsPath = append(p.r.tsPath, int32(i))
+			m = m.fields[i].val.msg
+		}
+	}
+	p.scan = p.root.scan
+	if keep != nil && p.root.wkt == wktNone {
+		p.keep = make([]bool, len(p.root.fields))
+		p.scan = slices.Clone(p.root.scan)
+		for i, f := range p.root.fields {
+			p.keep[i] = keep(string(f.fd.Name()))
+			p.scan[i].skip = !p.keep[i]
+		}
+	}
+	return p, nil
 }
 
 // protoTSFields returns the fields tsPath walks from md when it ends at a
@@ -228,11 +289,10 @@ func protoPlan(md protoreflect.MessageDescriptor, plans map[protoreflect.FullNam
 	for i := range fds.Len() {
 		f := fds.Get(i)
 		pf := protoField{
-			fd:       f,
-			prefix:   `,"` + string(f.Name()) + `":`,
-			presence: f.HasPresence(),
-			list:     f.IsList(),
-			isMap:    f.IsMap(),
+			fd:     f,
+			prefix: `,"` + string(f.Name()) + `":`,
+			list:   f.IsList(),
+			isMap:  f.IsMap(),
 		}
 		if pf.isMap {
 			pf.key = protoValueOf(f.MapKey(), plans)
@@ -243,6 +303,7 @@ func protoPlan(md protoreflect.MessageDescriptor, plans map[protoreflect.FullNam
 		p.fields[i] = pf
 	}
 	slices.SortFunc(p.fields, func(a, b protoField) int { return int(a.fd.Number()) - int(b.fd.Number()) })
+	protoReadPlan(p)
 	switch p.wkt {
 	case wktTimestamp, wktDuration:
 		p.f1, p.f2 = fds.ByNumber(1), fds.ByNumber(2)
@@ -255,6 +316,20 @@ func protoPlan(md protoreflect.MessageDescriptor, plans map[protoreflect.FullNam
 // protoValueOf returns how values of f (a field, or a map's key or value)
 // are written.
 func protoValueOf(f protoreflect.FieldDescriptor, plans map[protoreflect.FullName]*protoMessage) protoValue {
+	pv := protoValueKind(f, plans)
+	pv.pk, pv.wire = f.Kind(), protoWireType(f.Kind())
+	if pv.pk == protoreflect.GroupKind {
+		pv.num = f.Number()
+	}
+	pv.utf8 = pv.kind == pkString && protoEnforceUTF8(f)
+	if pv.kind != pkMessage && !f.IsList() {
+		pv.def, _ = appendProtoValue(nil, f.Default(), &pv)
+	}
+	return pv
+}
+
+// protoValueKind returns how values of f are written as JSON.
+func protoValueKind(f protoreflect.FieldDescriptor, plans map[protoreflect.FullName]*protoMessage) protoValue {
 	switch f.Kind() {
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
 		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
@@ -343,11 +418,30 @@ func protoWKTOf(md protoreflect.MessageDescriptor) protoWKT {
 }
 
 func (p *protoProgram) appendJSON(dst, payload []byte, ts *Instant) ([]byte, error) {
+	start := len(dst)
+	p.r.tsOn, p.r.ts = 0, Instant{}
+	if p.r.tsPath != nil {
+		p.r.tsOn = 1 // the top message is on the timestamp's path
+	}
+	out, err := p.r.appendMessage(dst, payload, p.root, p.scan)
+	if err == nil {
+		if p.r.ts.OK {
+			*ts = p.r.ts
+		}
+		return out, nil
+	}
+	p.referenceReads++
+	return p.appendJSONReference(out[:start], payload, ts)
+}
+
+// appendJSONReference is appendJSON by way of a dynamicpb message: the
+// reference the in-place reader is checked against.
+func (p *protoProgram) appendJSONReference(dst, payload []byte, ts *Instant) ([]byte, error) {
 	m := p.typ.New()
 	if err := protoUnmarshalSafe(payload, m); err != nil {
 		return dst, err
 	}
-	dst, err := appendProtoMessage(dst, m, p.root)
+	dst, err := appendProtoMessage(dst, m, p.root, p.keep)
 	if err != nil {
 		return dst, err
 	}
@@ -395,8 +489,10 @@ func protoDecodeError(err error) error {
 	return errors.New(strings.TrimLeftFunc(s, unicode.IsSpace))
 }
 
-// appendProtoMessage appends the JSON of m, of type p.
-func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage) ([]byte, error) {
+// appendProtoMessage appends the JSON of m, of type p. keep says which of
+// p's fields are written (nil: all); the others are written and cut off
+// again, so that they are checked the same.
+func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage, keep []bool) ([]byte, error) {
 	if u := m.GetUnknown(); len(u) > 0 {
 		if err := checkProtoUnknown(u, p); err != nil {
 			return b, err
@@ -446,31 +542,34 @@ func appendProtoMessage(b []byte, m protoreflect.Message, p *protoMessage) ([]by
 		if f.presence && !m.Has(f.fd) {
 			continue
 		}
+		mark := len(b)
 		if first {
 			b = append(b, f.prefix[1:]...)
-			first = false
 		} else {
 			b = append(b, f.prefix...)
 		}
 		var err error
 		switch {
-		case f.isMap:
-			if !m.Has(f.fd) { // no need to have dynamicpb make an empty map
+		case (f.isMap || f.list) && !m.Has(f.fd): // no need to have dynamicpb make an empty one
+			if f.isMap {
 				b = append(b, "{}"...)
-				continue
+			} else {
+				b = append(b, "[]"...)
 			}
+		case f.isMap:
 			b, err = appendProtoMap(b, m.Get(f.fd).Map(), f)
 		case f.list:
-			if !m.Has(f.fd) {
-				b = append(b, "[]"...)
-				continue
-			}
 			b, err = appendProtoList(b, m.Get(f.fd).List(), &f.val)
 		default:
 			b, err = appendProtoValue(b, m.Get(f.fd), &f.val)
 		}
 		if err != nil {
 			return b, err
+		}
+		if keep != nil && !keep[i] {
+			b = b[:mark]
+		} else {
+			first = false
 		}
 	}
 	return append(b, '}'), nil
@@ -542,7 +641,7 @@ func appendProtoValue(b []byte, v protoreflect.Value, pv *protoValue) ([]byte, e
 	case pkNull:
 		return append(b, "null"...), nil
 	default:
-		return appendProtoMessage(b, v.Message(), pv.msg)
+		return appendProtoMessage(b, v.Message(), pv.msg, nil)
 	}
 }
 

@@ -190,16 +190,27 @@ func protoPayload(t *testing.T, md protoreflect.MessageDescriptor, text string) 
 	return b
 }
 
+// runProto reads payload with a new program of fd's message at index. It
+// also reads it with the reference decoder and fails the test when the two
+// differ, and when the payload decodes but took the reference decoder's way.
 func runProto(t *testing.T, fd protoreflect.FileDescriptor, index []int, tsPath []string, payload []byte) (string, Instant, error) {
 	t.Helper()
-	p, err := newProtoProgram(fd, index, tsPath)
+	prog, err := newProtoProgram(fd, index, tsPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts Instant
+	p := prog.(*protoProgram)
+	var ts, refTS Instant
 	out, err := p.appendJSON([]byte("prefix"), payload, &ts)
 	if !strings.HasPrefix(string(out), "prefix") {
 		t.Fatalf("dst's bytes were overwritten: %q", out)
+	}
+	ref, refErr := p.appendJSONReference([]byte("prefix"), payload, &refTS)
+	if string(ref) != string(out) || ts != refTS || (err == nil) != (refErr == nil) {
+		t.Fatalf("in place %s %+v %v\nreference %s %+v %v", out, ts, err, ref, refTS, refErr)
+	}
+	if err == nil && p.referenceReads > 0 {
+		t.Errorf("payload %x decodes but was read by the reference decoder", payload)
 	}
 	return string(out[len("prefix"):]), ts, err
 }
@@ -390,6 +401,8 @@ func TestProtoPayloads(t *testing.T) {
 			"cannot parse invalid wire-format data", true},
 		{"invalid utf-8 in proto3 string", shop, []int{1}, r.bytes(3, []byte{0xff}),
 			"field shop.Order.id contains invalid UTF-8", true},
+		{"invalid utf-8 in a proto3 string, then valid", shop, []int{1}, r.bytes(3, []byte{0xff}).bytes(3, []byte("ok")),
+			"field shop.Order.id contains invalid UTF-8", true},
 		{"wrong wire type", shop, []int{1}, r.bytes(1, []byte("12")),
 			"field shop.Order.amount has wire type 2, not 0", true},
 		{"wrong wire type in a nested message", shop, []int{1}, r.bytes(4, r.fixed32(2, 1)),
@@ -490,15 +503,15 @@ func TestProtoProgramIndex(t *testing.T) {
 	shop := compileShop(t)
 	// Order's nested types are Line, Meta and its four map entries.
 	for _, index := range [][]int{{4}, {-1}, {1, 6}, {0, 0}, {1, 1, 0}, nil} {
-		if _, err := newProtoProgram(shop, index, nil); err == nil {
+		if _, err := newProtoProgram(shop, index, nil, nil); err == nil {
 			t.Errorf("index %v: no error", index)
 		}
 	}
-	_, err := newProtoProgram(shop, []int{1, 6}, nil)
+	_, err := newProtoProgram(shop, []int{1, 6}, nil, nil)
 	if want := "protobuf message index 6 out of range: 6 message types"; err == nil || err.Error() != want {
 		t.Errorf("err %v, want %q", err, want)
 	}
-	p, err := newProtoProgram(shop, []int{1, 0}, nil)
+	p, err := newProtoProgram(shop, []int{1, 0}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,20 +582,21 @@ func TestProtoEditionsPresence(t *testing.T) {
 	}
 }
 
-// One program serves goroutines at once.
+// Programs of one schema (one Decoder each) run at once: they share the
+// compiled descriptors, nothing else.
 func TestProtoConcurrent(t *testing.T) {
 	shop := compileShop(t)
 	order := protoMessageAt(shop, []int{1})
-	p, err := newProtoProgram(shop, []int{1}, []string{"created"})
+	payloads := make([][]byte, 8)
+	wants := make([]string, len(payloads))
+	ref, err := newProtoProgram(shop, []int{1}, []string{"created"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	payloads := make([][]byte, 8)
-	wants := make([]string, len(payloads))
 	for i := range payloads {
 		payloads[i] = protoPayload(t, order, `amount: `+string(rune('0'+i))+
 			` by_id { key: 2 value: "b" } by_id { key: 1 value: "a" } created { seconds: 1 } lines { qty: 1 }`)
-		out, err := p.appendJSON(nil, payloads[i], new(Instant))
+		out, err := ref.(*protoProgram).appendJSONReference(nil, payloads[i], new(Instant))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -591,6 +605,11 @@ func TestProtoConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
+			p, err := newProtoProgram(shop, []int{1}, []string{"created"}, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			var buf []byte
 			for n := range 500 {
 				i := (g + n) % len(payloads)
@@ -633,33 +652,45 @@ func TestAppendSecondsNanos(t *testing.T) {
 	}
 }
 
+// benchOrderText is an Order with nested messages, maps and repeated
+// fields.
+const benchOrderText = `amount: 1234 coupon: "SAVE" id: "order-1" first { sku: "a" qty: 2 } lines { sku: "b" qty: 1 } ` +
+	`codes: [3, 1] by_name { key: "z" value: 1 } by_name { key: "a" value: 2 } cash: 7 ` +
+	`meta { event { at { seconds: 1700000000 nanos: 5000000 } kind: "k" } } created { seconds: 1700000000 }`
+
+// BenchmarkProtoOrder reads benchOrderText's payload in place and, as
+// reference, with dynamicpb.
 func BenchmarkProtoOrder(b *testing.B) {
 	shop, err := compileProtoFile(protoShop, map[string]string{"common.proto": protoCommon})
 	if err != nil {
 		b.Fatal(err)
 	}
 	m := dynamicpb.NewMessage(protoMessageAt(shop, []int{1}))
-	text := `amount: 1234 coupon: "SAVE" id: "order-1" first { sku: "a" qty: 2 } lines { sku: "b" qty: 1 } ` +
-		`codes: [3, 1] by_name { key: "z" value: 1 } by_name { key: "a" value: 2 } cash: 7 ` +
-		`meta { event { at { seconds: 1700000000 nanos: 5000000 } kind: "k" } } created { seconds: 1700000000 }`
-	if err := prototext.Unmarshal([]byte(text), m); err != nil {
+	if err := prototext.Unmarshal([]byte(benchOrderText), m); err != nil {
 		b.Fatal(err)
 	}
 	payload, err := proto.Marshal(m)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := newProtoProgram(shop, []int{1}, []string{"meta", "event", "at"})
+	p, err := newProtoProgram(shop, []int{1}, []string{"meta", "event", "at"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var buf []byte
-	b.ReportAllocs()
-	b.SetBytes(int64(len(payload)))
-	for b.Loop() {
-		var ts Instant
-		if buf, err = p.appendJSON(buf[:0], payload, &ts); err != nil || !ts.OK {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		read func([]byte, []byte, *Instant) ([]byte, error)
+	}{{"in-place", p.appendJSON}, {"dynamicpb", p.(*protoProgram).appendJSONReference}} {
+		b.Run(c.name, func(b *testing.B) {
+			var buf []byte
+			var ts Instant
+			b.ReportAllocs()
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				if buf, err = c.read(buf[:0], payload, &ts); err != nil || !ts.OK {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
