@@ -147,10 +147,15 @@ func protoEnforceUTF8(fd protoreflect.FieldDescriptor) bool {
 
 // index is the index in p.fields of field number num, or -1.
 func (p *protoMessage) index(num protowire.Number) int {
+	if uint(num) < uint(len(p.byNum)) {
+		return int(p.byNum[num])
+	}
+	return p.search(num)
+}
+
+// search is index past byNum's end.
+func (p *protoMessage) search(num protowire.Number) int {
 	if p.byNum != nil {
-		if int(num) < len(p.byNum) {
-			return int(p.byNum[num])
-		}
 		return -1
 	}
 	i, ok := slices.BinarySearchFunc(p.fields, num, func(f protoField, n protowire.Number) int {
@@ -209,6 +214,7 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		return b, errProtoOutOfOrder // more than oneofs has bits
 	}
 	var oneofs uint64 // the oneofs with a field set
+	var high uint64   // the high bits of the strings that must be UTF-8
 	b = append(b, '{')
 	first := true
 	next := 0 // the fields before it are written
@@ -218,14 +224,28 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		var wire protowire.Type
 		var start, m int
 		if off < len(data) {
-			var n int
-			num, wire, n = protoTag(data[off:])
-			if n < 0 || num > protowire.MaxValidNumber {
-				return b, errProtoReference
+			// protoTag and protoFieldLen, with their usual cases inline.
+			if c := data[off]; c >= 8 && c < 0x80 {
+				num, wire, start = protowire.Number(c>>3), protowire.Type(c&7), off+1
+			} else {
+				var n int
+				num, wire, n = protowire.ConsumeTag(data[off:])
+				if n < 0 || num > protowire.MaxValidNumber {
+					return b, errProtoReference
+				}
+				start = off + n
 			}
-			start = off + n
-			if m = protoFieldLen(num, wire, data[start:]); m < 0 {
-				return b, errProtoReference
+			switch {
+			case wire == protowire.BytesType && start < len(data) && data[start] < 0x80:
+				if m = 1 + int(data[start]); m > len(data)-start {
+					return b, errProtoReference
+				}
+			case wire == protowire.Fixed64Type && len(data)-start >= 8:
+				m = 8
+			default:
+				if m = protoFieldLen(num, wire, data[start:]); m < 0 {
+					return b, errProtoReference
+				}
 			}
 			if i = p.index(num); i < 0 {
 				off = start + m // unknown
@@ -291,8 +311,8 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 				s.count++
 				off += n + m2
 			}
-		} else if sc.checkUTF8 && !protoValidUTF8(protoBytesOf(data[start:start+m])) {
-			return b, errProtoReference
+		} else if sc.checkUTF8 {
+			high |= protoHighBits(protoBytesOf(data[start : start+m]))
 		}
 		next = i + 1
 		skip := sc.skip
@@ -325,6 +345,12 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		} else {
 			first = false
 		}
+	}
+	if high != 0 {
+		// Not all ASCII: appendFields checks each string (strings must
+		// be UTF-8 there; checking them one by one here costs more than
+		// the rare second pass).
+		return b, errProtoOutOfOrder
 	}
 	return append(b, '}'), nil
 }
@@ -500,21 +526,27 @@ func (r *protoReader) appendTime(b, data []byte, p *protoMessage) ([]byte, error
 			return b, errProtoReference
 		}
 		start := off + n
-		m := protoFieldLen(num, wire, data[start:])
-		if m < 0 {
-			return b, errProtoReference
-		}
 		if num == 1 || num == 2 {
 			if wire != protowire.VarintType {
 				return b, errProtoReference
 			}
-			v, _ := protowire.ConsumeVarint(data[start:])
+			v, m := protowire.ConsumeVarint(data[start:])
+			if m < 0 {
+				return b, errProtoReference
+			}
 			if num == 1 {
 				sec = int64(v)
 			} else {
 				nanos = int64(int32(v))
 			}
-		} else if p.index(num) >= 0 {
+			off = start + m
+			continue
+		}
+		m := protoFieldLen(num, wire, data[start:])
+		if m < 0 {
+			return b, errProtoReference
+		}
+		if p.index(num) >= 0 {
 			return b, errProtoReference // a field appendFields reads
 		}
 		off = start + m
@@ -558,17 +590,19 @@ func (r *protoReader) appendField(b, data []byte, f *protoField, s protoSlot) ([
 // protoValidUTF8 is utf8.Valid, quicker on the short ASCII strings
 // records mostly hold.
 func protoValidUTF8(b []byte) bool {
+	return protoHighBits(b) == 0 || utf8.Valid(b)
+}
+
+// protoHighBits is not 0 when a byte of b is not ASCII.
+func protoHighBits(b []byte) uint64 {
+	var high uint64
 	for ; len(b) >= 8; b = b[8:] {
-		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
-			return utf8.Valid(b)
-		}
+		high |= binary.LittleEndian.Uint64(b)
 	}
-	for i, c := range b {
-		if c >= 0x80 {
-			return utf8.Valid(b[i:])
-		}
+	for _, c := range b {
+		high |= uint64(c)
 	}
-	return true
+	return high & 0x8080808080808080
 }
 
 // protoBytesOf is the bytes of v, a length-delimited value (a length,
