@@ -326,7 +326,8 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		} else {
 			b = append(b, f.prefix...)
 		}
-		r.skip = skip
+		outer := r.skip // a field of a field not written is not written either
+		r.skip = outer || skip
 		onPath := i == pathField
 		if onPath {
 			r.tsOn++
@@ -336,7 +337,7 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		if onPath {
 			r.tsOn--
 		}
-		r.skip = false
+		r.skip = outer
 		if err != nil {
 			return b, err
 		}
@@ -446,7 +447,8 @@ func (r *protoReader) appendFields(b, data []byte, p *protoMessage, scan []proto
 		} else {
 			b = append(b, f.prefix...)
 		}
-		r.skip = skip
+		outer := r.skip // a field of a field not written is not written either
+		r.skip = outer || skip
 		onPath := i == pathField
 		if onPath {
 			r.tsOn++
@@ -456,7 +458,7 @@ func (r *protoReader) appendFields(b, data []byte, p *protoMessage, scan []proto
 		if onPath {
 			r.tsOn--
 		}
-		r.skip = false
+		r.skip = outer
 		if err != nil {
 			return b, err
 		}
