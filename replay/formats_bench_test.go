@@ -32,21 +32,6 @@ const benchEventSchema = `{"type":"record","name":"Event","namespace":"windowd.b
  {"name":"agent","type":"string"},
  {"name":"session","type":"string"}]}`
 
-// benchEventProto is bench/gen's record as Protobuf.
-const benchEventProto = `syntax = "proto3";
-package windowd.bench;
-import "google/protobuf/timestamp.proto";
-message Event {
-  string user = 1;
-  google.protobuf.Timestamp ts = 2;
-  double x = 3;
-  string country = 4;
-  string page = 5;
-  string agent = 6;
-  string session = 7;
-}
-`
-
 // BenchmarkReplayFormats replays one input as JSON, as Avro and as
 // Protobuf (the same records, values as {"base64": ...}, schemas from
 // pkg/sr's in-process fake registry) through bench/tumbling-10s-country.yaml's pipeline, and
@@ -61,7 +46,11 @@ func BenchmarkReplayFormats(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	protoID, _, err := fake.RegisterSchema("bench-proto-value", sr.Schema{Schema: benchEventProto, Type: sr.TypeProtobuf})
+	eventProto, err := os.ReadFile("../bench/event.proto")
+	if err != nil {
+		b.Fatal(err)
+	}
+	protoID, _, err := fake.RegisterSchema("bench-proto-value", sr.Schema{Schema: string(eventProto), Type: sr.TypeProtobuf})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +114,7 @@ func BenchmarkReplayFormats(b *testing.B) {
 	}
 }
 
-// benchProtoEvent is the bench/gen value v as benchEventProto's Event in
+// benchProtoEvent is the bench/gen value v as bench/event.proto's Event in
 // the wire format of schema id (message indexes [0]).
 func benchProtoEvent(id int, v gjson.Result) []byte {
 	b := []byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 0}

@@ -319,33 +319,11 @@ func (r *protoReader) appendInOrder(b, data []byte, p *protoMessage, scan []prot
 		if skip && sc.scalar {
 			continue // checked
 		}
-		f := &p.fields[i]
-		mark := len(b)
-		if first {
-			b = append(b, f.prefix[1:]...)
-		} else {
-			b = append(b, f.prefix...)
-		}
-		outer := r.skip // a field of a field not written is not written either
-		r.skip = outer || skip
-		onPath := i == pathField
-		if onPath {
-			r.tsOn++
-		}
 		var err error
-		b, err = r.appendField(b, data, f, s)
-		if onPath {
-			r.tsOn--
-		}
-		r.skip = outer
-		if err != nil {
+		if b, err = r.appendMember(b, data, &p.fields[i], s, first, skip, i == pathField); err != nil {
 			return b, err
 		}
-		if skip {
-			b = b[:mark]
-		} else {
-			first = false
-		}
+		first = first && skip
 	}
 	if high != 0 {
 		// Not all ASCII: appendFields checks each string (strings must
@@ -440,35 +418,40 @@ func (r *protoReader) appendFields(b, data []byte, p *protoMessage, scan []proto
 		if skip && sc.scalar {
 			continue // the first pass checked all there is to check
 		}
-		f := &p.fields[i]
-		mark := len(b)
-		if first {
-			b = append(b, f.prefix[1:]...)
-		} else {
-			b = append(b, f.prefix...)
-		}
-		outer := r.skip // a field of a field not written is not written either
-		r.skip = outer || skip
-		onPath := i == pathField
-		if onPath {
-			r.tsOn++
-		}
 		var err error
-		b, err = r.appendField(b, data, f, s)
-		if onPath {
-			r.tsOn--
-		}
-		r.skip = outer
-		if err != nil {
+		if b, err = r.appendMember(b, data, &p.fields[i], s, first, skip, i == pathField); err != nil {
 			return b, err
 		}
-		if skip {
-			b = b[:mark]
-		} else {
-			first = false
-		}
+		first = first && skip
 	}
 	return append(b, '}'), nil
+}
+
+// appendMember appends field f of data, whose occurrences s has, as an
+// object member (the first one without a comma); a member not written
+// (skip) is read, checked and cut off again. onPath: the field is on the
+// timestamp's path.
+func (r *protoReader) appendMember(b, data []byte, f *protoField, s protoSlot, first, skip, onPath bool) ([]byte, error) {
+	mark := len(b)
+	if first {
+		b = append(b, f.prefix[1:]...)
+	} else {
+		b = append(b, f.prefix...)
+	}
+	outer := r.skip // a field of a field not written is not written either
+	r.skip = outer || skip
+	if onPath {
+		r.tsOn++
+	}
+	b, err := r.appendField(b, data, f, s)
+	if onPath {
+		r.tsOn--
+	}
+	r.skip = outer
+	if skip {
+		b = b[:mark]
+	}
+	return b, err
 }
 
 // protoFieldLen is the length of the value of field num at the start of
@@ -617,20 +600,43 @@ func protoBytesOf(v []byte) []byte {
 	return v[n:]
 }
 
+// protoOccurrences walks the occurrences of one field of a message's
+// bytes, which the first pass has checked.
+type protoOccurrences struct {
+	data []byte
+	num  protowire.Number
+	off  int   // the next tag
+	left int32 // occurrences not yet returned
+}
+
+func newProtoOccurrences(data []byte, f *protoField, s protoSlot) protoOccurrences {
+	return protoOccurrences{data: data, num: f.fd.Number(), off: int(s.first), left: s.count}
+}
+
+// next returns the offset of the next occurrence's value and its wire
+// type, or ok false after the last one.
+func (o *protoOccurrences) next() (start int, wire protowire.Type, ok bool) {
+	for o.left > 0 {
+		num, wire, n := protoTag(o.data[o.off:])
+		start := o.off + n
+		o.off = start + protowire.ConsumeFieldValue(num, wire, o.data[start:])
+		if num == o.num {
+			o.left--
+			return start, wire, true
+		}
+	}
+	return 0, 0, false
+}
+
 // appendList appends the JSON array of list field f of data.
 func (r *protoReader) appendList(b, data []byte, f *protoField, s protoSlot) ([]byte, error) {
 	b = append(b, '[')
-	num := f.fd.Number()
 	n := 0
-	for off, seen := int(s.first), int32(0); seen < s.count; {
-		tagNum, wire, tn := protoTag(data[off:]) // checked by the first pass
-		start := off + tn
-		m := protowire.ConsumeFieldValue(tagNum, wire, data[start:])
-		off = start + m
-		if tagNum != num {
-			continue
+	for o := newProtoOccurrences(data, f, s); ; {
+		start, wire, ok := o.next()
+		if !ok {
+			break
 		}
-		seen++
 		if wire == protowire.BytesType && f.packable {
 			packed, _ := protowire.ConsumeBytes(data[start:])
 			for len(packed) > 0 {
@@ -668,16 +674,11 @@ func (r *protoReader) appendMap(b, data []byte, f *protoField, s protoSlot) ([]b
 	}
 	base := len(r.entries)
 	defer func() { r.entries = r.entries[:base] }()
-	num := f.fd.Number()
-	for off, seen := int(s.first), int32(0); seen < s.count; {
-		tagNum, wire, tn := protoTag(data[off:])
-		start := off + tn
-		m := protowire.ConsumeFieldValue(tagNum, wire, data[start:])
-		off = start + m
-		if tagNum != num {
-			continue
+	for o := newProtoOccurrences(data, f, s); ; {
+		start, _, ok := o.next()
+		if !ok {
+			break
 		}
-		seen++
 		entry, n := protowire.ConsumeBytes(data[start:])
 		e, ok := r.mapEntry(entry, f, int32(start+n-len(entry)))
 		if !ok {

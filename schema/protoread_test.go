@@ -3,6 +3,7 @@ package schema
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -396,26 +397,14 @@ func TestProtoReaderAllocs(t *testing.T) {
 	}
 }
 
-// benchEventProto is bench/gen's record as Protobuf (replay's
-// BenchmarkReplayFormats has the same).
-const benchEventProto = `syntax = "proto3";
-package windowd.bench;
-import "google/protobuf/timestamp.proto";
-message Event {
-  string user = 1;
-  google.protobuf.Timestamp ts = 2;
-  double x = 3;
-  string country = 4;
-  string page = 5;
-  string agent = 6;
-  string session = 7;
-}
-`
-
 // BenchmarkProtoEvent reads a bench/gen record, writing only the fields
 // bench/tumbling-10s-country.yaml reads.
 func BenchmarkProtoEvent(b *testing.B) {
-	fd, err := compileProtoFile(benchEventProto, nil)
+	text, err := os.ReadFile("../bench/event.proto")
+	if err != nil {
+		b.Fatal(err)
+	}
+	fd, err := compileProtoFile(string(text), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
