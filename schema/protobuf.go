@@ -144,7 +144,6 @@ type protoField struct {
 	list      bool
 	isMap     bool
 	key, val  protoValue // key: maps only; val: the value, element or map value
-	oneof     int        // index in protoMessage.oneofs; -1: none (or synthetic)
 	protoScan            // for the in-place reader (protoread.go)
 }
 
@@ -162,7 +161,7 @@ type protoScan struct {
 	// occurrence by the first pass (the reference decodes every one).
 	checkUTF8 bool
 	presence  bool // written only when set
-	oneof     int8 // protoField.oneof, or -1 (also past 127 oneofs)
+	oneof     int8 // index in protoMessage.oneofs; -1: none, synthetic, or past 127
 	skip      bool // not written: a top-level field the pipeline does not read
 }
 

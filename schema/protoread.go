@@ -115,7 +115,7 @@ func protoReadPlan(p *protoMessage) {
 		f.checkUTF8 = !f.repeated && f.val.utf8
 		f.required = fd.Cardinality() == protoreflect.Required
 		p.required = p.required || f.required
-		f.oneof, f.protoScan.oneof = -1, -1
+		f.oneof = -1
 		if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() {
 			j, ok := oneofIndex[o.FullName()]
 			if !ok {
@@ -123,9 +123,8 @@ func protoReadPlan(p *protoMessage) {
 				oneofIndex[o.FullName()] = j
 				p.oneofs = append(p.oneofs, nil)
 			}
-			f.oneof = j
 			if j < 128 {
-				f.protoScan.oneof = int8(j)
+				f.oneof = int8(j)
 			}
 			p.oneofs[j] = append(p.oneofs[j], int32(i))
 		}
@@ -391,13 +390,11 @@ func (r *protoReader) appendFields(b, data []byte, p *protoMessage, scan []proto
 	switch p.wkt {
 	case wktTimestamp, wktDuration: // with fields of its own besides seconds and nanos
 		return b, errProtoReference
-	case wktWrapper:
-		return r.appendField(b, data, &p.fields[0], r.slots[base])
-	case wktStruct, wktListValue:
+	case wktWrapper, wktStruct, wktListValue: // the value of their one field
 		return r.appendField(b, data, &p.fields[0], r.slots[base])
 	case wktValue:
 		for i := range p.fields {
-			if s := r.slots[base+i]; s.count > 0 && p.fields[i].oneof >= 0 {
+			if s := r.slots[base+i]; s.count > 0 && scan[i].oneof >= 0 {
 				return r.appendField(b, data, &p.fields[i], s)
 			}
 		}
