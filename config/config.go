@@ -297,6 +297,30 @@ func (d Delivery) String() string {
 	return "at_least_once"
 }
 
+// PaneTime is the timestamp of the records windowd writes to the output
+// topic (output.timestamp; docs/SEMANTICS.md, Output).
+type PaneTime uint8
+
+// Pane record timestamps.
+const (
+	// WindowEnd stamps a pane with its window's end - 1 (a count window's:
+	// its last record's event time) and a progress record with its
+	// frontier: event time, as the panes' contents.
+	WindowEnd PaneTime = iota
+	// EmitTime stamps panes and progress records with the wall-clock time
+	// they are produced: the broker's time-based retention then counts
+	// from when they were written, whatever their event times.
+	EmitTime
+)
+
+// String is the pane time's name in the configuration.
+func (t PaneTime) String() string {
+	if t == EmitTime {
+		return "emit_time"
+	}
+	return "window_end"
+}
+
 // Pipeline is one input topic's windowing job.
 type Pipeline struct {
 	Name      string
@@ -319,6 +343,8 @@ type Pipeline struct {
 	CloseWhen, DiscardWhen *expr.Program
 	OutputTopic            string
 	OutputStdout           bool // also print every pane's JSON on standard output (demos)
+	// OutputTimestamp: which time the output topic's records carry.
+	OutputTimestamp PaneTime
 	// ProgressInterval: write a progress record to every output partition
 	// this often (ms; 0: off; docs/SEMANTICS.md, Progress records).
 	ProgressInterval int64

@@ -729,6 +729,9 @@ c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, 
 	{"count window with progress records",
 		with(map[string]string{"window": "    window: {type: count, size: 10}", "output": "    output: {topic: out, progress_interval: 1s}"}),
 		`c.yaml:8:26: pipelines[0].output.progress_interval: progress records say through which event time the panes are final; count windows have no event-time end`},
+	{"output timestamp not a choice",
+		with(map[string]string{"output": "    output: {topic: out, timestamp: now}"}),
+		`c.yaml:8:37: pipelines[0].output.timestamp: invalid value "now" (want window_end or emit_time)`},
 	{"transaction window without close_when",
 		with(map[string]string{"window": "    window: {type: transaction, timeout: 30m}"}),
 		`c.yaml:6:5: pipelines[0].window.close_when: required`},
@@ -1055,8 +1058,12 @@ pipelines:
 	if !reflect.DeepEqual(c.Generator, want) || c.ShutdownGrace != 5000 {
 		t.Fatalf("generator = %+v, grace %d", c.Generator, c.ShutdownGrace)
 	}
-	if p := c.Pipelines[0]; !p.OutputStdout || p.CommitInterval != 250 {
+	if p := c.Pipelines[0]; !p.OutputStdout || p.CommitInterval != 250 || p.OutputTimestamp != WindowEnd {
 		t.Fatalf("pipeline = %+v", p)
+	}
+	c, err = Parse("s.yaml", []byte(strings.Replace(base, "stdout: true", "timestamp: emit_time", 1)))
+	if err != nil || c.Pipelines[0].OutputTimestamp != EmitTime {
+		t.Fatalf("output.timestamp: emit_time: %v", err)
 	}
 	_, err = Parse("s.yaml", []byte(strings.Replace(base, "brokers: embedded", `brokers: ["k:9092"]`, 1)))
 	if err == nil || err.Error() != `s.yaml:3:1: generator: only valid with kafka.brokers: embedded` {

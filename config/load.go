@@ -114,7 +114,7 @@ var (
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
 	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
-	outputKeys    = []string{"topic", "stdout", "progress_interval"}
+	outputKeys    = []string{"topic", "stdout", "progress_interval", "timestamp"}
 
 	// Enumerations are named by their String methods.
 	formats      = named(JSON, Avro, Protobuf)
@@ -126,6 +126,7 @@ var (
 	modes        = named(windowing.Accumulating, windowing.Discarding, windowing.Retracting)
 	aggOps       = named(windowing.Count, windowing.Sum, windowing.Min, windowing.Max, windowing.Avg, windowing.DistinctApprox, windowing.Quantiles, windowing.TopK)
 	deliveries   = named(AtLeastOnce, ExactlyOnce)
+	paneTimes    = named(WindowEnd, EmitTime)
 	mechanisms   = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}
 	compressions = []choice[string]{{"lz4", "lz4"}, {"snappy", "snappy"}, {"zstd", "zstd"}, {"gzip", "gzip"}, {"none", "none"}}
 

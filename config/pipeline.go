@@ -53,6 +53,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
 	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
+	p.OutputTimestamp, _ = opt(out, "timestamp", WindowEnd, oneOf(d, paneTimes))
 	p.ProgressInterval, _ = opt(out, "progress_interval", 0, d.duration(positive))
 	if p.Spec.Window.Kind == windowing.CountWindow && out.has("progress_interval") {
 		d.errorf(out.keyAt("progress_interval"), out.child("progress_interval"), "progress records say through which event time the panes are final; count windows have no event-time end")

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/sink"
 )
 
 // EnsureTopics waits for every input topic and creates missing output,
@@ -88,7 +89,9 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 				configs, n = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, stateParts
 			case internal:
 				// No time-based deletion: stage 2 deletes what it has processed.
-				configs, n = map[string]*string{"retention.ms": kadm.StringPtr("-1")}, stateParts
+				configs, n = map[string]*string{sink.SettingRetention: kadm.StringPtr("-1")}, stateParts
+			default:
+				configs = createdTopicConfigs(&p, topic)
 			}
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			resp, err := adm.CreateTopic(tctx, n, -1, configs, topic)
@@ -134,6 +137,20 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		inputs[p.Name] = Topics{Partitions: partitions, ChangelogID: id}
 	}
 	return inputs, nil
+}
+
+// createdTopicConfigs are the settings of an output, late or dead-letter
+// topic windowd creates: no time-based deletion where records carry event
+// times or the input's timestamps, which may be older than any retention
+// (a backfill of last year's data). Panes stamped with their emission time
+// (output.timestamp: emit_time) keep the broker's default retention, which
+// then counts from when they were written (docs/OPERATIONS.md, Topic
+// retention).
+func createdTopicConfigs(p *config.Pipeline, topic string) map[string]*string {
+	if topic == p.OutputTopic && p.OutputTimestamp == config.EmitTime && topic != p.LateTopic && topic != p.DeadLetterTopic {
+		return nil
+	}
+	return map[string]*string{sink.SettingRetention: kadm.StringPtr("-1")}
 }
 
 // Topics is what EnsureTopics found of a pipeline's topics.
