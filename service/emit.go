@@ -2,10 +2,12 @@ package service
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/windowing"
 )
@@ -13,6 +15,7 @@ import (
 // produceLocked sends an output, late or dead-letter record.
 func (p *pipeline) produceLocked(r *kgo.Record) {
 	p.mu.txnRecords = true
+	p.guard.topic(p.orig.Name, r.Topic).check(r, p.now, p.log)
 	p.prod.Produce(p.prodCtx, r)
 }
 
@@ -33,6 +36,10 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 // built).
 func (p *pipeline) writePane(pn *windowing.Pane) {
 	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	if p.cfg.OutputTimestamp == config.EmitTime {
+		r.Timestamp = time.Time{} // the producer stamps it with the time it is produced
+	}
+	p.outGuard.check(r, p.now, p.log)
 	p.prod.Produce(p.prodCtx, r)
 	p.st.ring.add(pn, r.Key, p.nowMS())
 	if p.stdout != nil {

@@ -60,6 +60,9 @@ type metrics struct {
 
 	// schema registry (docs/SEMANTICS.md, Input formats)
 	registryWaiting *prometheus.GaugeVec
+
+	// the retention guard (docs/OPERATIONS.md, Topic retention)
+	pastRetention *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -116,6 +119,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Stage 2: repartitioned records dropped because their upstream offset was processed already (stage 1 wrote them again after a restart)."}, p),
 		splitKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_split_keys_total",
 			Help: "Records whose key was last seen on another input partition (a key from the value, or a key moved to a partition added to the input): without repartition: true its windows are split."}, p),
+		pastRetention: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_records_past_retention_total",
+			Help: "Records written with a timestamp the topic's settings do not keep: older than retention.ms (the broker may delete them at its next retention check) or than message.timestamp.before.max.ms (the broker refuses them)."},
+			[]string{"pipeline", "topic", "setting"}),
 		finalThrough: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_final_through_ms",
 			Help: "Event time through which every final pane is written: the last progress record's final_through (frontier minus allowed_lateness), Unix ms."}, p),
 		progress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_progress_records_total",
@@ -127,7 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		registryWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_schema_registry_waiting_partitions",
 			Help: "Input partitions paused because the schema registry could not be asked for their next record's schema (stage: pipeline or repartition)."}, []string{"pipeline", "stage"}),
 	}
-	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting)
+	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting, m.pastRetention)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.discarded, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures, m.commitsPutOff,

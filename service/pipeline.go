@@ -137,6 +137,8 @@ type setup struct {
 	abortTxn      func() bool                                // Faults.AbortTxn; nil: off
 	endTxnErr     func() error                               // Faults.EndTxn; nil: off
 	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
+	guard         *retentionGuard                            // the topics' time settings (retention.go)
+	outGuard      *guardedTopic                              // the output topic's, for the pane writer
 }
 
 // loopState is the poll loop's state: the engine and what it works with
@@ -269,6 +271,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, pl.topics.Partitions), deps.registry); err != nil {
 			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 		}
+		p.up.dlqGuard = p.guard.topic(p.orig.Name, p.orig.DeadLetterTopic)
 	} else {
 		p.watchSplitKeys()
 	}
@@ -305,6 +308,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
 	}}
+	p.guard, p.outGuard = deps.guard, deps.guard.topic(orig.Name, orig.OutputTopic)
 	p.mu.rp = rp
 	p.rs = newRestores()
 	p.standbys = pl.standbys

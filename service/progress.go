@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/sink"
 )
@@ -64,7 +65,11 @@ func (p *pipeline) writeProgressLocked(ctx context.Context, force bool) {
 	pr := sink.Progress{Pipeline: p.orig.Name, Frontier: complete, FinalThrough: sink.FinalThrough(complete, p.cfg.Spec.AllowedLateness),
 		Partitions: parts, InputPartitions: max(inputs, parts[len(parts)-1]+1)}
 	for k := int32(0); k < outputs; k++ {
-		p.produceLocked(sink.ProgressRecord(p.cfg.OutputTopic, k, &pr))
+		r := sink.ProgressRecord(p.cfg.OutputTopic, k, &pr)
+		if p.cfg.OutputTimestamp == config.EmitTime {
+			r.Timestamp = time.Time{} // as the panes: stamped when produced
+		}
+		p.produceLocked(r)
 	}
 	p.m.progress.WithLabelValues(p.cfg.Name).Add(float64(outputs))
 	p.m.finalThrough.WithLabelValues(p.cfg.Name).Set(float64(pr.FinalThrough))

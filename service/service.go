@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -64,6 +65,9 @@ type deps struct {
 	// registry: the schemas of avro and protobuf pipelines; nil when
 	// every pipeline reads JSON.
 	registry *schema.Registry
+	// guard: the output, late and dead-letter topics' time settings
+	// (retention.go).
+	guard *retentionGuard
 	// clientOpts: brokers, client id, compression, TLS and SASL,
 	// resolved once for every client of the process (kafka.ClientOpts).
 	clientOpts []kgo.Opt
@@ -120,6 +124,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 
+	if err := d.watchRetention(runCtx, &wg); err != nil {
+		return err
+	}
+
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
 	for _, pl := range plans(cfg, inputs) {
@@ -157,6 +165,7 @@ func newDeps(cfg *config.Config, opts Options, reg *prometheus.Registry) (deps, 
 		}
 	}
 	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
+	d.guard = newRetentionGuard(cfg, d.metrics, log, opts.Now)
 	for _, p := range cfg.Pipelines {
 		if p.Input.Format != config.JSON && d.registry == nil {
 			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
@@ -169,6 +178,25 @@ func newDeps(cfg *config.Config, opts Options, reg *prometheus.Registry) (deps, 
 		}
 	}
 	return d, nil
+}
+
+// watchRetention reads the output, late and dead-letter topics' time
+// settings before the pipelines write to them, then again every
+// guardRefresh on a goroutine of its own (in wg) until ctx ends.
+func (d *deps) watchRetention(ctx context.Context, wg *sync.WaitGroup) error {
+	cl, err := kgo.NewClient(d.clientOpts...)
+	if err != nil {
+		return err
+	}
+	adm := kadm.NewClient(cl)
+	d.guard.read(ctx, adm)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer cl.Close()
+		d.guard.watch(ctx, adm)
+	}()
+	return nil
 }
 
 // brokersOf is the brokers windowd connects to: the embedded one's address

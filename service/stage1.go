@@ -36,10 +36,12 @@ type repartitioner struct {
 	align *aligner // watermark.max_drift over the input partitions (align.go); nil: off
 	// reg and wait: the schema registry of an avro or protobuf input, and
 	// the partitions paused while it cannot be asked (registrywait.go).
-	reg    *schema.Registry
-	wait   *registryWait
-	ctx    context.Context
-	cancel context.CancelFunc
+	reg  *schema.Registry
+	wait *registryWait
+	// dlqGuard: the dead-letter topic's time settings (retention.go).
+	dlqGuard *guardedTopic
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	// mu guards what follows against the rebalance callbacks (which
 	// BlockRebalanceOnPoll already runs between polls).
@@ -265,6 +267,7 @@ func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, now int64) *
 		st.dead.Inc()
 		d := sink.DivertedRecord(r.cfg.DeadLetterTopic, reason, in)
 		d.Partition = in.Partition
+		r.dlqGuard.check(d, r.now, r.log)
 		r.produce(d)
 		return nil
 	}
