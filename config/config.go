@@ -219,6 +219,9 @@ const (
 	JSON     Format = iota // a JSON object
 	Avro                   // Confluent wire format, Avro with a registry schema
 	Protobuf               // Confluent wire format, Protobuf with a registry schema
+	// JSONSchema is an output format only: the pane JSON in the Confluent
+	// wire format, with a JSON Schema registered for it.
+	JSONSchema
 )
 
 // String is the format's name in the configuration.
@@ -228,6 +231,8 @@ func (f Format) String() string {
 		return "avro"
 	case Protobuf:
 		return "protobuf"
+	case JSONSchema:
+		return "json_schema"
 	}
 	return "json"
 }
@@ -345,6 +350,11 @@ type Pipeline struct {
 	OutputStdout           bool // also print every pane's JSON on standard output (demos)
 	// OutputTimestamp: which time the output topic's records carry.
 	OutputTimestamp PaneTime
+	// OutputFormat: the panes' value format; a binary one registers the
+	// pane schema under OutputSubject (default <output topic>-value,
+	// the TopicNameStrategy) and writes the Confluent wire format.
+	OutputFormat  Format
+	OutputSubject string
 	// ProgressInterval: write a progress record to every output partition
 	// this often (ms; 0: off; docs/SEMANTICS.md, Progress records).
 	ProgressInterval int64

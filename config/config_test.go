@@ -1425,9 +1425,25 @@ func TestSchemaRegistry(t *testing.T) {
 		t.Fatalf("default: %v %+v", err, c)
 	}
 
+	out := func(src, output string) string { return strings.Replace(src, "output: {topic: out}", output, 1) }
+	c, err = Parse("c.yaml", []byte(out(registry("", "schema_registry: {url: \"http://sr:8081\"}"), "output: {topic: out, format: avro}")))
+	if err != nil || c.Pipelines[0].OutputFormat != Avro || c.Pipelines[0].OutputSubject != "out-value" {
+		t.Fatalf("avro output: %v %+v", err, c.Pipelines[0])
+	}
+	c, err = Parse("c.yaml", []byte(out(registry("", "schema_registry: {url: \"http://sr:8081\"}"), "output: {topic: out, format: json_schema, subject: panes}")))
+	if err != nil || c.Pipelines[0].OutputFormat != JSONSchema || c.Pipelines[0].OutputSubject != "panes" {
+		t.Fatalf("json_schema output, subject panes: %v %+v", err, c.Pipelines[0])
+	}
+
 	for _, tt := range []struct {
 		name, src, want string
 	}{
+		{"protobuf output without a registry", out(registry(""), "output: {topic: out, format: protobuf}"),
+			`c.yaml:7:34: pipelines[0].output.format: protobuf output needs schema_registry (the registry its pane schema is registered in; docs/SEMANTICS.md, Output)`},
+		{"unknown output format", out(registry("", "schema_registry: {url: \"http://sr:8081\"}"), "output: {topic: out, format: xml}"),
+			`c.yaml:8:34: pipelines[0].output.format: invalid value "xml" (want json, avro, protobuf or json_schema)`},
+		{"subject of json output", out(registry(""), "output: {topic: out, subject: s}"),
+			`c.yaml:7:26: pipelines[0].output.subject: only valid with output.format avro, protobuf or json_schema`},
 		{"avro without a registry", registry(", format: avro"),
 			`c.yaml:3:32: pipelines[0].input.format: avro needs schema_registry (the registry its schemas come from; docs/SEMANTICS.md, Input formats)`},
 		{"unknown format", registry(", format: xml", "schema_registry: {url: \"http://sr:8081\"}"),

@@ -114,10 +114,11 @@ var (
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
 	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
-	outputKeys    = []string{"topic", "stdout", "progress_interval", "timestamp"}
+	outputKeys    = []string{"topic", "stdout", "progress_interval", "timestamp", "format", "subject"}
 
 	// Enumerations are named by their String methods.
 	formats      = named(JSON, Avro, Protobuf)
+	outFormats   = named(JSON, Avro, Protobuf, JSONSchema)
 	timeFormats  = named(UnixS, UnixMS, UnixUS, UnixNS, RFC3339)
 	sources      = []choice[bool]{{"record", true}}
 	strategies   = named(watermark.BoundedOutOfOrderness, watermark.Monotonic)
@@ -221,7 +222,11 @@ func (d *decoder) config(data []byte) *Config {
 	}
 	if c.SchemaRegistry == nil && !root.broken {
 		for _, p := range d.binary {
-			d.errorf(p.at, p.path, "%s needs schema_registry (the registry its schemas come from; docs/SEMANTICS.md, Input formats)", p.format)
+			if p.output {
+				d.errorf(p.at, p.path, "%s output needs schema_registry (the registry its pane schema is registered in; docs/SEMANTICS.md, Output)", p.format)
+			} else {
+				d.errorf(p.at, p.path, "%s needs schema_registry (the registry its schemas come from; docs/SEMANTICS.md, Input formats)", p.format)
+			}
 		}
 	}
 	if c.Generator != nil && c.Generator.Topic != "" && !c.Kafka.Embedded && !root.broken {
@@ -230,11 +235,13 @@ func (d *decoder) config(data []byte) *Config {
 	return c
 }
 
-// binaryInput is a pipeline's input.format that needs schema_registry.
+// binaryInput is a pipeline's input.format or output.format that needs
+// schema_registry.
 type binaryInput struct {
 	at     pos
 	path   string
 	format Format
+	output bool // output.format, not input.format
 }
 
 // schemaRegistry reads schema_registry: a URL, and basic_auth and tls as

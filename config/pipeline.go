@@ -33,7 +33,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.Input.Partitions = int32(parts)
 	p.Input.Format, _ = opt(in, "format", JSON, oneOf(d, formats))
 	if p.Input.Format != JSON {
-		d.binary = append(d.binary, binaryInput{in.valueAt("format"), in.child("format"), p.Input.Format})
+		d.binary = append(d.binary, binaryInput{in.valueAt("format"), in.child("format"), p.Input.Format, false})
 	}
 
 	p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
@@ -54,6 +54,16 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	p.OutputTopic, _ = req(out, "topic", d.topic)
 	p.OutputStdout, _ = opt(out, "stdout", false, d.boolean)
 	p.OutputTimestamp, _ = opt(out, "timestamp", WindowEnd, oneOf(d, paneTimes))
+	p.OutputFormat, _ = opt(out, "format", JSON, oneOf(d, outFormats))
+	p.OutputSubject, _ = opt(out, "subject", p.OutputTopic+"-value", d.str)
+	switch {
+	case p.OutputFormat != JSON:
+		d.binary = append(d.binary, binaryInput{out.valueAt("format"), out.child("format"), p.OutputFormat, true})
+	case out.has("subject"):
+		d.errorf(out.keyAt("subject"), out.child("subject"), "only valid with output.format avro, protobuf or json_schema")
+	default:
+		p.OutputSubject = "" // json panes have no schema
+	}
 	p.ProgressInterval, _ = opt(out, "progress_interval", 0, d.duration(positive))
 	if p.Spec.Window.Kind == windowing.CountWindow && out.has("progress_interval") {
 		d.errorf(out.keyAt("progress_interval"), out.child("progress_interval"), "progress records say through which event time the panes are final; count windows have no event-time end")

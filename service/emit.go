@@ -35,7 +35,7 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 // goroutine: it reads only what does not change once the pipeline is
 // built).
 func (p *pipeline) writePane(pn *windowing.Pane) {
-	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.cfg.Spec.Aggregates)
+	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.w.enc)
 	if p.cfg.OutputTimestamp == config.EmitTime {
 		r.Timestamp = time.Time{} // the producer stamps it with the time it is produced
 	}
@@ -43,7 +43,11 @@ func (p *pipeline) writePane(pn *windowing.Pane) {
 	p.prod.Produce(p.prodCtx, r)
 	p.st.ring.add(pn, r.Key, p.nowMS())
 	if p.stdout != nil {
-		p.stdout.writeLine(r.Value)
+		if p.cfg.OutputFormat == config.JSON {
+			p.stdout.writeLine(r.Value)
+		} else {
+			p.stdout.writeLine(windowing.AppendJSON(nil, pn, p.cfg.Spec.Aggregates))
+		}
 	}
 }
 

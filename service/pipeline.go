@@ -20,6 +20,7 @@ import (
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/schema"
+	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -106,6 +107,8 @@ type pipeline struct {
 	warm         atomic.Pointer[map[int32]int64] // publishWarm's snapshot (standby.go)
 	st           statusState                     // the status page's snapshot and recent panes (statusapi.go)
 
+	w writerState // the pane writer's
+
 	rs *restores   // restores and standbys under way, with the readers' channels (restorejob.go)
 	sb standbyPlan // this member's standby partitions, from the planner goroutine (standby.go)
 }
@@ -139,6 +142,12 @@ type setup struct {
 	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
 	guard         *retentionGuard                            // the topics' time settings (retention.go)
 	outGuard      *guardedTopic                              // the output topic's, for the pane writer
+}
+
+// writerState is the pane writer's (writePane: on the writer goroutine,
+// or on the loop's when it writes inline).
+type writerState struct {
+	enc sink.PaneEncoder // the pane values' format (paneschema.go)
 }
 
 // loopState is the poll loop's state: the engine and what it works with
@@ -309,6 +318,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		endTxnErr: deps.faults.EndTxn,
 	}}
 	p.guard, p.outGuard = deps.guard, deps.guard.topic(orig.Name, orig.OutputTopic)
+	p.w.enc = newPaneEncoder(cfg, deps.paneSchemas[orig.Name])
 	p.mu.rp = rp
 	p.rs = newRestores()
 	p.standbys = pl.standbys

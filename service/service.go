@@ -65,6 +65,9 @@ type deps struct {
 	// registry: the schemas of avro and protobuf pipelines; nil when
 	// every pipeline reads JSON.
 	registry *schema.Registry
+	// paneSchemas: the registry id of each pipeline's pane schema
+	// (output.format other than json), by pipeline name.
+	paneSchemas map[string]int
 	// guard: the output, late and dead-letter topics' time settings
 	// (retention.go).
 	guard *retentionGuard
@@ -127,6 +130,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := d.watchRetention(runCtx, &wg); err != nil {
 		return err
 	}
+	if d.paneSchemas, err = registerPaneSchemas(runCtx, cfg, d.registry, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 
 	grace := time.Duration(cfg.ShutdownGrace) * time.Millisecond
 	errs := make(chan error, len(cfg.Pipelines))
@@ -167,7 +176,7 @@ func newDeps(cfg *config.Config, opts Options, reg *prometheus.Registry) (deps, 
 	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
 	d.guard = newRetentionGuard(cfg, d.metrics, log, opts.Now)
 	for _, p := range cfg.Pipelines {
-		if p.Input.Format != config.JSON && d.registry == nil {
+		if (p.Input.Format != config.JSON || p.OutputFormat != config.JSON) && d.registry == nil {
 			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
 			if err != nil {
 				return deps{}, err

@@ -47,14 +47,21 @@ type paneRecord struct {
 	headers [10]kgo.RecordHeader
 }
 
+// PaneEncoder appends a pane's record value: the pane JSON
+// (*windowing.PaneJSON), or a binary format's (AvroPanes, ProtoPanes,
+// JSONSchemaPanes). One goroutine at a time uses an encoder.
+type PaneEncoder interface {
+	Append(b []byte, p *windowing.Pane) []byte
+}
+
 // PaneRecord builds the output record of a pane: key the group key,
 // timestamp end-1 (a count window's: its last record's event time), value
-// the pane JSON, headers repeating the pane fields.
+// the pane as enc writes it, headers repeating the pane fields.
 // The record and its headers are one allocation, and the value, the key
 // and the header values are slices of one buffer (the record is produced
 // once and never changed, so they can share it): two allocations per pane
 // where there were thirteen.
-func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo.Record {
+func PaneRecord(topic string, p *windowing.Pane, enc PaneEncoder) *kgo.Record {
 	buf := make([]byte, 0, 320+3*len(p.Key))
 	// cut returns what was appended to buf since from, full (an append to
 	// it copies instead of overwriting the next field).
@@ -65,7 +72,7 @@ func PaneRecord(topic string, p *windowing.Pane, specs []windowing.AggSpec) *kgo
 	if p.Records {
 		r.Timestamp = time.UnixMilli(p.LastTime) // a count window's bounds are not times
 	}
-	buf = windowing.AppendJSON(buf, p, specs)
+	buf = enc.Append(buf, p)
 	r.Value = cut(0)
 	n := len(buf)
 	buf = append(buf, p.Key...)

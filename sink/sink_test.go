@@ -12,7 +12,7 @@ func TestPaneRecord(t *testing.T) {
 	specs := []windowing.AggSpec{{Name: "n", Op: windowing.Count}}
 	p := &windowing.Pane{Key: "u1", Start: 1000, End: 2000, Timing: windowing.Late, Index: 2, Final: true, Mode: windowing.Retracting,
 		Retraction: true, Values: []windowing.Value{{Kind: windowing.IntValue, Int: 3}}}
-	r := PaneRecord("out", p, specs)
+	r := PaneRecord("out", p, windowing.NewPaneJSON(specs))
 	if r.Topic != "out" || string(r.Key) != "u1" || r.Timestamp.UnixMilli() != 1999 {
 		t.Fatalf("topic %q key %q timestamp %d", r.Topic, r.Key, r.Timestamp.UnixMilli())
 	}
@@ -44,7 +44,7 @@ func TestPaneRecord(t *testing.T) {
 		q := *p
 		flag.set(&q)
 		n := 0
-		for _, h := range PaneRecord("out", &q, specs).Headers {
+		for _, h := range PaneRecord("out", &q, windowing.NewPaneJSON(specs)).Headers {
 			if h.Key == flag.header {
 				n++
 				if string(h.Value) != "true" {
@@ -65,10 +65,11 @@ func TestPaneRecordAllocations(t *testing.T) {
 	specs := []windowing.AggSpec{{Name: "n", Op: windowing.Count}, {Name: "s", Op: windowing.Sum, Field: "x"}}
 	p := &windowing.Pane{Key: "user-0001", Start: 1700000000000, End: 1700000010000, Timing: windowing.OnTime, Mode: windowing.Accumulating,
 		Values: []windowing.Value{{Kind: windowing.IntValue, Int: 3}, {Kind: windowing.NumValue, Num: 1234.5}}}
-	if allocs := testing.AllocsPerRun(100, func() { PaneRecord("out", p, specs) }); allocs > 2 {
+	enc := windowing.NewPaneJSON(specs)
+	if allocs := testing.AllocsPerRun(100, func() { PaneRecord("out", p, enc) }); allocs > 2 {
 		t.Errorf("allocations per pane record: %v, want 2", allocs)
 	}
-	r := PaneRecord("out", p, specs)
+	r := PaneRecord("out", p, windowing.NewPaneJSON(specs))
 	before := map[string]string{"value": string(r.Value), "key": string(r.Key)}
 	for _, h := range r.Headers {
 		before[h.Key] = string(h.Value)

@@ -188,6 +188,13 @@ func appendPaneFields(b []byte, p *Pane) []byte {
 	return append(b, `,"aggregates":{`...)
 }
 
+// PartialNames appends to dst the names of the aggregates of specs whose
+// values cover only part of the window (Partial), as the pane JSON's
+// "partial" lists them.
+func (p *Pane) PartialNames(dst []string, specs []AggSpec) []string {
+	return partialNames(dst, p.Partial, specs)
+}
+
 // value is the pane's value of aggregate i: none past its Values.
 func (p *Pane) value(i int) Value {
 	if i < len(p.Values) {

@@ -163,7 +163,7 @@ func readPanes(path, topic string, limit int) ([]*kgo.Record, int64, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s:%d: %w", path, len(rs)+1, err)
 		}
-		r := sink.PaneRecord(topic, p, nil)
+		r := sink.PaneRecord(topic, p, windowing.NewPaneJSON(nil))
 		r.Value = line
 		rs = append(rs, r)
 		bytes += int64(len(line))
