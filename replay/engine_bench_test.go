@@ -13,8 +13,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/sink"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
@@ -117,19 +119,29 @@ func loadBenchInput(path string, n int) (*benchInput, error) {
 }
 
 // paneSink is the benchmark's windowing.Emitter: it encodes each pane as
-// replay does and discards it.
+// replay does and discards it, or, with records, builds its output record
+// as the service's pane writer does (sink.PaneRecord: value, key and
+// headers).
 type paneSink struct {
-	enc     *windowing.PaneJSON
+	enc     sink.PaneEncoder
+	records bool
 	buf     []byte
 	panes   int64
 	dropped int64
 }
 
 func (s *paneSink) Pane(p *windowing.Pane) error {
-	s.buf = s.enc.Append(s.buf[:0], p)
+	if s.records {
+		paneRecordSink = sink.PaneRecord("out", p, s.enc)
+	} else {
+		s.buf = s.enc.Append(s.buf[:0], p)
+	}
 	s.panes++
 	return nil
 }
+
+// paneRecordSink keeps the pane records of paneSink live.
+var paneRecordSink *kgo.Record
 
 func (s *paneSink) Dropped(*windowing.Event, windowing.DropReason) error {
 	s.dropped++
@@ -214,6 +226,41 @@ func BenchmarkEngine(b *testing.B) {
 		p := &cfg.Pipelines[0]
 		b.Run("lines-"+shape.name, func(b *testing.B) { benchEngineLines(b, p, in) })
 	}
+	// The pane path with each output.format: the engine, and each pane's
+	// output record built as the service builds it (docs/PERFORMANCE.md,
+	// Output formats).
+	for _, shape := range outputShapes {
+		cfg, err := config.Load(shape.config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := &cfg.Pipelines[0]
+		for _, f := range []config.Format{config.JSON, config.Avro, config.Protobuf} {
+			b.Run("output-"+f.String()+"-"+shape.name, func(b *testing.B) {
+				benchEngineRecordsTo(b, p, in, onDisk, false, int(cfg.State.CacheBytes), &paneSink{enc: outputEncoder(f, p), records: true})
+			})
+		}
+	}
+}
+
+// outputShapes are the shapes the output formats are measured on: many
+// keys (a pane per key and window, 0.63 panes per record), with a count
+// and a sum or with quantiles (whose pane value is a map).
+var outputShapes = []struct{ name, config string }{
+	{"tumbling-10s-key", "../bench/tumbling.yaml"},
+	{"tumbling-10s-key-quantiles", "../bench/tumbling-10s-key-quantiles.yaml"},
+}
+
+// outputEncoder is the pane encoder of output.format f for p, as the
+// service makes it (schema id 1).
+func outputEncoder(f config.Format, p *config.Pipeline) sink.PaneEncoder {
+	switch f {
+	case config.Avro:
+		return sink.NewAvroPanes(p.Spec.Aggregates, sink.WirePrefix(1, false))
+	case config.Protobuf:
+		return sink.NewProtoPanes(p.Spec.Aggregates, sink.WirePrefix(1, true))
+	}
+	return windowing.NewPaneJSON(p.Spec.Aggregates)
 }
 
 // perRecord tracks the timed allocations of a benchmark to report them per
@@ -244,7 +291,13 @@ func (c *perRecord) report(b *testing.B, records int) {
 }
 
 func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int) {
+	benchEngineRecordsTo(b, p, in, onDisk, noSlicing, cacheBytes, &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)})
+}
+
+// benchEngineRecordsTo is benchEngineRecords with the panes going to ps.
+func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int, ps *paneSink) {
 	var alloc perRecord
+	var panes int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -257,8 +310,8 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 		if err != nil {
 			b.Fatal(err)
 		}
-		sink := &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)}
-		eng, err := windowing.New(p.Spec, p.Watermark, db, sink, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing, CacheBytes: cacheBytes})
+		ps.panes, ps.dropped = 0, 0
+		eng, err := windowing.New(p.Spec, p.Watermark, db, ps, windowing.Options{CommitWhenPending: true, NoSlicing: noSlicing, CacheBytes: cacheBytes})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -292,15 +345,17 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 
 		b.StopTimer()
 		alloc.stop()
-		if sink.panes == 0 || sink.dropped != 0 {
-			b.Fatalf("%d panes, %d records dropped", sink.panes, sink.dropped)
+		if ps.panes == 0 || ps.dropped != 0 {
+			b.Fatalf("%d panes, %d records dropped", ps.panes, ps.dropped)
 		}
+		panes = ps.panes
 		if err := db.Close(); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
 	alloc.report(b, len(in.records))
+	b.ReportMetric(float64(panes)/float64(len(in.records)), "panes/record")
 }
 
 func benchEngineLines(b *testing.B, p *config.Pipeline, in *benchInput) {
