@@ -131,6 +131,31 @@ func TestProtoPanes(t *testing.T) {
 	}
 }
 
+// A Protobuf pane record names its message in the header message_type
+// (for deserializers that take it from there); the other formats' records
+// have no such header.
+func TestPaneRecordMessageType(t *testing.T) {
+	p := formatPanes(t)[0]
+	for _, c := range []struct {
+		enc  PaneEncoder
+		want string
+	}{
+		{NewProtoPanes(formatSpecs, WirePrefix(1, true)), "Pane"},
+		{NewAvroPanes(formatSpecs, WirePrefix(1, false)), ""},
+		{windowing.NewPaneJSON(formatSpecs), ""},
+	} {
+		got := ""
+		for _, h := range PaneRecord("out", p, c.enc).Headers {
+			if h.Key == HeaderMessageType {
+				got += string(h.Value)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%T: message_type header %q, want %q", c.enc, got, c.want)
+		}
+	}
+}
+
 // A json_schema value is the pane JSON after the wire prefix; the schema
 // is JSON.
 func TestJSONSchemaPanes(t *testing.T) {

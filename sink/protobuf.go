@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/windowd/windowd/windowing"
 )
@@ -15,14 +16,18 @@ import (
 // the message Pane of ProtoSchema, the only top-level message, so that a
 // record's message indexes are [0]. Its fields are the pane JSON's; an
 // aggregate is field number i+1 of Aggregates (its position in the
-// configuration), a scalar one with explicit presence (optional: absent
-// where the JSON has null), quantiles a map (a quantile without a value is
-// left out), top_k a repeated TopKEntry.
+// configuration), a scalar one a wrapper (google.protobuf.Int64Value or
+// DoubleValue: unset where the JSON has null; wrappers rather than proto3
+// optional, whose presence some registries' parsers drop), quantiles a map
+// (a quantile without a value is left out), top_k a repeated TopKEntry.
 
 const protoHead = `syntax = "proto3";
 package windowd;
 
-// A window's result (windowd docs/SEMANTICS.md, Output).
+import "google/protobuf/wrappers.proto";
+
+// A window's result (windowd docs/SEMANTICS.md, Output). A field the pane
+// JSON may have as null (or leave out) is a wrapper message, unset then.
 message Pane {
   string key = 1;
   Window window = 2;
@@ -34,18 +39,18 @@ message Pane {
   message Window {
     int64 start = 1;
     int64 end = 2;
-    optional int64 first_time = 3;
-    optional int64 last_time = 4;
-    optional string time_zone = 5;
-    optional string local_start = 6;
-    optional string local_end = 7;
+    google.protobuf.Int64Value first_time = 3;
+    google.protobuf.Int64Value last_time = 4;
+    google.protobuf.StringValue time_zone = 5;
+    google.protobuf.StringValue local_start = 6;
+    google.protobuf.StringValue local_end = 7;
   }
   message Info {
     string timing = 1;
     int64 index = 2;
     bool final = 3;
     string mode = 4;
-    optional int32 partition = 5;
+    google.protobuf.Int32Value partition = 5;
     bool quiet = 6;
     bool timeout = 7;
   }
@@ -67,13 +72,13 @@ func ProtoSchema(specs []windowing.AggSpec) string {
 		b.WriteString("    ")
 		switch s.Op {
 		case windowing.Count, windowing.DistinctApprox:
-			b.WriteString("optional int64 ")
+			b.WriteString("google.protobuf.Int64Value ")
 		case windowing.Quantiles:
 			b.WriteString("map<string, double> ")
 		case windowing.TopK:
 			b.WriteString("repeated TopKEntry ")
 		default:
-			b.WriteString("optional double ")
+			b.WriteString("google.protobuf.DoubleValue ")
 		}
 		b.WriteString(s.Name)
 		b.WriteString(" = ")
@@ -103,6 +108,11 @@ type ProtoPanes struct {
 	partial []string
 }
 
+// protoPaneHeaders name the message of every Protobuf pane.
+var protoPaneHeaders = []kgo.RecordHeader{{Key: HeaderMessageType, Value: []byte("Pane")}}
+
+func (e *ProtoPanes) headers() []kgo.RecordHeader { return protoPaneHeaders }
+
 // NewProtoPanes returns the encoder of panes of specs, each value starting
 // with prefix.
 func NewProtoPanes(specs []windowing.AggSpec, prefix []byte) *ProtoPanes {
@@ -117,14 +127,14 @@ func (e *ProtoPanes) Append(b []byte, p *windowing.Pane) []byte {
 	w := protoInt(e.msg[:0], 1, p.Start)
 	w = protoInt(w, 2, p.End)
 	if p.Records {
-		w = protoOptInt(w, 3, p.FirstTime)
-		w = protoOptInt(w, 4, p.LastTime)
+		w = protoWrappedInt(w, 3, p.FirstTime)
+		w = protoWrappedInt(w, 4, p.LastTime)
 	}
 	if p.Zone != nil {
 		var buf [40]byte
-		w = protoOptString(w, 5, p.Zone.String())
-		w = protoOptString(w, 6, string(windowing.AppendLocal(buf[:0], p.Start, p.Zone)))
-		w = protoOptString(w, 7, string(windowing.AppendLocal(buf[:0], p.End, p.Zone)))
+		w = protoWrappedString(w, 5, p.Zone.String())
+		w = protoWrappedString(w, 6, string(windowing.AppendLocal(buf[:0], p.Start, p.Zone)))
+		w = protoWrappedString(w, 7, string(windowing.AppendLocal(buf[:0], p.End, p.Zone)))
 	}
 	b = protoBytes(b, 2, w)
 
@@ -133,7 +143,7 @@ func (e *ProtoPanes) Append(b []byte, p *windowing.Pane) []byte {
 	w = protoBool(w, 3, p.Final)
 	w = protoString(w, 4, p.Mode.String())
 	if p.HasPartition {
-		w = protoOptInt(w, 5, int64(p.Partition))
+		w = protoWrappedInt(w, 5, int64(p.Partition))
 	}
 	w = protoBool(w, 6, p.Quiet)
 	w = protoBool(w, 7, p.TimedOut)
@@ -189,17 +199,17 @@ func (e *ProtoPanes) appendValue(b []byte, num uint64, s *windowing.AggSpec, v w
 		return b
 	case windowing.Count, windowing.DistinctApprox:
 		if v.Kind == windowing.IntValue {
-			b = protoOptInt(b, num, v.Int)
+			b = protoWrappedInt(b, num, v.Int)
 		}
 		return b
 	}
 	switch v.Kind {
 	case windowing.NumValue:
 		if !math.IsNaN(v.Num) && !math.IsInf(v.Num, 0) {
-			b = protoOptDouble(b, num, v.Num)
+			b = protoWrappedDouble(b, num, v.Num)
 		}
 	case windowing.IntValue:
-		b = protoOptDouble(b, num, float64(v.Int))
+		b = protoWrappedDouble(b, num, float64(v.Int))
 	}
 	return b
 }
@@ -208,8 +218,7 @@ func protoTag(b []byte, num uint64, wire byte) []byte {
 	return binary.AppendUvarint(b, num<<3|uint64(wire))
 }
 
-// protoOptInt appends an int64 (or int32) field with explicit presence:
-// written whatever its value.
+// protoOptInt appends an int64 (or int32) field whatever its value.
 func protoOptInt(b []byte, num uint64, v int64) []byte {
 	return binary.AppendUvarint(protoTag(b, num, protoVarint), uint64(v))
 }
@@ -244,6 +253,46 @@ func protoString(b []byte, num uint64, s string) []byte {
 		return b
 	}
 	return protoOptString(b, num, s)
+}
+
+// protoWrappedInt appends field num as a google.protobuf.Int64Value (or
+// Int32Value) of v: a message of v as field 1, empty when v is 0.
+func protoWrappedInt(b []byte, num uint64, v int64) []byte {
+	if v == 0 {
+		return append(protoTag(b, num, protoLen), 0)
+	}
+	n := 1 + protoVarintLen(uint64(v))
+	return protoOptInt(append(protoTag(b, num, protoLen), byte(n)), 1, v)
+}
+
+// protoWrappedDouble appends field num as a google.protobuf.DoubleValue
+// of f (0 included: its value field is then left out).
+func protoWrappedDouble(b []byte, num uint64, f float64) []byte {
+	if f == 0 && !math.Signbit(f) {
+		return append(protoTag(b, num, protoLen), 0)
+	}
+	return protoOptDouble(append(protoTag(b, num, protoLen), 9), 1, f)
+}
+
+// protoWrappedString appends field num as a google.protobuf.StringValue
+// of s.
+func protoWrappedString(b []byte, num uint64, s string) []byte {
+	inner := 0
+	if s != "" {
+		inner = 1 + protoVarintLen(uint64(len(s))) + len(s)
+	}
+	b = binary.AppendUvarint(protoTag(b, num, protoLen), uint64(inner))
+	return protoString(b, 1, s)
+}
+
+// protoVarintLen is the length of v as a varint.
+func protoVarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // protoBytes appends a message field (written even when empty: the

@@ -30,6 +30,10 @@ const (
 	HeaderTimeout     = "timeout"    // "true", on a transaction window's panes after its timeout only
 	HeaderFirstTime   = "first_time" // count windows only: the first record's event time
 	HeaderLastTime    = "last_time"  // count windows only: the last record's event time
+	// HeaderMessageType names the value's message in its registered
+	// Protobuf schema (output.format: protobuf): "Pane", for deserializers
+	// that take the message from a header (Apicurio's).
+	HeaderMessageType = "message_type"
 )
 
 // Header names written on dead-letter and late records.
@@ -122,7 +126,15 @@ func PaneRecord(topic string, p *windowing.Pane, enc PaneEncoder) *kgo.Record {
 		buf = strconv.AppendInt(buf, p.LastTime, 10)
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderLastTime, Value: cut(n)})
 	}
+	if h, ok := enc.(headered); ok {
+		r.Headers = append(r.Headers, h.headers()...)
+	}
 	return &r.Record
+}
+
+// headered is a PaneEncoder whose values come with headers of their own.
+type headered interface {
+	headers() []kgo.RecordHeader
 }
 
 // DivertedRecord builds a dead-letter or late record: the original key,

@@ -33,15 +33,16 @@ func Avro(schema string, b []byte) (any, error) {
 	return v, nil
 }
 
-// ProtoMessage compiles the .proto text and returns its first top-level
-// message, which a record with message indexes [0] holds.
+// ProtoMessage compiles the .proto text (which may import Google's
+// well-known types) and returns its first top-level message, which a
+// record with message indexes [0] holds.
 func ProtoMessage(text string) (protoreflect.MessageDescriptor, error) {
-	c := protocompile.Compiler{Resolver: protocompile.ResolverFunc(func(name string) (protocompile.SearchResult, error) {
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(func(name string) (protocompile.SearchResult, error) {
 		if name == "pane.proto" {
 			return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
 		}
 		return protocompile.SearchResult{}, fs.ErrNotExist
-	})}
+	}))}
 	files, err := c.Compile(context.Background(), "pane.proto")
 	if err != nil {
 		return nil, err
@@ -54,7 +55,8 @@ func ProtoMessage(text string) (protoreflect.MessageDescriptor, error) {
 
 // Proto reads a Protobuf pane (the value after the wire prefix and the
 // message indexes) as message md, in the pane JSON's shape: every field,
-// one with presence that is not set as null, numbers as numbers.
+// a wrapper (google.protobuf.Int64Value, …) as its value or null when
+// unset, as one with presence, numbers as numbers.
 func Proto(md protoreflect.MessageDescriptor, b []byte) (any, error) {
 	m := dynamicpb.NewMessage(md)
 	if err := proto.Unmarshal(b, m); err != nil {
@@ -84,13 +86,22 @@ func protoShape(m protoreflect.Message) map[string]any {
 				list = append(list, protoValue(fd, l.Get(j)))
 			}
 			out[name] = list
-		case fd.HasPresence() && fd.Kind() != protoreflect.MessageKind && !m.Has(fd):
+		case fd.HasPresence() && !m.Has(fd) && (fd.Kind() != protoreflect.MessageKind || wrapper(fd)):
 			out[name] = nil
+		case wrapper(fd):
+			inner := fd.Message().Fields().ByNumber(1)
+			out[name] = protoValue(inner, m.Get(fd).Message().Get(inner))
 		default:
 			out[name] = protoValue(fd, m.Get(fd))
 		}
 	}
 	return out
+}
+
+// wrapper says whether fd is a message field of one of Google's wrapper
+// types (google.protobuf.Int64Value, DoubleValue, StringValue, …).
+func wrapper(fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.MessageKind && fd.Message().ParentFile().Path() == "google/protobuf/wrappers.proto"
 }
 
 func protoValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
