@@ -16,7 +16,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/internal/panetest"
 	"github.com/windowd/windowd/windowing"
 )
@@ -90,41 +89,16 @@ func TestJavaConsumer(t *testing.T) {
 
 	in := uniqueName(t, "in")
 	createTopic(t, in, 2)
-	var b strings.Builder
-	fmt.Fprintf(&b, "kafka:\n  brokers: [%s]\nstate: {dir: %s}\nhttp: {listen: 127.0.0.1:0}\nschema_registry: {url: %q}\npipelines:\n",
-		strings.Join(quoteAll(brokers), ", "), filepath.Join(t.TempDir(), "state"), registry)
-	outs := map[string]string{}
+	var windows []struct{ name, window string }
 	var shapes []string
 	for _, w := range outWindows {
-		if w.name != "tumbling" && w.name != "calendar" && w.name != "count" {
-			continue
-		}
-		shapes = append(shapes, w.name)
-		for _, f := range []string{"json", "avro", "protobuf"} {
-			name := f + "-" + w.name
-			outs[name] = uniqueName(t, name)
-			lateness := "    allowed_lateness: 0s\n"
-			if w.name == "count" {
-				lateness = ""
-			}
-			fmt.Fprintf(&b, `  - name: %s
-    input: {topic: %s, group: %s}
-    key: {field: user}
-    timestamp: {field: ts}
-    watermark: {max_delay: 0s}
-    window: %s
-%s%s    output: {topic: %s, format: %s}
-    commit_interval: 200ms
-`, name, in, uniqueName(t, name+"-g"), w.window, lateness, outAggregates, outs[name], f)
+		if w.name == "tumbling" || w.name == "calendar" || w.name == "count" {
+			windows = append(windows, w)
+			shapes = append(shapes, w.name)
 		}
 	}
-	e := &env{t: t, cfgPath: filepath.Join(t.TempDir(), "windowd.yaml"), partitions: 2}
-	writeFile(t, e.cfgPath, b.String())
-	cfg, err := config.Load(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg = cfg
+	e, outs := outFormatsEnv(t, in, registry, []string{"json", "avro", "protobuf"}, windows)
+	cfg := e.cfg
 	var aggs []panetest.Agg
 	for _, s := range cfg.Pipelines[0].Spec.Aggregates {
 		aggs = append(aggs, panetest.Agg{Name: s.Name, Quantiles: s.Op == windowing.Quantiles, TopK: s.Op == windowing.TopK})

@@ -69,37 +69,8 @@ func TestOutputFormats(t *testing.T) {
 	url := registryURL(t)
 	in := uniqueName(t, "in")
 	createTopic(t, in, 2)
-	formats := []string{"avro", "protobuf", "json_schema"}
-	var b strings.Builder
-	fmt.Fprintf(&b, "kafka:\n  brokers: [%s]\nstate: {dir: %s}\nhttp: {listen: 127.0.0.1:0}\nschema_registry: {url: %q}\npipelines:\n",
-		strings.Join(quoteAll(brokers), ", "), filepath.Join(t.TempDir(), "state"), url)
-	outs := map[string]string{}
-	for _, f := range formats {
-		for _, w := range outWindows {
-			name := strings.ReplaceAll(f, "_", "-") + "-" + w.name
-			outs[name] = uniqueName(t, name)
-			lateness := "    allowed_lateness: 0s\n"
-			if w.name == "count" {
-				lateness = "" // count windows have no event-time end
-			}
-			fmt.Fprintf(&b, `  - name: %s
-    input: {topic: %s, group: %s}
-    key: {field: user}
-    timestamp: {field: ts}
-    watermark: {max_delay: 0s}
-    window: %s
-%s%s    output: {topic: %s, format: %s}
-    commit_interval: 200ms
-`, name, in, uniqueName(t, name+"-g"), w.window, lateness, outAggregates, outs[name], f)
-		}
-	}
-	e := &env{t: t, cfgPath: filepath.Join(t.TempDir(), "windowd.yaml"), partitions: 2}
-	writeFile(t, e.cfgPath, b.String())
-	cfg, err := config.Load(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.cfg = cfg
+	e, outs := outFormatsEnv(t, in, url, []string{"avro", "protobuf", "json_schema"}, outWindows)
+	cfg := e.cfg
 	recs := outStream()
 	produce(t, in, recs)
 	inst := e.startInProcess()
@@ -202,6 +173,43 @@ func TestOutputFormats(t *testing.T) {
 			}
 		})
 	}
+}
+
+// outFormatsEnv is the env of a windowd with a pipeline per output format
+// and window (named <format>-<window>, with every aggregate) reading
+// topic in, and the output topic of each pipeline by name.
+func outFormatsEnv(t *testing.T, in, registry string, formats []string, windows []struct{ name, window string }) (*env, map[string]string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafka:\n  brokers: [%s]\nstate: {dir: %s}\nhttp: {listen: 127.0.0.1:0}\nschema_registry: {url: %q}\npipelines:\n",
+		strings.Join(quoteAll(brokers), ", "), filepath.Join(t.TempDir(), "state"), registry)
+	outs := map[string]string{}
+	for _, f := range formats {
+		for _, w := range windows {
+			name := strings.ReplaceAll(f, "_", "-") + "-" + w.name
+			outs[name] = uniqueName(t, name)
+			lateness := "    allowed_lateness: 0s\n"
+			if w.name == "count" {
+				lateness = "" // count windows have no event-time end
+			}
+			fmt.Fprintf(&b, `  - name: %s
+    input: {topic: %s, group: %s}
+    key: {field: user}
+    timestamp: {field: ts}
+    watermark: {max_delay: 0s}
+    window: %s
+%s%s    output: {topic: %s, format: %s}
+    commit_interval: 200ms
+`, name, in, uniqueName(t, name+"-g"), w.window, lateness, outAggregates, outs[name], f)
+		}
+	}
+	e := &env{t: t, cfgPath: filepath.Join(t.TempDir(), "windowd.yaml"), partitions: 2}
+	writeFile(t, e.cfgPath, b.String())
+	cfg, err := config.Load(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = cfg
+	return e, outs
 }
 
 // paneID is a pane JSON's pane id, as its pane_id header has it.
