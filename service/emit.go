@@ -32,8 +32,8 @@ func (p *pipeline) Pane(pn *windowing.Pane) error {
 }
 
 // writePane builds pn's output record and produces it (the pane writer's
-// goroutine: it reads only what does not change once the pipeline is
-// built).
+// goroutine: besides its own state, p.w, it reads only what does not
+// change once the pipeline is built).
 func (p *pipeline) writePane(pn *windowing.Pane) {
 	r := sink.PaneRecord(p.cfg.OutputTopic, pn, p.w.enc)
 	if p.cfg.OutputTimestamp == config.EmitTime {
