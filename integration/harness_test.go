@@ -592,7 +592,9 @@ func httpGet(t *testing.T, url string) (int, string) {
 // beside five others as alone, and the longest ones (the crash loops and
 // the five state-follows-partitions runs, 50-75 s) bound the parallel phase
 // anyway. -parallel N, when given, or WINDOWD_TEST_PARALLEL sets the slots
-// instead.
+// instead. A test whose figures the load bends (parallelAlone: a peak
+// compared between two runs) runs alone: behind the tests waiting when it
+// queues, and with none beside it.
 
 // parallelSlots is how many parallel tests run at once.
 var parallelSlots = 6
@@ -634,6 +636,7 @@ var limiter struct {
 	// its own just-created repartition topic, and exited)
 	lastAdmit time.Time
 	spacing   bool // a timer will admit the next one
+	alone     bool // a test that runs alone runs
 }
 
 const admitSpacing = 500 * time.Millisecond
@@ -641,6 +644,7 @@ const admitSpacing = 500 * time.Millisecond
 type waiter struct {
 	expect time.Duration
 	seq    int
+	alone  bool // parallelAlone: runs when no other test does
 	admit  chan struct{}
 }
 
@@ -648,6 +652,9 @@ type waitHeap []*waiter
 
 func (h waitHeap) Len() int { return len(h) }
 func (h waitHeap) Less(i, j int) bool {
+	if h[i].alone != h[j].alone {
+		return h[j].alone // the tests that run alone come last
+	}
 	if h[i].expect != h[j].expect {
 		return h[i].expect > h[j].expect
 	}
@@ -666,7 +673,10 @@ var waiterSeq int
 
 // admitLocked starts waiting tests while slots are free.
 func admitLocked() {
-	for limiter.settled && limiter.running < parallelSlots && limiter.waiting.Len() > 0 {
+	for limiter.settled && limiter.running < parallelSlots && limiter.waiting.Len() > 0 && !limiter.alone {
+		if limiter.waiting[0].alone && limiter.running > 0 {
+			return // it waits for the others to end
+		}
 		if wait := time.Until(limiter.lastAdmit.Add(admitSpacing)); wait > 0 {
 			if !limiter.spacing {
 				limiter.spacing = true
@@ -682,6 +692,7 @@ func admitLocked() {
 		limiter.lastAdmit = time.Now()
 		w := heap.Pop(&limiter.waiting).(*waiter)
 		limiter.running++
+		limiter.alone = w.alone
 		close(w.admit)
 	}
 }
@@ -692,8 +703,20 @@ func admitLocked() {
 // run within the parent's slot.
 func parallel(t *testing.T, expect time.Duration) {
 	t.Helper()
+	queue(t, &waiter{expect: expect, admit: make(chan struct{})})
+}
+
+// parallelAlone is parallel for a test whose figures load bends (peaks
+// compared between two runs): it is admitted after the tests waiting with
+// it, once none runs, and none is admitted while it runs.
+func parallelAlone(t *testing.T, expect time.Duration) {
+	t.Helper()
+	queue(t, &waiter{expect: expect, alone: true, admit: make(chan struct{})})
+}
+
+func queue(t *testing.T, w *waiter) {
+	t.Helper()
 	t.Parallel()
-	w := &waiter{expect: expect, admit: make(chan struct{})}
 	limiter.mu.Lock()
 	waiterSeq++
 	w.seq = waiterSeq
@@ -717,6 +740,9 @@ func parallel(t *testing.T, expect time.Duration) {
 		t.Logf("parallel: ran %.1fs, after %.1fs waiting for one of %d slots", time.Since(admitted).Seconds(), admitted.Sub(queued).Seconds(), parallelSlots)
 		limiter.mu.Lock()
 		limiter.running--
+		if w.alone {
+			limiter.alone = false
+		}
 		admitLocked()
 		limiter.mu.Unlock()
 	})
