@@ -910,6 +910,9 @@ func (e *Engine) absorb(ks *keyState, survivor, a *window) error {
 		}
 	}
 	survivor.sincePane += a.sincePane
+	if a.nextIndex > survivor.nextIndex {
+		survivor.lastLate = a.lastLate // the merged window's panes go on from a's
+	}
 	survivor.nextIndex = max(survivor.nextIndex, a.nextIndex)
 	survivor.lateSeen = survivor.lateSeen || a.lateSeen
 	survivor.settled = survivor.settled || a.settled
@@ -1019,23 +1022,18 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 		w.last = nil
 	}
 	p := &e.pane
-	p.Key, p.Start, p.End = ks.key, w.start, w.end
-	p.HasPartition, p.Partition = e.partitionInID(ks)
-	if e.drain != nil {
-		e.paneZone(p, w.start, w.end)
-	}
-	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
-	p.Partial = partialOf(ks, w)
-	p.Quiet = timing == OnTime && w.end > e.quietAbove
-	p.Records, p.FirstTime, p.LastTime = ks.counting, w.firstTime(), w.lastTime()
-	p.TimedOut = e.codec.txn && w.ended == NotEnding && timing != Early
 	acc := w.acc
 	if ks.sliced {
 		acc = e.merged // deriveSliced ran when the window's timer fired
 	}
-	for i := range e.spec.Aggregates {
-		p.Values[i] = acc[i].result(&e.spec.Aggregates[i])
+	hasPart, _ := e.partitionInID(ks)
+	windowPane(p, ks, w, acc, e.spec.Aggregates, hasPart)
+	if e.drain != nil {
+		e.paneZone(p, w.start, w.end)
 	}
+	p.Timing, p.Index, p.Final, p.Mode, p.Retraction = timing, w.nextIndex, final, w.mode, false
+	p.Quiet = timing == OnTime && w.end > e.quietAbove
+	p.TimedOut = e.codec.txn && w.ended == NotEnding && timing != Early
 	if err := e.emit.Pane(p); err != nil {
 		return err
 	}
@@ -1055,9 +1053,12 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 	}
 	w.mode = next
 	w.sincePane = 0
-	w.paneSeq = ks.seq
+	if !ks.counting { // (a count window's paneSeq is its last record's time)
+		w.paneSeq = ks.seq
+	}
 	if settles(timing) {
 		w.settled = true
+		w.lastLate = timing == Late
 	}
 	ks.dirty = true
 	return e.cancelProc(ks, w)
@@ -1113,14 +1114,20 @@ func (e *Engine) keyState(shard uint32, key string) (*keyState, error) {
 // sliding pipeline whose slide store is a tree comes with its store in
 // the same allocation (slidingKey).
 func (e *Engine) newKeyState(shard uint32, key string) *keyState {
-	if e.codec.txn {
-		return newTxnKey(shard, key, e.spec.Aggregates)
+	return newKeyState(&e.spec, e.codec.txn, shard, key)
+}
+
+// newKeyState returns an empty keyState of (shard, key) for a pipeline of
+// spec (txn: of transaction windows).
+func newKeyState(spec *Spec, txn bool, shard uint32, key string) *keyState {
+	if txn {
+		return newTxnKey(shard, key, spec.Aggregates)
 	}
-	if e.spec.Window.Kind != Sliding || !slideIndexed(e.spec.Aggregates) {
+	if spec.Window.Kind != Sliding || !slideIndexed(spec.Aggregates) {
 		return &keyState{shard: shard, key: key}
 	}
 	sk := &slidingKey{keyState: keyState{shard: shard, key: key}}
-	sk.ts.init(e.spec.Aggregates)
+	sk.ts.init(spec.Aggregates)
 	sk.slide = &sk.ts.slides
 	return &sk.keyState
 }

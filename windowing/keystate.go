@@ -21,6 +21,7 @@ type window struct {
 	onTimeDone bool   // the on-time step ran (or the window was born late)
 	lateSeen   bool   // a late record updated the window
 	settled    bool   // an ON_TIME or LATE pane was emitted
+	lastLate   bool   // of those, the last one was LATE (query.go)
 	ended      Ending // a transaction window: the record that ended it, if any (transaction.go)
 	sincePane  int64  // records since the last pane (changed when > 0)
 	timer      int64  // deadline of its event-time timer (end, or end+lateness); a count window's first time
@@ -256,6 +257,10 @@ const (
 	// bridged to retracting mode (engine.go, emitPane); without it, a
 	// retracting one.
 	flagLastAccumulating
+	// flagLastLate: of the window's ON_TIME and LATE panes, the last one
+	// was LATE (window.lastLate). Versions before it ignore it; their
+	// state shows such a pane as ON_TIME to a query.
+	flagLastLate
 )
 
 // Key state encodings: per-window aggregates (1), sliced (2): windows
@@ -338,6 +343,9 @@ func (c *stateCodec) encode(b []byte, ks *keyState) ([]byte, error) {
 		}
 		if w.settled {
 			flags |= flagSettled
+			if w.lastLate {
+				flags |= flagLastLate
+			}
 		}
 		if w.hasProc {
 			flags |= flagHasProc
@@ -673,6 +681,7 @@ func (c *stateCodec) decode(b []byte, ks *keyState) error {
 		w.onTimeDone = flags&flagOnTimeDone != 0
 		w.lateSeen = flags&flagLateSeen != 0
 		w.settled = flags&flagSettled != 0
+		w.lastLate = flags&flagLastLate != 0
 		w.hasProc = flags&flagHasProc != 0
 		w.retired = flags&flagRetired != 0
 		w.start = d.varint()

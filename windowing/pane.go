@@ -100,6 +100,13 @@ func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 	b = codec.AppendJSONString(b, p.Key)
 	b = appendWindowPart(b, p)
 	b = appendPaneFields(b, p)
+	b = appendAggregates(b, p, specs)
+	return appendPartial(b, p.Partial, specs)
+}
+
+// appendAggregates appends the pane's aggregates, named by specs, in spec
+// order, as `"name":value` pairs.
+func appendAggregates(b []byte, p *Pane, specs []AggSpec) []byte {
 	for i := range specs {
 		if i > 0 {
 			b = append(b, ',')
@@ -108,7 +115,7 @@ func AppendJSON(b []byte, p *Pane, specs []AggSpec) []byte {
 		b = append(b, ':')
 		b = AppendValue(b, p.value(i))
 	}
-	return appendPartial(b, p.Partial, specs)
+	return b
 }
 
 // appendPartial closes a pane's aggregates and the pane, with the names of
@@ -132,8 +139,14 @@ func appendPartial(b []byte, partial uint64, specs []AggSpec) []byte {
 // (Zone != nil) also shows its zone and local bounds, a count window its
 // first and last records' event times.
 func appendWindowPart(b []byte, p *Pane) []byte {
+	b = appendWindow(append(b, ','), p)
+	return append(b, `,"pane":{"timing":"`...)
+}
+
+// appendWindow appends the pane's `"window":{…}` member.
+func appendWindow(b []byte, p *Pane) []byte {
 	start, end, zone := p.Start, p.End, p.Zone
-	b = append(b, `,"window":{"start":`...)
+	b = append(b, `"window":{"start":`...)
 	b = strconv.AppendInt(b, start, 10)
 	b = append(b, `,"end":`...)
 	b = strconv.AppendInt(b, end, 10)
@@ -152,7 +165,7 @@ func appendWindowPart(b []byte, p *Pane) []byte {
 		b = AppendLocal(b, end, zone)
 		b = append(b, '"')
 	}
-	return append(b, `},"pane":{"timing":"`...)
+	return append(b, '}')
 }
 
 // AppendLocal appends the instant ms as a local RFC 3339 time in zone,

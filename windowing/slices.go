@@ -176,19 +176,7 @@ func (e *Engine) deriveSliced(ks *keyState, w *window) error {
 	e.merged = e.merged[:len(e.spec.Aggregates)]
 	clear(e.merged)
 	w.sincePane = 0
-	lo, hi := 0, len(ks.slices)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if ks.slices[m].start < w.start {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	for _, sl := range ks.slices[lo:] {
-		if sl.start >= w.end {
-			break
-		}
+	for _, sl := range slicesOf(ks, w) {
 		if closed(sl.lastF, w.end) {
 			w.lateSeen = true
 		}
