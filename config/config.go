@@ -182,6 +182,10 @@ type State struct {
 // HTTP configures the metrics and health listener.
 type HTTP struct {
 	Listen string // default 127.0.0.1:9100
+	// Advertise is the host:port the other members forward queries to
+	// (docs/OPERATIONS.md, Querying windows); default: the listener's
+	// address, with the host name when it listens on every interface.
+	Advertise string
 }
 
 // TimeFormat says how a numeric or string timestamp field is read.

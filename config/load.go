@@ -101,7 +101,7 @@ var (
 	tlsKeys       = []string{"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
-	httpKeys      = []string{"listen"}
+	httpKeys      = []string{"listen", "advertise"}
 	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
 	registryKeys  = []string{"url", "basic_auth", "tls"}
@@ -203,7 +203,9 @@ func (d *decoder) config(data []byte) *Config {
 	c.State.CacheBytes, _ = opt(state, "cache_bytes", c.State.CacheBytes, d.byteSize(MinCacheBytes, "1MiB"))
 	standbys, _ := opt(state, "standby_replicas", 0, d.intIn(0, MaxStandbyReplicas))
 	c.State.StandbyReplicas = int(standbys)
-	c.HTTP.Listen, _ = opt(root.sub("http", httpKeys...), "listen", c.HTTP.Listen, d.address(false))
+	httpNode := root.sub("http", httpKeys...)
+	c.HTTP.Listen, _ = opt(httpNode, "listen", c.HTTP.Listen, d.address(false))
+	c.HTTP.Advertise, _ = opt(httpNode, "advertise", "", d.address(true))
 	c.ShutdownGrace, _ = opt(root, "shutdown_grace", DefaultShutdownGrace, d.duration(positive))
 	if root.has("generator") {
 		c.Generator = d.generator(root.sub("generator", generatorKeys...))

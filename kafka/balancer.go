@@ -22,13 +22,18 @@ const WarmBalancerProtocol = "windowd-warm-v1"
 // left from before), and the leader prefers the highest. Members that do
 // not know it (an older windowd during a rolling upgrade) make the group
 // use cooperative-sticky, listed after it.
-func WarmBalancer(topic string, warm func() map[int32]int64) kgo.GroupBalancer {
-	return &warmBalancer{topic: topic, warm: warm}
+//
+// Each member also sends the address its query API answers at (address:
+// "" for none), which every instance reads from the group's description
+// (GroupMembers) to forward a query to a key's owner.
+func WarmBalancer(topic string, warm func() map[int32]int64, address string) kgo.GroupBalancer {
+	return &warmBalancer{topic: topic, warm: warm, address: address}
 }
 
 type warmBalancer struct {
-	topic string
-	warm  func() map[int32]int64
+	topic   string
+	warm    func() map[int32]int64
+	address string
 }
 
 func (*warmBalancer) ProtocolName() string { return WarmBalancerProtocol }
@@ -45,7 +50,7 @@ func (w *warmBalancer) JoinGroupMetadata(interests []string, current map[string]
 		meta.OwnedPartitions = append(meta.OwnedPartitions, owned)
 	}
 	slices.SortFunc(meta.OwnedPartitions, func(a, b kmsg.ConsumerMemberMetadataOwnedPartition) int { return cmp.Compare(a.Topic, b.Topic) })
-	meta.UserData = encodeWarm(w.warm())
+	meta.UserData = encodeWarm(w.warm(), w.address)
 	return meta.AppendTo(nil)
 }
 
@@ -83,7 +88,7 @@ func (w *warmBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string]int32)
 				}
 			}
 			if topic == w.topic {
-				warm[m.MemberID] = decodeWarm(meta.UserData)
+				warm[m.MemberID], _ = decodeWarm(meta.UserData)
 			}
 		}
 		for id, parts := range balanceWarm(ids, owned, warm, n) {
@@ -190,10 +195,15 @@ func balanceWarm(members []string, owned map[string][]int32, warm map[string]map
 }
 
 // The join metadata's user data: a version byte, then the warm positions
-// as (partition, changelog position) pairs.
-const warmVersion = 1
+// as (partition, changelog position) pairs; since version 2, then the
+// member's query address. A version 1 reader takes a version 2 member's
+// data for none (no warm state), as it does any other version's.
+const (
+	warmVersion1 = 1
+	warmVersion  = 2
+)
 
-func encodeWarm(warm map[int32]int64) []byte {
+func encodeWarm(warm map[int32]int64, address string) []byte {
 	parts := make([]int32, 0, len(warm))
 	for p := range warm {
 		parts = append(parts, p)
@@ -203,23 +213,32 @@ func encodeWarm(warm map[int32]int64) []byte {
 	for _, p := range parts {
 		w.Varint(int64(p)).Varint(warm[p])
 	}
-	return w.Bytes()
+	return w.String(address).Bytes()
 }
 
-// decodeWarm reads encodeWarm's bytes; anything else (another version, a
-// member of another balancer) is no warm state.
-func decodeWarm(b []byte) map[int32]int64 {
+// decodeWarm reads encodeWarm's bytes (or version 1's, without address);
+// anything else (another version, a member of another balancer) is no
+// warm state and no address.
+func decodeWarm(b []byte) (map[int32]int64, string) {
 	r := codec.NewReader(b, "warm positions")
-	if len(b) == 0 || r.Byte() != warmVersion {
-		return nil
+	if len(b) == 0 {
+		return nil, ""
+	}
+	v := r.Byte()
+	if v != warmVersion1 && v != warmVersion {
+		return nil, ""
 	}
 	out := map[int32]int64{}
 	for i := r.Count(); i > 0; i-- {
 		p, pos := r.Varint(), r.Varint()
 		out[int32(p)] = pos
 	}
-	if r.Done() != nil {
-		return nil
+	var address string
+	if v == warmVersion {
+		address = r.String()
 	}
-	return out
+	if r.Done() != nil {
+		return nil, ""
+	}
+	return out, address
 }

@@ -100,7 +100,7 @@ func TestBalanceWarmInvariants(t *testing.T) {
 // back for the cooperative second round.
 func TestWarmBalancerPlan(t *testing.T) {
 	join := func(id string, owned []int32, warm map[int32]int64) kmsg.JoinGroupResponseMember {
-		b := WarmBalancer("in", func() map[int32]int64 { return warm })
+		b := WarmBalancer("in", func() map[int32]int64 { return warm }, "")
 		m := kmsg.NewJoinGroupResponseMember()
 		m.MemberID = id
 		m.ProtocolMetadata = b.JoinGroupMetadata([]string{"in"}, map[string][]int32{"in": owned}, 3)
@@ -110,7 +110,7 @@ func TestWarmBalancerPlan(t *testing.T) {
 		join("b", []int32{0, 1}, map[int32]int64{0: 5, 1: 5, 5: 90}),
 		join("c", []int32{2, 3}, map[int32]int64{2: 5, 3: 5, 4: 70}),
 	}
-	gb := WarmBalancer("in", func() map[int32]int64 { return nil })
+	gb := WarmBalancer("in", func() map[int32]int64 { return nil }, "")
 	mb, topics, err := gb.MemberBalancer(members)
 	if err != nil {
 		t.Fatal(err)
@@ -154,10 +154,17 @@ func TestWarmBalancerPlan(t *testing.T) {
 	if !slices.Equal(got["a"], []int32{0, 1}) || len(got["b"]) != 0 {
 		t.Fatalf("first cooperative round %v, want a [0 1] and b nothing", got)
 	}
-	if w := decodeWarm(encodeWarm(map[int32]int64{3: 7, 1: -1})); !maps.Equal(w, map[int32]int64{1: -1, 3: 7}) {
-		t.Fatalf("round trip %v", w)
+	if w, a := decodeWarm(encodeWarm(map[int32]int64{3: 7, 1: -1}, "10.0.0.7:9100")); !maps.Equal(w, map[int32]int64{1: -1, 3: 7}) || a != "10.0.0.7:9100" {
+		t.Fatalf("round trip %v %q", w, a)
 	}
-	if decodeWarm([]byte{9, 1, 2}) != nil || decodeWarm(nil) != nil {
+	// Version 1 (before the address) still reads.
+	if w, a := decodeWarm([]byte{1, 1, 6, 14}); !maps.Equal(w, map[int32]int64{3: 7}) || a != "" {
+		t.Fatalf("version 1: %v %q", w, a)
+	}
+	if w, _ := decodeWarm([]byte{9, 1, 2}); w != nil {
 		t.Fatal("foreign user data read as warm positions")
+	}
+	if w, _ := decodeWarm(nil); w != nil {
+		t.Fatal("no user data read as warm positions")
 	}
 }

@@ -86,9 +86,11 @@ func (p *pipeline) checkpointLocked(acks *kafka.Batch) error {
 	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
 	}
+	p.hideQuery()
 	if err := p.mu.eng.Checkpoint(true); err != nil {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}
+	p.publishQueryLocked()
 	if p.mu.eng.Drained() && !p.mu.drainLogged {
 		p.mu.drainLogged = true
 		p.log.Info("drain finished: every window of the previous window definition has closed; drain may now be removed from the configuration")

@@ -106,6 +106,7 @@ func (p *pipeline) markCleanLocked() error {
 	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
 		return err
 	}
+	p.hideQuery()
 	return p.mu.eng.Checkpoint(true)
 }
 
@@ -276,6 +277,7 @@ func (p *pipeline) abortedLocked(why string) error {
 // records of to its committed offset, which is where its first delivery
 // began when nothing committed yet.
 func (p *pipeline) rollbackLocked() error {
+	p.hideQuery()
 	if err := p.db.Discard(); err != nil {
 		return err
 	}

@@ -63,6 +63,10 @@ type metrics struct {
 
 	// the retention guard (docs/OPERATIONS.md, Topic retention)
 	pastRetention *prometheus.CounterVec
+
+	// the query API (docs/OPERATIONS.md, Querying windows)
+	queries      *prometheus.CounterVec
+	queryLatency *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -122,6 +126,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pastRetention: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_records_past_retention_total",
 			Help: "Records written with a timestamp the topic's settings do not keep: older than retention.ms (the broker may delete them at its next retention check) or than message.timestamp.before.max.ms (the broker refuses them)."},
 			[]string{"pipeline", "topic", "setting"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_queries_total",
+			Help: "Requests to /api/windows by kind (point, scan) and outcome (ok, forwarded, bad_request, unavailable, error)."},
+			[]string{"pipeline", "kind", "outcome"}),
+		queryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_query_seconds", Help: "Duration of a request to /api/windows, forwarding included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"pipeline", "kind"}),
 		finalThrough: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_final_through_ms",
 			Help: "Event time through which every final pane is written: the last progress record's final_through (frontier minus allowed_lateness), Unix ms."}, p),
 		progress: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_progress_records_total",
@@ -133,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		registryWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_schema_registry_waiting_partitions",
 			Help: "Input partitions paused because the schema registry could not be asked for their next record's schema (stage: pipeline or repartition)."}, []string{"pipeline", "stage"}),
 	}
-	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting, m.pastRetention)
+	reg.MustRegister(m.finalThrough, m.progress, m.paused, m.pausedSeconds, m.registryWaiting, m.pastRetention, m.queries, m.queryLatency)
 	reg.MustRegister(m.repartitioned, m.markers, m.upstreamWatermark, m.markerLag, m.duplicates, m.splitKeys)
 	reg.MustRegister(m.recordsIn, m.deadLetters, m.filtered, m.lateDropped, m.panes, m.watermark, m.idle, m.holds, m.lag,
 		m.frontier, m.frontierLag, m.openWindows, m.cacheBytes, m.evictions, m.quietAdvances, m.discarded, m.stateBytes, m.commitLatency, m.ready, m.assigned, m.commitFailures, m.commitsPutOff,

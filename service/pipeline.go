@@ -108,6 +108,7 @@ type pipeline struct {
 	st           statusState                     // the status page's snapshot and recent panes (statusapi.go)
 
 	w writerState // the pane writer's
+	q queryState  // the query API's (query.go)
 
 	rs *restores   // restores and standbys under way, with the readers' channels (restorejob.go)
 	sb standbyPlan // this member's standby partitions, from the planner goroutine (standby.go)
@@ -131,6 +132,7 @@ type setup struct {
 	engOpts       windowing.Options
 	eos           bool
 	session       time.Duration             // kafka.session_timeout
+	queryAddr     string                    // the address this instance's query API answers at (http.advertise)
 	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
 	reg           *schema.Registry          // the schema registry of an avro or protobuf input
 	prodCtx       context.Context           // produce context: lives until the pipeline is closed
@@ -264,6 +266,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 			}
 			p.prodCancel()
 			if p.db != nil {
+				p.closeQuery()
 				p.db.Close()
 			}
 			p = nil
@@ -274,6 +277,9 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 		return p, err
 	}
 	p.openDecoders(deps)
+	if p.mu.def.GrewFrom > 0 && p.mu.rp == nil {
+		p.q.byHash = false // a key's windows may be on its partition before the growth
+	}
 	p.mu.panes = newPaneWriter(p.writePane)
 	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
 	if p.mu.rp != nil {
@@ -322,6 +328,12 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 	p.mu.rp = rp
 	p.rs = newRestores()
 	p.standbys = pl.standbys
+	p.queryAddr = deps.queryAddr
+	p.q.byHash = !cfg.Key.FromValue() || rp != nil
+	p.q.partitions = pl.topics.Partitions
+	if rp != nil {
+		p.q.partitions = kafka.RepartitionPartitions(orig, pl.topics.Partitions)
+	}
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.mu.defLogged = map[int32]int{}
@@ -417,7 +429,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 	cfg := p.cfg
 	opts := append(kafka.GroupOpts(p.baseOpts, p.session, cfg.Input.Group, cfg.Input.Topic),
 		// Partitions that move go where their state is (standby.go).
-		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions), kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions, p.queryAddr), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),

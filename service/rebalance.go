@@ -144,6 +144,7 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 }
 
 func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	p.hideQuery() // (the next checkpoint publishes what stays)
 	if p.eos {
 		p.deferRelease(revoked[p.cfg.Input.Topic], true)
 		return
@@ -155,6 +156,7 @@ func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // already have a new owner: their local state is dropped without logging
 // more of it (handOver).
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	p.hideQuery()
 	if p.eos {
 		p.deferRelease(lost[p.cfg.Input.Topic], false)
 		return

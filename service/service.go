@@ -71,6 +71,9 @@ type deps struct {
 	// guard: the output, late and dead-letter topics' time settings
 	// (retention.go).
 	guard *retentionGuard
+	// queryAddr: the address of this instance's query API that the
+	// group's members forward to (http.advertise, else from the listener).
+	queryAddr string
 	// clientOpts: brokers, client id, compression, TLS and SASL,
 	// resolved once for every client of the process (kafka.ClientOpts).
 	clientOpts []kgo.Opt
@@ -103,16 +106,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 
 	st := &status{now: opts.Now}
-	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st)
+	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st, d.metrics)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	log.Info("http listening", zap.String("addr", addr), zap.String("paths", "/ /api/status /metrics /healthz /readyz"),
+	log.Info("http listening", zap.String("addr", addr), zap.String("paths", "/ /api/status /api/windows /metrics /healthz /readyz"),
 		zap.String("status_page", "http://"+addr+"/"))
 	if opts.Ready != nil {
 		opts.Ready(addr)
 	}
+	d.queryAddr = advertised(cfg.HTTP.Advertise, addr)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -354,7 +358,26 @@ func (s *status) ready() (bool, string) {
 	return len(reasons) == 0, strings.Join(reasons, "\n")
 }
 
-func serveHTTP(listen string, reg *prometheus.Registry, st *status) (*http.Server, string, error) {
+// advertised is the query address of an instance listening at addr:
+// http.advertise when set, else addr, with the host name for a listener
+// on every interface.
+func advertised(advertise, addr string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			return net.JoinHostPort(name, port)
+		}
+	}
+	return addr
+}
+
+func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) (*http.Server, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -369,6 +392,7 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status) (*http.Serve
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	mountStatusPage(mux, st)
+	mountQueryAPI(mux, st, m)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.listen %s: %w", listen, err)

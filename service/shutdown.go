@@ -50,6 +50,7 @@ func (p *pipeline) shutdown(cause error, grace time.Duration) error {
 	}
 	closeWithin(p.cl, deadline, p.log)
 	p.prodCancel()
+	p.closeQuery()
 	if cerr := p.db.Close(); cerr != nil && cause == nil {
 		cause = cerr
 	}

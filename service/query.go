@@ -1,0 +1,251 @@
+package service
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// The query API (docs/OPERATIONS.md, Querying windows) reads a pipeline's
+// committed state, never the engine: the poll loop publishes a queryView
+// after each checkpoint (the partitions whose committed state is complete
+// here, and a Reader of the engine's encoding), and withdraws it before
+// each checkpoint and at every revoke or loss. A query takes a Pebble
+// snapshot between two reads of the view and keeps the answer only when
+// both are the same view: no checkpoint committed in between, so the
+// snapshot holds exactly the state the view describes. A request costs the
+// loop nothing.
+
+// queryView is what the loop publishes for queries.
+type queryView struct {
+	reader *windowing.Reader
+	// parts: the partitions answered from this instance's committed
+	// state: assigned, not restoring, not catching up on their own
+	// frontier.
+	parts map[int32]bool
+}
+
+// queryState is the query API's hand-off (pipeline.q).
+type queryState struct {
+	view atomic.Pointer[queryView]
+	// closeMu: a query holds it (read) while it reads the database,
+	// which the pipeline closes holding it.
+	closeMu sync.RWMutex
+	closed  bool
+	// byHash: a key's partition is its hash (record keys, or keys
+	// repartitioned): repartition.KeyPartition(key, partitions).
+	// Otherwise every member is asked (queryapi.go).
+	byHash     bool
+	partitions int32
+	owners     ownerCache // the group's members, for forwarding (queryapi.go)
+}
+
+// publishQueryLocked publishes the view of the checkpoint just committed.
+func (p *pipeline) publishQueryLocked() {
+	v := &queryView{reader: p.mu.eng.Reader(), parts: map[int32]bool{}}
+	restoring := map[int32]bool{}
+	for _, j := range p.rs.restoring() {
+		restoring[j.part] = true
+	}
+	for part := range p.mu.parts {
+		if _, gated := p.mu.gated[part]; !gated && !restoring[part] {
+			v.parts[part] = true
+		}
+	}
+	p.q.view.Store(v)
+}
+
+// hideQuery withdraws the view: until the next checkpoint, queries find
+// this instance answering for nothing (a checkpoint is about to commit, a
+// partition is leaving, the pipeline stops).
+func (p *pipeline) hideQuery() { p.q.view.Store(nil) }
+
+// closeQuery withdraws the view for good, before the database closes.
+func (p *pipeline) closeQuery() {
+	p.hideQuery()
+	p.q.closeMu.Lock()
+	p.q.closed = true
+	p.q.closeMu.Unlock()
+}
+
+// keyPartition is the partition holding key's windows, when a hash names
+// it (ok false: any partition may).
+func (q *queryState) keyPartition(key string) (int32, bool) {
+	if !q.byHash || q.partitions <= 0 {
+		return 0, false
+	}
+	return repartition.KeyPartition(key, q.partitions), true
+}
+
+// errNotHere: the view does not answer for the partition (now); errBusy:
+// checkpoints kept replacing the view while the query read.
+var (
+	errNotHere = errors.New("not answered here")
+	errBusy    = errors.New("state changing")
+)
+
+// localAnswer is what this instance's committed state holds for a query.
+type localAnswer struct {
+	frontier int64
+	reader   *windowing.Reader
+	parts    []int32 // the partitions answered for
+	keys     []keyWindows
+	more     bool // a scan stopped at its limit
+}
+
+type keyWindows struct {
+	key       string
+	partition int32
+	windows   []windowing.WindowState
+}
+
+// queryRetries and queryRetryWait bound how long a query waits for a
+// checkpoint that withdrew the view to publish the next.
+const (
+	queryRetries   = 40
+	queryRetryWait = 5 * time.Millisecond
+)
+
+// readLocal runs read against a snapshot consistent with a view that
+// answers for want (want nil: every partition the view answers for),
+// retrying while a checkpoint replaces the view. It returns errNotHere
+// when the view does not answer for a partition of want.
+func (p *pipeline) readLocal(want []int32, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
+	for range queryRetries {
+		a, err := p.readOnce(want, read)
+		if err != errBusy {
+			return a, err
+		}
+		time.Sleep(queryRetryWait)
+	}
+	return nil, errBusy
+}
+
+func (p *pipeline) readOnce(want []int32, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
+	p.q.closeMu.RLock()
+	defer p.q.closeMu.RUnlock()
+	v := p.q.view.Load()
+	if p.q.closed {
+		return nil, errNotHere
+	}
+	if v == nil {
+		return nil, errBusy
+	}
+	parts := want
+	if parts == nil {
+		for part := range v.parts {
+			parts = append(parts, part)
+		}
+		slices.Sort(parts)
+	}
+	for _, part := range parts {
+		if !v.parts[part] {
+			return nil, errNotHere
+		}
+	}
+	snap := p.db.Snapshot()
+	defer snap.Close()
+	a := &localAnswer{reader: v.reader, parts: parts}
+	meta, err := snap.GetMeta(windowing.FrontierMeta)
+	if err == nil {
+		a.frontier, err = v.reader.Frontier(meta)
+	}
+	if err == nil {
+		err = read(v, parts, a,
+			func(part int32, key string) ([]byte, error) { return snap.GetKey(uint32(part), key) },
+			func(part int32, prefix, after string, fn func(string, []byte) bool) error {
+				return snap.ScanKeys(uint32(part), prefix, after, fn)
+			})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.q.view.Load() != v {
+		return nil, errBusy // a checkpoint committed while the snapshot was taken
+	}
+	return a, nil
+}
+
+// lookupLocal answers key's windows intersecting [from, to) from the
+// partitions want (nil: every partition answered here).
+func (p *pipeline) lookupLocal(key string, want []int32, from, to int64) (*localAnswer, error) {
+	return p.readLocal(want, func(v *queryView, parts []int32, a *localAnswer, get func(int32, string) ([]byte, error), _ func(int32, string, string, func(string, []byte) bool) error) error {
+		for _, part := range parts {
+			b, err := get(part, key)
+			if err != nil {
+				return err
+			}
+			ws, err := v.reader.Windows(nil, uint32(part), key, b, a.frontier, from, to)
+			if err != nil {
+				return err
+			}
+			if len(ws) > 0 {
+				a.keys = append(a.keys, keyWindows{key: key, partition: part, windows: ws})
+			}
+		}
+		return nil
+	})
+}
+
+// scanLocal answers the first limit keys (in key order) starting with
+// prefix after after, with their windows intersecting [from, to), over
+// every partition answered here.
+func (p *pipeline) scanLocal(prefix, after string, limit int, from, to int64) (*localAnswer, error) {
+	return p.readLocal(nil, func(v *queryView, parts []int32, a *localAnswer, _ func(int32, string) ([]byte, error), scan func(int32, string, string, func(string, []byte) bool) error) error {
+		for _, part := range parts {
+			n := 0
+			var err error
+			serr := scan(part, prefix, after, func(key string, b []byte) bool {
+				var ws []windowing.WindowState
+				if ws, err = v.reader.Windows(nil, uint32(part), key, b, a.frontier, from, to); err != nil {
+					return false
+				}
+				if len(ws) == 0 {
+					return true // none in [from, to): not a key of the answer
+				}
+				if n == limit {
+					a.more = true
+					return false
+				}
+				a.keys = append(a.keys, keyWindows{key: key, partition: part, windows: ws})
+				n++
+				return true
+			})
+			if err = errors.Join(err, serr); err != nil {
+				return err
+			}
+		}
+		slices.SortFunc(a.keys, func(x, y keyWindows) int {
+			switch {
+			case x.key < y.key:
+				return -1
+			case x.key > y.key:
+				return 1
+			}
+			return int(x.partition - y.partition)
+		})
+		if len(a.keys) > limit {
+			a.keys, a.more = a.keys[:limit], true
+		}
+		return nil
+	})
+}
+
+// finalThrough is the end at or before which every window's final pane
+// is out at frontier f with allowed_lateness lateness; ok false before
+// the frontier is known.
+func finalThrough(f, lateness int64) (int64, bool) {
+	if f == watermark.MinTime {
+		return 0, false
+	}
+	if f == watermark.MaxTime {
+		return f, true
+	}
+	return f - lateness, true
+}
