@@ -198,6 +198,7 @@ type env struct {
 	repartition bool   // the pipeline has repartition: true (rebalanceYAML tests)
 	progress    bool   // the pipeline writes progress records every 100ms (rebalanceYAML tests)
 	standbys    int    // state.standby_replicas (rebalanceYAML tests)
+	recordKey   bool   // the pipeline's key is the record key, not the user field (rebalanceYAML tests)
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

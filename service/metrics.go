@@ -127,7 +127,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Records written with a timestamp the topic's settings do not keep: older than retention.ms (the broker may delete them at its next retention check) or than message.timestamp.before.max.ms (the broker refuses them)."},
 			[]string{"pipeline", "topic", "setting"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_queries_total",
-			Help: "Requests to /api/windows by kind (point, scan) and outcome (ok, forwarded, bad_request, unavailable, error)."},
+			Help: "Requests to /api/windows by kind (point, scan) and outcome (ok, forwarded, standby, bad_request, unavailable, error)."},
 			[]string{"pipeline", "kind", "outcome"}),
 		queryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "windowd_query_seconds", Help: "Duration of a request to /api/windows, forwarding included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"pipeline", "kind"}),

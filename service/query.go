@@ -26,9 +26,16 @@ import (
 type queryView struct {
 	reader *windowing.Reader
 	// parts: the partitions answered from this instance's committed
-	// state: assigned, not restoring, not catching up on their own
-	// frontier.
-	parts map[int32]bool
+	// state (assigned, restored), each with the event time through which
+	// its windows' on-time and expiry steps have run: the frontier, or
+	// less while the partition catches up on its own frontier
+	// (windowing.Engine.Complete). A window is final when its end plus
+	// allowed_lateness is at or below it.
+	parts map[int32]int64
+	// standbys: the partitions this instance keeps standby replicas of,
+	// with the changelog offset their committed state reaches (answered
+	// only when a query allows stale answers).
+	standbys map[int32]int64
 }
 
 // queryState is the query API's hand-off (pipeline.q).
@@ -48,15 +55,26 @@ type queryState struct {
 
 // publishQueryLocked publishes the view of the checkpoint just committed.
 func (p *pipeline) publishQueryLocked() {
-	v := &queryView{reader: p.mu.eng.Reader(), parts: map[int32]bool{}}
+	v := &queryView{reader: p.mu.eng.Reader(), parts: map[int32]int64{}, standbys: map[int32]int64{}}
 	restoring := map[int32]bool{}
-	for _, j := range p.rs.restoring() {
-		restoring[j.part] = true
+	for _, j := range p.rs.list() {
+		if !j.standby.Load() {
+			restoring[j.part] = true
+		} else if j.loop.applied > 0 {
+			v.standbys[j.part] = j.loop.applied
+		}
 	}
 	for part := range p.mu.parts {
-		if _, gated := p.mu.gated[part]; !gated && !restoring[part] {
-			v.parts[part] = true
+		if restoring[part] {
+			continue
 		}
+		// Before the frontier is known, or while its timers wait,
+		// nothing of the partition is final.
+		c, ok := p.mu.eng.Complete([]int32{part})
+		if !ok {
+			c = watermark.MinTime
+		}
+		v.parts[part] = c
 	}
 	p.q.view.Store(v)
 }
@@ -97,6 +115,12 @@ type localAnswer struct {
 	parts    []int32 // the partitions answered for
 	keys     []keyWindows
 	more     bool // a scan stopped at its limit
+	// position: a standby's answer: the changelog offset its state
+	// reaches.
+	standby  bool
+	position int64
+	// completeMin: the least of the answered partitions' parts value.
+	completeMin int64
 }
 
 type keyWindows struct {
@@ -116,9 +140,9 @@ const (
 // answers for want (want nil: every partition the view answers for),
 // retrying while a checkpoint replaces the view. It returns errNotHere
 // when the view does not answer for a partition of want.
-func (p *pipeline) readLocal(want []int32, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
+func (p *pipeline) readLocal(want []int32, standby bool, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
 	for range queryRetries {
-		a, err := p.readOnce(want, read)
+		a, err := p.readOnce(want, standby, read)
 		if err != errBusy {
 			return a, err
 		}
@@ -127,7 +151,7 @@ func (p *pipeline) readLocal(want []int32, read func(v *queryView, parts []int32
 	return nil, errBusy
 }
 
-func (p *pipeline) readOnce(want []int32, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
+func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
 	p.q.closeMu.RLock()
 	defer p.q.closeMu.RUnlock()
 	v := p.q.view.Load()
@@ -145,16 +169,32 @@ func (p *pipeline) readOnce(want []int32, read func(v *queryView, parts []int32,
 		slices.Sort(parts)
 	}
 	for _, part := range parts {
-		if !v.parts[part] {
+		_, kept := v.standbys[part]
+		_, owned := v.parts[part]
+		if standby && !kept || !standby && !owned {
 			return nil, errNotHere
 		}
 	}
 	snap := p.db.Snapshot()
 	defer snap.Close()
-	a := &localAnswer{reader: v.reader, parts: parts}
-	meta, err := snap.GetMeta(windowing.FrontierMeta)
-	if err == nil {
-		a.frontier, err = v.reader.Frontier(meta)
+	a := &localAnswer{reader: v.reader, parts: parts, frontier: watermark.MinTime}
+	var err error
+	if standby {
+		// Another member's partition: this instance's frontier is not
+		// its, and no window is judged final.
+		a.standby, a.position = true, v.standbys[parts[0]]
+	} else {
+		a.completeMin = watermark.MaxTime
+		for _, part := range parts {
+			a.completeMin = min(a.completeMin, v.parts[part])
+		}
+		if len(parts) == 0 {
+			a.completeMin = watermark.MinTime
+		}
+		var meta []byte
+		if meta, err = snap.GetMeta(windowing.FrontierMeta); err == nil {
+			a.frontier, err = v.reader.Frontier(meta)
+		}
 	}
 	if err == nil {
 		err = read(v, parts, a,
@@ -173,15 +213,16 @@ func (p *pipeline) readOnce(want []int32, read func(v *queryView, parts []int32,
 }
 
 // lookupLocal answers key's windows intersecting [from, to) from the
-// partitions want (nil: every partition answered here).
-func (p *pipeline) lookupLocal(key string, want []int32, from, to int64) (*localAnswer, error) {
-	return p.readLocal(want, func(v *queryView, parts []int32, a *localAnswer, get func(int32, string) ([]byte, error), _ func(int32, string, string, func(string, []byte) bool) error) error {
+// partitions want (nil: every partition answered here), or with standby
+// from the standby replica of want[0].
+func (p *pipeline) lookupLocal(key string, want []int32, standby bool, from, to int64) (*localAnswer, error) {
+	return p.readLocal(want, standby, func(v *queryView, parts []int32, a *localAnswer, get func(int32, string) ([]byte, error), _ func(int32, string, string, func(string, []byte) bool) error) error {
 		for _, part := range parts {
 			b, err := get(part, key)
 			if err != nil {
 				return err
 			}
-			ws, err := v.reader.Windows(nil, uint32(part), key, b, a.frontier, from, to)
+			ws, err := v.reader.Windows(nil, uint32(part), key, b, a.complete(v, part), from, to)
 			if err != nil {
 				return err
 			}
@@ -197,13 +238,13 @@ func (p *pipeline) lookupLocal(key string, want []int32, from, to int64) (*local
 // prefix after after, with their windows intersecting [from, to), over
 // every partition answered here.
 func (p *pipeline) scanLocal(prefix, after string, limit int, from, to int64) (*localAnswer, error) {
-	return p.readLocal(nil, func(v *queryView, parts []int32, a *localAnswer, _ func(int32, string) ([]byte, error), scan func(int32, string, string, func(string, []byte) bool) error) error {
+	return p.readLocal(nil, false, func(v *queryView, parts []int32, a *localAnswer, _ func(int32, string) ([]byte, error), scan func(int32, string, string, func(string, []byte) bool) error) error {
 		for _, part := range parts {
 			n := 0
 			var err error
 			serr := scan(part, prefix, after, func(key string, b []byte) bool {
 				var ws []windowing.WindowState
-				if ws, err = v.reader.Windows(nil, uint32(part), key, b, a.frontier, from, to); err != nil {
+				if ws, err = v.reader.Windows(nil, uint32(part), key, b, a.complete(v, part), from, to); err != nil {
 					return false
 				}
 				if len(ws) == 0 {
@@ -235,6 +276,16 @@ func (p *pipeline) scanLocal(prefix, after string, limit int, from, to int64) (*
 		}
 		return nil
 	})
+}
+
+// complete is what part's windows are judged final against: nothing is
+// for a standby's answer.
+func (a *localAnswer) complete(v *queryView, part int32) int64 {
+	c, ok := v.parts[part]
+	if !ok || a.standby {
+		return watermark.MinTime
+	}
+	return c
 }
 
 // finalThrough is the end at or before which every window's final pane

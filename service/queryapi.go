@@ -52,7 +52,7 @@ type queryRequest struct {
 	limit      int
 	from, to   int64
 	forwarded  bool // from another member: answer from local state only
-	partitions bool // (forwarded scatter) every local partition
+	allowStale bool // a standby replica here may answer
 }
 
 // queryError is an answer other than 200, with its status.
@@ -75,9 +75,9 @@ func unavailable(format string, args ...any) error {
 func parseQuery(v url.Values) (*queryRequest, error) {
 	for name, vals := range v {
 		switch name {
-		case "pipeline", "key", "prefix", "after", "limit", "from", "to", paramForwarded:
+		case "pipeline", "key", "prefix", "after", "limit", "from", "to", "allow_stale", paramForwarded:
 		default:
-			return nil, badRequest("unknown parameter %q (pipeline, key, prefix, after, limit, from, to)", name)
+			return nil, badRequest("unknown parameter %q (pipeline, key, prefix, after, limit, from, to, allow_stale)", name)
 		}
 		if len(vals) > 1 {
 			return nil, badRequest("parameter %q given %d times", name, len(vals))
@@ -131,6 +131,16 @@ func parseQuery(v url.Values) (*queryRequest, error) {
 		r.after = string(b)
 	}
 	r.forwarded = v.Get(paramForwarded) != ""
+	if s, ok := v["allow_stale"]; ok {
+		b, err := strconv.ParseBool(s[0])
+		if err != nil {
+			return nil, badRequest("allow_stale %q: true or false", s[0])
+		}
+		if b && r.scan {
+			return nil, badRequest("allow_stale applies to a key, not to a scan")
+		}
+		r.allowStale = b
+	}
 	return r, nil
 }
 
@@ -162,7 +172,14 @@ type windowsAnswer struct {
 	Windows        []json.RawMessage `json:"windows,omitzero"`
 	Keys           []keyAnswer       `json:"keys,omitzero"`
 	Next           *string           `json:"next,omitempty"` // a scan: the continuation token, null at the end
-	More           bool              `json:"-"`
+	// Standby: answered from a standby replica (allow_stale): its state
+	// reaches changelog offset ChangelogPosition, ChangelogBehind
+	// records before the changelog's end (null when that could not be
+	// listed).
+	Standby           bool   `json:"standby,omitempty"`
+	ChangelogPosition *int64 `json:"changelog_position,omitempty"`
+	ChangelogBehind   *int64 `json:"changelog_behind,omitempty"`
+	More              bool   `json:"-"`
 }
 
 type keyAnswer struct {
@@ -238,7 +255,14 @@ func (s *status) pipeline(name string) *pipeline {
 // or by asking every member. outcome is "ok" or "forwarded".
 func (p *pipeline) query(ctx context.Context, client *http.Client, req *queryRequest) (*windowsAnswer, string, error) {
 	if req.forwarded {
-		a, err := p.answerLocal(req, nil)
+		// Only what this instance's state holds, and for a key a hash
+		// places, only its partition: the sender's view of the owners
+		// may be out of date.
+		var want []int32
+		if part, ok := p.q.keyPartition(req.key); ok && !req.scan {
+			want = []int32{part}
+		}
+		a, err := p.answerLocal(req, want)
 		return a, "ok", err
 	}
 	if !req.scan {
@@ -246,6 +270,12 @@ func (p *pipeline) query(ctx context.Context, client *http.Client, req *queryReq
 			a, err := p.answerLocal(req, []int32{part})
 			if !errors.Is(err, errNotHere) {
 				return a, "ok", err
+			}
+			if req.allowStale {
+				a, err := p.answerStandby(ctx, req, part)
+				if !errors.Is(err, errNotHere) {
+					return a, "standby", err
+				}
 			}
 			owner, err := p.ownerOf(ctx, part)
 			if err != nil {
@@ -262,12 +292,36 @@ func (p *pipeline) query(ctx context.Context, client *http.Client, req *queryReq
 // answerLocal answers req from this instance's state: the partitions want
 // (nil: every partition it answers for).
 func (p *pipeline) answerLocal(req *queryRequest, want []int32) (*windowsAnswer, error) {
+	return p.answerFrom(req, want, false)
+}
+
+// answerStandby answers req from this instance's standby replica of part,
+// with how far it is behind the changelog's end.
+func (p *pipeline) answerStandby(ctx context.Context, req *queryRequest, part int32) (*windowsAnswer, error) {
+	a, err := p.answerFrom(req, []int32{part}, true)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, queryForwardTimeout)
+	defer cancel()
+	if ends, err := p.adm.ListEndOffsets(lctx, p.clTopic); err == nil {
+		if o, ok := ends.Lookup(p.clTopic, part); ok && o.Err == nil {
+			behind := max(0, o.Offset-*a.ChangelogPosition)
+			a.ChangelogBehind = &behind
+		}
+	}
+	return a, nil
+}
+
+// answerFrom answers req from local state: the partitions want (nil:
+// every partition answered here), or the standby replica of want[0].
+func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*windowsAnswer, error) {
 	var la *localAnswer
 	var err error
 	if req.scan {
 		la, err = p.scanLocal(req.prefix, req.after, req.limit, req.from, req.to)
 	} else {
-		la, err = p.lookupLocal(req.key, want, req.from, req.to)
+		la, err = p.lookupLocal(req.key, want, standby, req.from, req.to)
 	}
 	switch {
 	case errors.Is(err, errNotHere):
@@ -279,11 +333,15 @@ func (p *pipeline) answerLocal(req *queryRequest, want []int32) (*windowsAnswer,
 	}
 	specs := p.cfg.Spec.Aggregates
 	a := &windowsAnswer{Pipeline: p.orig.Name, Instances: []string{p.queryAddr}, Partitions: la.parts, More: la.more}
+	if standby {
+		pos := la.position
+		a.Standby, a.ChangelogPosition = true, &pos
+	}
 	if f := la.frontier; f != watermark.MinTime {
 		a.FrontierMS = &f
-		if ft, ok := finalThrough(f, la.reader.Lateness()); ok {
-			a.FinalThroughMS = &ft
-		}
+	}
+	if ft, ok := finalThrough(la.completeMin, la.reader.Lateness()); ok && !standby {
+		a.FinalThroughMS = &ft
 	}
 	windowsJSON := func(ws []windowing.WindowState) []json.RawMessage {
 		out := make([]json.RawMessage, len(ws))
@@ -459,6 +517,9 @@ func (p *pipeline) merge(req *queryRequest, answers []*windowsAnswer) (*windowsA
 		}
 	}
 	slices.Sort(out.Partitions)
+	if n := len(out.Partitions); n != len(slices.Compact(slices.Clone(out.Partitions))) {
+		return nil, unavailable("two members answered for one partition (a rebalance is under way)")
+	}
 	for i := range p.q.partitions {
 		if _, found := slices.BinarySearch(out.Partitions, i); !found {
 			return nil, unavailable("partition %d is answered by no member now (a rebalance or restore is under way)", i)

@@ -82,6 +82,9 @@ type restoreJob struct {
 type restoreApplied struct {
 	stats restoreStats
 	begun bool // the first batch was applied
+	// applied: the changelog offset the applied batches reach (a
+	// standby's position, answered with a stale query: query.go).
+	applied int64
 }
 
 // restoreBatch is what a reader hands the poll loop: first the bounds
@@ -98,6 +101,8 @@ type restoreBatch struct {
 	def           []byte // the last definition record read (definition.go)
 	covers        coverLog
 	records, size int64
+	// pos: a batch of latest values ends before this changelog offset.
+	pos int64
 	// promoted: the reader was a standby's; before its promotion it had
 	// read standbyRecords of the records.
 	promoted       bool
@@ -281,6 +286,7 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 	if err := p.restoreLatestLocked(j.part, b.entries); err != nil {
 		return false, err
 	}
+	j.loop.applied = max(j.loop.applied, b.pos)
 	if !b.end {
 		return false, nil
 	}

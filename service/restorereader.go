@@ -130,7 +130,7 @@ func (p *pipeline) readRestore(ctx context.Context, j *restoreJob, from, hi int6
 		if full, err := p.readRecord(j, r, end, *latest); err != nil || !full {
 			return err
 		}
-		if !send(restoreBatch{entries: (*latest).entries()}) {
+		if !send(restoreBatch{entries: (*latest).entries(), pos: j.pos.Load()}) {
 			return ctx.Err()
 		}
 		*latest = (*latest).next()

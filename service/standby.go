@@ -145,7 +145,7 @@ func (p *pipeline) followChangelog(ctx context.Context, j *restoreJob, from int6
 	// tail: the batch is flushed on time rather than on size, the reader
 	// has caught up with the changelog.
 	flush := func(tail bool) error {
-		if !send(restoreBatch{entries: (*latest).entries()}) {
+		if !send(restoreBatch{entries: (*latest).entries(), pos: j.pos.Load()}) {
 			return ctx.Err()
 		}
 		*latest, last = (*latest).next(), p.now()

@@ -243,6 +243,21 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Logf("screenshot copied to %s", dst)
 	}
 
+	// The look-up box, named by the link: the windows of u1 that
+	// /api/windows answers, one row each.
+	dom, console = chromium(t, bin, profile, 2500*time.Millisecond, base+"/#pipeline=clicks&key=u1", "--dump-dom")
+	if len(console) > 0 {
+		t.Errorf("console messages on the page:\n%s", strings.Join(console, "\n"))
+	}
+	rows := regexp.MustCompile(`(?s)<table id="lookup-windows">.*?</table>`).FindString(dom)
+	if !strings.Contains(dom, `id="lookup-head"`) || strings.Count(rows, "<tr>") < 2 {
+		t.Fatalf("the look-up box did not show u1's windows:\n%s", dom[strings.Index(dom, `id="lookup"`):])
+	}
+	var answer struct{ Windows []any }
+	if err := getJSON(base+"/api/windows?pipeline=clicks&key=u1", &answer); err != nil || len(answer.Windows) == 0 {
+		t.Fatalf("/api/windows for u1: %v %v", err, answer)
+	}
+
 	// /api/status agrees with the page it feeds.
 	res, err := http.Get(base + "/api/status")
 	if err != nil {
@@ -258,6 +273,19 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&s); err != nil || len(s.Pipelines) != 1 || len(s.Pipelines[0].Partitions) != 4 {
 		t.Errorf("/api/status: %v, %s", err, fmt.Sprint(s))
 	}
+}
+
+// getJSON decodes the JSON at url into v.
+func getJSON(url string, v any) error {
+	res, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", res.StatusCode)
+	}
+	return json.NewDecoder(res.Body).Decode(v)
 }
 
 // snapshotEvery bounds how old the snapshot behind the page is
