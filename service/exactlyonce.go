@@ -106,7 +106,6 @@ func (p *pipeline) markCleanLocked() error {
 	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
 		return err
 	}
-	p.hideQuery()
 	return p.mu.eng.Checkpoint(true)
 }
 

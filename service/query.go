@@ -8,22 +8,26 @@ import (
 	"time"
 
 	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
 
 // The query API (docs/OPERATIONS.md, Querying windows) reads a pipeline's
-// committed state, never the engine: the poll loop publishes a queryView
-// after each checkpoint (the partitions whose committed state is complete
-// here, and a Reader of the engine's encoding), and withdraws it before
-// each checkpoint and at every revoke or loss. A query takes a Pebble
-// snapshot between two reads of the view and keeps the answer only when
-// both are the same view: no checkpoint committed in between, so the
-// snapshot holds exactly the state the view describes. A request costs the
-// loop nothing.
+// committed state, never the engine: right after each checkpoint commits,
+// the poll loop publishes a queryView, a Pebble snapshot of that state
+// with what describes it (the partitions complete here, a Reader of the
+// engine's encoding), and withdraws the view at every revoke, loss or
+// rollback. A query reads the view it finds, under a reference that keeps
+// its snapshot open, so it neither waits for the loop nor makes the loop
+// wait, and its answer is the state of one checkpoint.
 
 // queryView is what the loop publishes for queries.
 type queryView struct {
+	snap *state.Snapshot // the checkpoint's committed state
+	// refs: the loop's reference while the view is published, and one
+	// per query reading it; the last release closes snap.
+	refs   atomic.Int32
 	reader *windowing.Reader
 	// parts: the partitions answered from this instance's committed
 	// state (assigned, restored), each with the event time through which
@@ -76,13 +80,42 @@ func (p *pipeline) publishQueryLocked() {
 		}
 		v.parts[part] = c
 	}
-	p.q.view.Store(v)
+	v.snap = p.db.Snapshot()
+	v.refs.Store(1)
+	if old := p.q.view.Swap(v); old != nil {
+		old.release()
+	}
 }
 
 // hideQuery withdraws the view: until the next checkpoint, queries find
-// this instance answering for nothing (a checkpoint is about to commit, a
-// partition is leaving, the pipeline stops).
-func (p *pipeline) hideQuery() { p.q.view.Store(nil) }
+// this instance answering for nothing (a partition is leaving, a rollback,
+// the pipeline stops). Queries already reading it finish on its snapshot.
+func (p *pipeline) hideQuery() {
+	if old := p.q.view.Swap(nil); old != nil {
+		old.release()
+	}
+}
+
+// acquire takes a reference on v; false when v's snapshot is closed
+// already (v was replaced meanwhile: load the view again).
+func (v *queryView) acquire() bool {
+	for {
+		n := v.refs.Load()
+		if n == 0 {
+			return false
+		}
+		if v.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes the snapshot.
+func (v *queryView) release() {
+	if v.refs.Add(-1) == 0 {
+		_ = v.snap.Close()
+	}
+}
 
 // closeQuery withdraws the view for good, before the database closes.
 func (p *pipeline) closeQuery() {
@@ -102,7 +135,7 @@ func (q *queryState) keyPartition(key string) (int32, bool) {
 }
 
 // errNotHere: the view does not answer for the partition (now); errBusy:
-// checkpoints kept replacing the view while the query read.
+// no view is published (a rebalance or rollback under way).
 var (
 	errNotHere = errors.New("not answered here")
 	errBusy    = errors.New("state changing")
@@ -130,16 +163,16 @@ type keyWindows struct {
 }
 
 // queryRetries and queryRetryWait bound how long a query waits for a
-// checkpoint that withdrew the view to publish the next.
+// view while there is none (a rebalance under way).
 const (
 	queryRetries   = 40
 	queryRetryWait = 5 * time.Millisecond
 )
 
-// readLocal runs read against a snapshot consistent with a view that
-// answers for want (want nil: every partition the view answers for),
-// retrying while a checkpoint replaces the view. It returns errNotHere
-// when the view does not answer for a partition of want.
+// readLocal runs read against the published view's snapshot, when the
+// view answers for want (want nil: every partition the view answers
+// for), waiting a little while there is none. It returns errNotHere when
+// the view does not answer for a partition of want.
 func (p *pipeline) readLocal(want []int32, standby bool, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
 	for range queryRetries {
 		a, err := p.readOnce(want, standby, read)
@@ -154,13 +187,14 @@ func (p *pipeline) readLocal(want []int32, standby bool, read func(v *queryView,
 func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, parts []int32, a *localAnswer, get func(part int32, key string) ([]byte, error), scan func(part int32, prefix, after string, fn func(string, []byte) bool) error) error) (*localAnswer, error) {
 	p.q.closeMu.RLock()
 	defer p.q.closeMu.RUnlock()
-	v := p.q.view.Load()
 	if p.q.closed {
 		return nil, errNotHere
 	}
-	if v == nil {
+	v := p.q.view.Load()
+	if v == nil || !v.acquire() {
 		return nil, errBusy
 	}
+	defer v.release()
 	parts := want
 	if parts == nil {
 		for part := range v.parts {
@@ -175,8 +209,7 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 			return nil, errNotHere
 		}
 	}
-	snap := p.db.Snapshot()
-	defer snap.Close()
+	snap := v.snap
 	a := &localAnswer{reader: v.reader, parts: parts, frontier: watermark.MinTime}
 	var err error
 	if standby {
@@ -205,9 +238,6 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 	}
 	if err != nil {
 		return nil, err
-	}
-	if p.q.view.Load() != v {
-		return nil, errBusy // a checkpoint committed while the snapshot was taken
 	}
 	return a, nil
 }

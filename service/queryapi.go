@@ -327,7 +327,7 @@ func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*w
 	case errors.Is(err, errNotHere):
 		return nil, fmt.Errorf("%w: %w", unavailable("this instance does not own the key's partition now (a rebalance or restore is under way)"), errNotHere)
 	case errors.Is(err, errBusy):
-		return nil, unavailable("the state is being checkpointed; try again")
+		return nil, unavailable("this instance answers for nothing now (a rebalance or rollback is under way)")
 	case err != nil:
 		return nil, err
 	}
