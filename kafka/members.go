@@ -40,11 +40,14 @@ func GroupMembers(ctx context.Context, adm *kadm.Client, group, topic string) ([
 		if meta, ok := m.Join.AsConsumer(); ok {
 			_, gm.Address = decodeWarm(meta.UserData)
 		}
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range c.Topics {
-				if t.Topic == topic {
-					gm.Partitions = append(gm.Partitions, t.Partitions...)
-				}
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", group, m.MemberID)
+		}
+		gm.Partitions = []int32{}
+		for _, t := range c.Topics {
+			if t.Topic == topic {
+				gm.Partitions = append(gm.Partitions, t.Partitions...)
 			}
 		}
 		slices.Sort(gm.Partitions)

@@ -31,32 +31,13 @@ func DescribeAssignment(ctx context.Context, adm *kadm.Client, group, topic, mem
 // group's record of its assignment; an error while the group is not
 // stable (a rebalance is under way).
 func GroupAssignment(ctx context.Context, adm *kadm.Client, group, topic string) (map[string][]int32, error) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	groups, err := adm.DescribeGroups(dctx, group)
+	members, err := GroupMembers(ctx, adm, group, topic)
 	if err != nil {
 		return nil, err
 	}
-	g, ok := groups[group]
-	if !ok || g.Err != nil {
-		return nil, fmt.Errorf("describing group %s: %v", group, g.Err)
-	}
-	if g.State != "Stable" {
-		return nil, fmt.Errorf("group %s is %s", group, g.State)
-	}
-	out := make(map[string][]int32, len(g.Members))
-	for _, m := range g.Members {
-		c, ok := m.Assigned.AsConsumer()
-		if !ok {
-			return nil, fmt.Errorf("group %s: member %s has no consumer assignment", group, m.MemberID)
-		}
-		parts := []int32{}
-		for _, t := range c.Topics {
-			if t.Topic == topic {
-				parts = append(parts, t.Partitions...)
-			}
-		}
-		out[m.MemberID] = parts
+	out := make(map[string][]int32, len(members))
+	for _, m := range members {
+		out[m.ID] = m.Partitions
 	}
 	return out, nil
 }

@@ -86,6 +86,7 @@ func (p *pipeline) checkpointLocked(acks *kafka.Batch) error {
 	if err := p.putLocalMeta(offsets); err != nil {
 		return fatalError{err}
 	}
+	p.sealQueryLocked()
 	if err := p.mu.eng.Checkpoint(true); err != nil {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}

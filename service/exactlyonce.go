@@ -106,6 +106,7 @@ func (p *pipeline) markCleanLocked() error {
 	if err := p.db.PutMeta(metaClean, []byte{1}); err != nil {
 		return err
 	}
+	p.sealQueryLocked()
 	return p.mu.eng.Checkpoint(true)
 }
 

@@ -14,21 +14,34 @@ import (
 )
 
 // The query API (docs/OPERATIONS.md, Querying windows) reads a pipeline's
-// committed state, never the engine: right after each checkpoint commits,
-// the poll loop publishes a queryView, a Pebble snapshot of that state
-// with what describes it (the partitions complete here, a Reader of the
-// engine's encoding), and withdraws the view at every revoke, loss or
-// rollback. A query reads the view it finds, under a reference that keeps
-// its snapshot open, so it neither waits for the loop nor makes the loop
-// wait, and its answer is the state of one checkpoint.
+// committed state, never the engine. After each checkpoint the poll loop
+// publishes a queryView: what describes the state just committed (the
+// partitions complete here, the frontier, a Reader of the engine's
+// encoding). The first query of the view takes a Pebble snapshot, which
+// every later query of the view shares: Pebble commits only at
+// checkpoints, so until the next one the committed state is the view's.
+// Before the next checkpoint commits, the loop seals the view: no snapshot
+// is taken of it any more, and a query that finds it sealed without one
+// waits for the next view. A query holds a reference while it reads, so
+// the snapshot stays open until the last reader lets go; a cycle without
+// queries takes no snapshot. The loop withdraws the view at every revoke,
+// loss or rollback. A query never waits for the loop nor makes it wait,
+// and its answer is the state of one checkpoint.
 
 // queryView is what the loop publishes for queries.
 type queryView struct {
-	snap *state.Snapshot // the checkpoint's committed state
+	// mu guards snap, sealed and refs: a query takes the snapshot, the
+	// loop seals the view, both count references.
+	mu   sync.Mutex
+	snap *state.Snapshot // the checkpoint's committed state; nil until a query takes it
+	// sealed: the next checkpoint is committing; no snapshot of this
+	// view may be taken any more.
+	sealed bool
 	// refs: the loop's reference while the view is published, and one
 	// per query reading it; the last release closes snap.
-	refs   atomic.Int32
-	reader *windowing.Reader
+	refs     int
+	frontier int64 // the checkpoint's frontier
+	reader   *windowing.Reader
 	// parts: the partitions answered from this instance's committed
 	// state (assigned, restored), each with the event time through which
 	// its windows' on-time and expiry steps have run: the frontier, or
@@ -80,8 +93,8 @@ func (p *pipeline) publishQueryLocked() {
 		}
 		v.parts[part] = c
 	}
-	v.snap = p.db.Snapshot()
-	v.refs.Store(1)
+	v.refs = 1
+	v.frontier = p.mu.eng.Frontier() // the one the checkpoint stored
 	if old := p.q.view.Swap(v); old != nil {
 		old.release()
 	}
@@ -96,23 +109,37 @@ func (p *pipeline) hideQuery() {
 	}
 }
 
-// acquire takes a reference on v; false when v's snapshot is closed
-// already (v was replaced meanwhile: load the view again).
-func (v *queryView) acquire() bool {
-	for {
-		n := v.refs.Load()
-		if n == 0 {
-			return false
-		}
-		if v.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
+// sealQueryLocked seals the published view before a checkpoint commits:
+// a snapshot taken after this would hold the next checkpoint's state.
+func (p *pipeline) sealQueryLocked() {
+	if v := p.q.view.Load(); v != nil {
+		v.mu.Lock()
+		v.sealed = true
+		v.mu.Unlock()
 	}
+}
+
+// acquire takes a reference on v, and its snapshot of db when it is the
+// first; false when v can no longer be read (sealed before any query
+// took its snapshot, or released: load the view again).
+func (v *queryView) acquire(db *state.DB) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.refs == 0 || v.snap == nil && v.sealed {
+		return false
+	}
+	if v.snap == nil {
+		v.snap = db.Snapshot()
+	}
+	v.refs++
+	return true
 }
 
 // release drops a reference; the last one closes the snapshot.
 func (v *queryView) release() {
-	if v.refs.Add(-1) == 0 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.refs--; v.refs == 0 && v.snap != nil {
 		_ = v.snap.Close()
 	}
 }
@@ -147,7 +174,7 @@ type localAnswer struct {
 	reader   *windowing.Reader
 	parts    []int32 // the partitions answered for
 	keys     []keyWindows
-	more     bool // a scan stopped at its limit
+	page     pageCut // a scan's
 	// position: a standby's answer: the changelog offset its state
 	// reaches.
 	standby  bool
@@ -191,7 +218,7 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 		return nil, errNotHere
 	}
 	v := p.q.view.Load()
-	if v == nil || !v.acquire() {
+	if v == nil || !v.acquire(p.db) {
 		return nil, errBusy
 	}
 	defer v.release()
@@ -224,10 +251,7 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 		if len(parts) == 0 {
 			a.completeMin = watermark.MinTime
 		}
-		var meta []byte
-		if meta, err = snap.GetMeta(windowing.FrontierMeta); err == nil {
-			a.frontier, err = v.reader.Frontier(meta)
-		}
+		a.frontier = v.frontier
 	}
 	if err == nil {
 		err = read(v, parts, a,
@@ -247,6 +271,7 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 // from the standby replica of want[0].
 func (p *pipeline) lookupLocal(key string, want []int32, standby bool, from, to int64) (*localAnswer, error) {
 	return p.readLocal(want, standby, func(v *queryView, parts []int32, a *localAnswer, get func(int32, string) ([]byte, error), _ func(int32, string, string, func(string, []byte) bool) error) error {
+		n := 0
 		for _, part := range parts {
 			b, err := get(part, key)
 			if err != nil {
@@ -259,10 +284,27 @@ func (p *pipeline) lookupLocal(key string, want []int32, standby bool, from, to 
 			if len(ws) > 0 {
 				a.keys = append(a.keys, keyWindows{key: key, partition: part, windows: ws})
 			}
+			if n += len(ws); n > maxAnswerWindows {
+				return errTooManyWindows
+			}
 		}
 		return nil
 	})
 }
+
+// Bounds of one answer (docs/OPERATIONS.md, Querying windows): a key
+// with more windows in range is refused (narrow from and to); a scan's
+// page ends before a key that would pass maxAnswerWindows, and a
+// partition's scan stops after maxScanKeys keys however few it answered
+// (a prefix or range that matches few keys of many).
+var (
+	maxAnswerWindows = 10_000
+	maxScanKeys      = 100_000
+)
+
+// errTooManyWindows: one key holds more windows in range than an answer
+// may carry.
+var errTooManyWindows = errors.New("too many windows")
 
 // scanLocal answers the first limit keys (in key order) starting with
 // prefix after after, with their windows intersecting [from, to), over
@@ -270,42 +312,81 @@ func (p *pipeline) lookupLocal(key string, want []int32, standby bool, from, to 
 func (p *pipeline) scanLocal(prefix, after string, limit int, from, to int64) (*localAnswer, error) {
 	return p.readLocal(nil, false, func(v *queryView, parts []int32, a *localAnswer, _ func(int32, string) ([]byte, error), scan func(int32, string, string, func(string, []byte) bool) error) error {
 		for _, part := range parts {
-			n := 0
+			n, scanned, last := 0, 0, ""
 			var err error
 			serr := scan(part, prefix, after, func(key string, b []byte) bool {
+				if n == limit || scanned == maxScanKeys {
+					a.page.at(last) // the keys through last are complete
+					return false
+				}
+				scanned++
+				last = key
 				var ws []windowing.WindowState
 				if ws, err = v.reader.Windows(nil, uint32(part), key, b, a.complete(v, part), from, to); err != nil {
 					return false
 				}
-				if len(ws) == 0 {
-					return true // none in [from, to): not a key of the answer
+				if len(ws) > 0 {
+					a.keys = append(a.keys, keyWindows{key: key, partition: part, windows: ws})
+					n++
 				}
-				if n == limit {
-					a.more = true
-					return false
-				}
-				a.keys = append(a.keys, keyWindows{key: key, partition: part, windows: ws})
-				n++
 				return true
 			})
 			if err = errors.Join(err, serr); err != nil {
 				return err
 			}
 		}
-		slices.SortFunc(a.keys, func(x, y keyWindows) int {
-			switch {
-			case x.key < y.key:
-				return -1
-			case x.key > y.key:
-				return 1
-			}
-			return int(x.partition - y.partition)
-		})
-		if len(a.keys) > limit {
-			a.keys, a.more = a.keys[:limit], true
+		slices.SortFunc(a.keys, func(x, y keyWindows) int { return compareKeys(x.key, x.partition, y.key, y.partition) })
+		a.keys = boundPage(&a.page, a.keys, limit, func(k keyWindows) (string, int) { return k.key, len(k.windows) })
+		if len(a.keys) > 0 && len(a.keys[0].windows) > maxAnswerWindows {
+			return errTooManyWindows
 		}
 		return nil
 	})
+}
+
+// pageCut is where a scan's page ends: when cut, the keys through cutoff
+// are complete, and the next page starts after it.
+type pageCut struct {
+	cut    bool
+	cutoff string
+}
+
+// at records that a scan stopped after key: keys after it may follow.
+func (c *pageCut) at(key string) {
+	if !c.cut || key < c.cutoff {
+		c.cut, c.cutoff = true, key
+	}
+}
+
+// boundPage drops the keys (in order) after c's cutoff and those past
+// limit keys or maxAnswerWindows windows (at least one key stays), moving
+// the cutoff to the last key kept when it drops any.
+func boundPage[K any](c *pageCut, keys []K, limit int, of func(K) (key string, windows int)) []K {
+	windows := 0
+	for i, k := range keys {
+		key, n := of(k)
+		if c.cut && key > c.cutoff {
+			return keys[:i]
+		}
+		if i == limit || i > 0 && windows+n > maxAnswerWindows {
+			last, _ := of(keys[i-1])
+			c.cut, c.cutoff = true, last
+			return keys[:i]
+		}
+		windows += n
+	}
+	return keys
+}
+
+// compareKeys orders a scan's keys: by key, then partition.
+func compareKeys(k1 string, p1 int32, k2 string, p2 int32) int {
+	switch {
+	case k1 < k2:
+		return -1
+	case k1 > k2:
+		return 1
+	}
+	return int(p1 - p2)
 }
 
 // complete is what part's windows are judged final against: nothing is

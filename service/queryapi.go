@@ -171,7 +171,7 @@ type windowsAnswer struct {
 	Partitions     []int32           `json:"partitions"`
 	Windows        []json.RawMessage `json:"windows,omitzero"`
 	Keys           []keyAnswer       `json:"keys,omitzero"`
-	Next           *string           `json:"next,omitempty"` // a scan: the continuation token, null at the end
+	Next           *string           `json:"next,omitempty"` // a scan: the continuation token; none on the last page
 	// Standby: answered from a standby replica (allow_stale): its state
 	// reaches changelog offset ChangelogPosition, ChangelogBehind
 	// records before the changelog's end (null when that could not be
@@ -179,7 +179,6 @@ type windowsAnswer struct {
 	Standby           bool   `json:"standby,omitempty"`
 	ChangelogPosition *int64 `json:"changelog_position,omitempty"`
 	ChangelogBehind   *int64 `json:"changelog_behind,omitempty"`
-	More              bool   `json:"-"`
 }
 
 type keyAnswer struct {
@@ -196,8 +195,10 @@ func mountQueryAPI(mux *http.ServeMux, st *status, m *metrics) {
 		req, err := parseQuery(r.URL.Query())
 		var p *pipeline
 		if err == nil {
-			if p = st.pipeline(req.pipeline); p == nil {
-				err = &queryError{status: http.StatusNotFound, msg: fmt.Sprintf("no pipeline %q runs here", req.pipeline)}
+			if p = st.pipeline(req.pipeline); p == nil && st.configured[req.pipeline] {
+				err = unavailable("pipeline %q is starting", req.pipeline)
+			} else if p == nil {
+				err = &queryError{status: http.StatusNotFound, msg: fmt.Sprintf("no pipeline %q is configured", req.pipeline)}
 			}
 		}
 		var ans *windowsAnswer
@@ -277,11 +278,17 @@ func (p *pipeline) query(ctx context.Context, client *http.Client, req *queryReq
 					return a, "standby", err
 				}
 			}
-			owner, err := p.ownerOf(ctx, part)
+			owner, err := p.ownerOf(ctx, part, false)
 			if err != nil {
 				return nil, "", err
 			}
-			a, err = forward(ctx, client, owner, req)
+			if a, err = forward(ctx, client, owner, req); err != nil {
+				// The owner may have moved since the group was last
+				// described: once more, with a fresh description.
+				if again, oerr := p.ownerOf(ctx, part, true); oerr == nil && again != owner {
+					a, err = forward(ctx, client, again, req)
+				}
+			}
 			return a, "forwarded", err
 		}
 	}
@@ -328,11 +335,13 @@ func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*w
 		return nil, fmt.Errorf("%w: %w", unavailable("this instance does not own the key's partition now (a rebalance or restore is under way)"), errNotHere)
 	case errors.Is(err, errBusy):
 		return nil, unavailable("this instance answers for nothing now (a rebalance or rollback is under way)")
+	case errors.Is(err, errTooManyWindows):
+		return nil, badRequest("a key holds more than %d windows in [from, to): narrow from and to", maxAnswerWindows)
 	case err != nil:
 		return nil, err
 	}
 	specs := p.cfg.Spec.Aggregates
-	a := &windowsAnswer{Pipeline: p.orig.Name, Instances: []string{p.queryAddr}, Partitions: la.parts, More: la.more}
+	a := &windowsAnswer{Pipeline: p.orig.Name, Instances: []string{p.queryAddr}, Partitions: la.parts}
 	if standby {
 		pos := la.position
 		a.Standby, a.ChangelogPosition = true, &pos
@@ -355,10 +364,7 @@ func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*w
 		for _, k := range la.keys {
 			a.Keys = append(a.Keys, keyAnswer{Key: k.key, Partition: k.partition, Windows: windowsJSON(k.windows)})
 		}
-		if la.more && len(la.keys) > 0 {
-			next := base64.RawURLEncoding.EncodeToString([]byte(la.keys[len(la.keys)-1].key))
-			a.Next = &next
-		}
+		a.Next = nextToken(la.page)
 		return a, nil
 	}
 	a.Key = req.key
@@ -367,6 +373,15 @@ func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*w
 		a.Windows = append(a.Windows, windowsJSON(k.windows)...)
 	}
 	return a, nil
+}
+
+// nextToken is a scan page's "next": null when the scan is complete.
+func nextToken(c pageCut) *string {
+	if !c.cut {
+		return nil
+	}
+	t := base64.RawURLEncoding.EncodeToString([]byte(c.cutoff))
+	return &t
 }
 
 // ownerCache is the group's members as last described.
@@ -393,9 +408,10 @@ func (p *pipeline) members(ctx context.Context, fresh bool) ([]kafka.GroupMember
 	return ms, nil
 }
 
-// ownerOf returns the query address of the member owning part.
-func (p *pipeline) ownerOf(ctx context.Context, part int32) (string, error) {
-	ms, err := p.members(ctx, false)
+// ownerOf returns the query address of the member owning part (fresh:
+// from a description of the group made now).
+func (p *pipeline) ownerOf(ctx context.Context, part int32, fresh bool) (string, error) {
+	ms, err := p.members(ctx, fresh)
 	if err != nil {
 		return "", err
 	}
@@ -453,7 +469,6 @@ func forward(ctx context.Context, client *http.Client, addr string, req *queryRe
 	if err := json.Unmarshal(body, a); err != nil {
 		return nil, fmt.Errorf("the owner %s: %w", addr, err)
 	}
-	a.More = a.Next != nil
 	return a, nil
 }
 
@@ -498,13 +513,19 @@ func (p *pipeline) merge(req *queryRequest, answers []*windowsAnswer) (*windowsA
 	} else {
 		out.Key, out.Windows = req.key, []json.RawMessage{}
 	}
-	more := false
+	var page pageCut
 	for _, a := range answers {
 		out.Instances = append(out.Instances, a.Instances...)
 		out.Partitions = append(out.Partitions, a.Partitions...)
 		out.Windows = append(out.Windows, a.Windows...)
 		out.Keys = append(out.Keys, a.Keys...)
-		more = more || a.More
+		if a.Next != nil {
+			b, err := base64.RawURLEncoding.DecodeString(*a.Next)
+			if err != nil {
+				return nil, fmt.Errorf("a member's continuation %q: %w", *a.Next, err)
+			}
+			page.at(string(b))
+		}
 		for _, x := range []struct {
 			dst **int64
 			src *int64
@@ -526,22 +547,9 @@ func (p *pipeline) merge(req *queryRequest, answers []*windowsAnswer) (*windowsA
 		}
 	}
 	if req.scan {
-		slices.SortFunc(out.Keys, func(x, y keyAnswer) int {
-			switch {
-			case x.Key < y.Key:
-				return -1
-			case x.Key > y.Key:
-				return 1
-			}
-			return int(x.Partition - y.Partition)
-		})
-		if len(out.Keys) > req.limit {
-			out.Keys, more = out.Keys[:req.limit], true
-		}
-		if more && len(out.Keys) > 0 {
-			next := base64.RawURLEncoding.EncodeToString([]byte(out.Keys[len(out.Keys)-1].Key))
-			out.Next = &next
-		}
+		slices.SortFunc(out.Keys, func(x, y keyAnswer) int { return compareKeys(x.Key, x.Partition, y.Key, y.Partition) })
+		out.Keys = boundPage(&page, out.Keys, req.limit, func(k keyAnswer) (string, int) { return k.Key, len(k.Windows) })
+		out.Next = nextToken(page)
 	}
 	return out, nil
 }

@@ -105,7 +105,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 
-	st := &status{now: opts.Now}
+	st := &status{now: opts.Now, configured: map[string]bool{}}
+	for _, pl := range cfg.Pipelines {
+		st.configured[pl.Name] = true
+	}
 	srv, addr, err := serveHTTP(cfg.HTTP.Listen, reg, st, d.metrics)
 	if err != nil {
 		return err
@@ -314,9 +317,10 @@ func awaitPipelines(wg *sync.WaitGroup, errs chan error, grace time.Duration, lo
 
 // status answers /readyz and the status page from the running pipelines.
 type status struct {
-	now       func() time.Time
-	mu        sync.Mutex
-	pipelines []*pipeline
+	now        func() time.Time
+	configured map[string]bool // the configured pipelines' names
+	mu         sync.Mutex
+	pipelines  []*pipeline
 }
 
 // list returns the running pipelines.

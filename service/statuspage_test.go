@@ -40,17 +40,26 @@ pipelines:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bareTestPipeline(t, &cfg.Pipelines[0], func() time.Time { return *now }, func(p *pipeline) {
+		p.mu.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
+	})
+}
+
+// bareTestPipeline is a pipeline of pc without Kafka over two assigned
+// partitions, its state in memory; more sets what else it needs before
+// the engine is made.
+func bareTestPipeline(t testing.TB, pc *config.Pipeline, now func() time.Time, more func(p *pipeline)) *pipeline {
+	t.Helper()
 	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	pc := &cfg.Pipelines[0]
-	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: func() time.Time { return *now }}}
+	p := &pipeline{setup: setup{cfg: pc, orig: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: now, db: db}}
+	t.Cleanup(func() { p.closeQuery(); db.Close() })
 	p.mu.dec = source.NewDecoder(pc)
 	p.rs = newRestores()
 	p.mu.parts = map[int32]*partition{}
-	p.mu.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
+	more(p)
 	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
 		t.Fatal(err)
