@@ -73,7 +73,14 @@ type queryState struct {
 // publishQueryLocked publishes the view of the checkpoint just committed.
 func (p *pipeline) publishQueryLocked() {
 	v := &queryView{reader: p.mu.eng.Reader(), parts: map[int32]int64{}, standbys: map[int32]int64{}}
+	// Not the partitions still restoring, nor those the group took away
+	// whose release waits for the loop (exactly_once, assignment.go).
 	restoring := map[int32]bool{}
+	p.rel.Lock()
+	for _, part := range p.rel.released {
+		restoring[part] = true
+	}
+	p.rel.Unlock()
 	for _, j := range p.rs.list() {
 		if !j.standby.Load() {
 			restoring[j.part] = true

@@ -498,6 +498,12 @@ func (p *pipeline) gather(ctx context.Context, client *http.Client, req *queryRe
 		}
 	}
 	wg.Wait()
+	for _, err := range errs {
+		// A refusal of the request itself (a 400) is the answer.
+		if qe := (*queryError)(nil); errors.As(err, &qe) && qe.status < 500 {
+			return nil, err
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, unavailable("not every member answered: %v", err)
 	}

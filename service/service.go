@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(addr)
 	}
-	d.queryAddr = advertised(cfg.HTTP.Advertise, addr)
+	d.queryAddr = advertised(cfg.HTTP.Advertise, addr, net.InterfaceAddrs)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -363,9 +363,10 @@ func (s *status) ready() (bool, string) {
 }
 
 // advertised is the query address of an instance listening at addr:
-// http.advertise when set, else addr, with the host name for a listener
-// on every interface.
-func advertised(advertise, addr string) string {
+// http.advertise when set, else addr; for a listener on every interface,
+// the host's first non-loopback address (a pod's IP in Kubernetes, which
+// every other pod can reach), else its host name.
+func advertised(advertise, addr string, ifaceAddrs func() ([]net.Addr, error)) string {
 	if advertise != "" {
 		return advertise
 	}
@@ -373,10 +374,18 @@ func advertised(advertise, addr string) string {
 	if err != nil {
 		return addr
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		if name, err := os.Hostname(); err == nil {
-			return net.JoinHostPort(name, port)
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return addr
+	}
+	if as, err := ifaceAddrs(); err == nil {
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() && n.IP.To4() != nil {
+				return net.JoinHostPort(n.IP.String(), port)
+			}
 		}
+	}
+	if name, err := os.Hostname(); err == nil {
+		return net.JoinHostPort(name, port)
 	}
 	return addr
 }
