@@ -109,3 +109,12 @@ end_offsets() {
 	kcat -b "$1" -Q $(for ((p = 0; p < $3; p++)); do echo "-t $2:$p:-1"; done) |
 		awk '{s += $NF} END {print s + 0}'
 }
+
+# drop_topics TOPIC...: delete the topics a run created (quietly; those
+# already gone are fine).
+drop_topics() {
+	local t
+	for t in "$@"; do
+		bash scripts/kafka-local.sh topics --delete --if-exists --topic "$t" >/dev/null 2>&1 || true
+	done
+}

@@ -52,9 +52,7 @@ topics=()
 cleanup() {
 	[ -z "$qpid" ] || kill -TERM "$qpid" 2>/dev/null || true
 	[ -z "$wpid" ] || { kill -TERM "$wpid" 2>/dev/null || true; wait "$wpid" 2>/dev/null || true; }
-	for t in "${topics[@]}"; do
-		bash scripts/kafka-local.sh topics --delete --if-exists --topic "$t" >/dev/null 2>&1 || true
-	done
+	drop_topics "${topics[@]}"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
