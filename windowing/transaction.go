@@ -232,6 +232,10 @@ func (e *Engine) split(ks *keyState, w *window, ev *Event, now int64) error {
 		return err
 	}
 	rest.ended = ended
+	// The records after t were in w's panes: rest numbers its panes on
+	// from w's, so that bounds an earlier window of the key had (rest may
+	// take them again) never get a pane id twice.
+	rest.nextIndex = w.nextIndex
 	store.rangeInto(first, last, rest.acc)
 	for _, x := range []*window{w, rest} {
 		x.sincePane++

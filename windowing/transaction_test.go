@@ -182,3 +182,39 @@ func TestTransactionWindowsRestored(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactionPaneIDsUnique: no two panes of transaction windows have
+// one pane id, whatever the splits, merges, early and late panes (a
+// retraction repeats the id of the pane it retracts). A split's cut-off
+// window numbered its panes from 0: 365 ids twice over these seeds, such
+// as k0-0/-779/-769/0 for an EARLY pane of 2 records and then one of 3.
+func TestTransactionPaneIDsUnique(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		spec := windowing.Spec{
+			Window:          windowing.WindowSpec{Kind: windowing.Transaction, Gap: int64(1 + rng.Intn(400))},
+			Mode:            windowing.Mode(rng.Intn(3)),
+			Aggregates:      []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+			Trigger:         windowing.TriggerSpec{OnTime: true, Late: true, EarlyCount: 1},
+			AllowedLateness: int64(rng.Intn(3)) * 150,
+		}
+		recs := randomTransactionStream(rng, 100+rng.Intn(300), int64(rng.Intn(800)))
+		wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.Intn(300)), Every: 1}
+		r := newRestoreRun(t, spec, wm, 1<<20)
+		r.eng.Assign(0, 0, true)
+		r.feed(recs, 0)
+		if err := r.eng.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]windowing.Pane{}
+		for _, p := range r.col.panes {
+			if p.Retraction {
+				continue
+			}
+			if q, ok := seen[p.ID()]; ok {
+				t.Fatalf("seed %d: pane id %s twice: %s of %d records, then %s of %d", seed, p.ID(), q.Timing, q.Values[0].Int, p.Timing, p.Values[0].Int)
+			}
+			seen[p.ID()] = p
+		}
+	}
+}
