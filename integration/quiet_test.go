@@ -96,13 +96,17 @@ func TestQuietInput(t *testing.T) {
 		if limit := 2*time.Second + 2*time.Second; took > limit {
 			t.Fatalf("the last final pane came %s after the input went silent, want within idle_timeout + 2 s = %s", took, limit)
 		}
-		if v, _ := inst.metric(t, "windowd_quiet_advances_total"); v == 0 {
-			t.Fatal("windowd_quiet_advances_total = 0")
-		}
-		_, body := httpGet(t, "http://"+inst.httpAddr+"/api/status")
-		if !gjson.Get(body, "pipelines.0.quiet").Bool() {
-			t.Fatalf("/api/status does not show the pipeline as quiet: %s", body)
-		}
+		// The metrics and the status snapshot are updated by the poll
+		// loop after its step (the pane writer may produce the panes
+		// before): they follow within a poll or two.
+		waitFor(t, "windowd_quiet_advances_total > 0", 5*time.Second, func() bool {
+			v, _ := inst.metric(t, "windowd_quiet_advances_total")
+			return v > 0
+		})
+		waitFor(t, "/api/status showing the pipeline as quiet", 5*time.Second, func() bool {
+			_, body := httpGet(t, "http://"+inst.httpAddr+"/api/status")
+			return gjson.Get(body, "pipelines.0.quiet").Bool()
+		})
 		e.expectNothingLate(inst)
 		if err := inst.stop(); err != nil {
 			t.Fatal(err)
