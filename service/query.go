@@ -178,7 +178,6 @@ var (
 // localAnswer is what this instance's committed state holds for a query.
 type localAnswer struct {
 	frontier int64
-	reader   *windowing.Reader
 	parts    []int32 // the partitions answered for
 	keys     []keyWindows
 	page     pageCut // a scan's
@@ -244,7 +243,7 @@ func (p *pipeline) readOnce(want []int32, standby bool, read func(v *queryView, 
 		}
 	}
 	snap := v.snap
-	a := &localAnswer{reader: v.reader, parts: parts, frontier: watermark.MinTime}
+	a := &localAnswer{parts: parts, frontier: watermark.MinTime}
 	var err error
 	if standby {
 		// Another member's partition: this instance's frontier is not

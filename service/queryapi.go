@@ -349,7 +349,7 @@ func (p *pipeline) answerFrom(req *queryRequest, want []int32, standby bool) (*w
 	if f := la.frontier; f != watermark.MinTime {
 		a.FrontierMS = &f
 	}
-	if ft, ok := finalThrough(la.completeMin, la.reader.Lateness()); ok && !standby {
+	if ft, ok := finalThrough(la.completeMin, p.cfg.Spec.AllowedLateness); ok && !standby {
 		a.FinalThroughMS = &ft
 	}
 	windowsJSON := func(ws []windowing.WindowState) []json.RawMessage {

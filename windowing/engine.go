@@ -277,7 +277,24 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 // frontier and allowed_lateness, or sealed by an earlier, smaller
 // lateness (Evolution.Sealed).
 func (e *Engine) expired(end int64) bool {
-	return expired(e.f, end, e.spec.AllowedLateness) || end <= e.sealed
+	return expiredOrSealed(e.f, end, e.spec.AllowedLateness, e.sealed)
+}
+
+// expiredOrSealed reports whether the window ending at end has expired at
+// frontier f with allowed_lateness lateness, or is sealed (at or before
+// sealed: Evolution.Sealed).
+func expiredOrSealed(f, end, lateness, sealed int64) bool {
+	return expired(f, end, lateness) || end <= sealed
+}
+
+// mergeAccums merges the aggregates src into dst, aggregate by aggregate.
+func mergeAccums(dst, src []accum, specs []AggSpec) error {
+	for i := range specs {
+		if err := dst[i].merge(&specs[i], &src[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // after returns the first deadline past done.
@@ -904,10 +921,8 @@ func (e *Engine) absorb(ks *keyState, survivor, a *window) error {
 			return err
 		}
 	}
-	for i := range e.spec.Aggregates {
-		if err := survivor.acc[i].merge(&e.spec.Aggregates[i], &a.acc[i]); err != nil {
-			return err
-		}
+	if err := mergeAccums(survivor.acc, a.acc, e.spec.Aggregates); err != nil {
+		return err
 	}
 	survivor.sincePane += a.sincePane
 	if a.nextIndex > survivor.nextIndex {
@@ -1067,8 +1082,14 @@ func (e *Engine) emitPane(ks *keyState, w *window, timing Timing, final bool) er
 // partitionInID reports whether panes of ks carry its partition in their
 // id (Options.PartitionIDsFrom), and the partition.
 func (e *Engine) partitionInID(ks *keyState) (bool, int32) {
-	from := e.opts.PartitionIDsFrom
-	return from > 0 && e.opts.ShardByPartition && int64(ks.shard) >= int64(from), int32(ks.shard)
+	return partitionInID(&e.opts, ks.shard), int32(ks.shard)
+}
+
+// partitionInID reports whether panes of shard carry its partition in
+// their id under opts (Options.PartitionIDsFrom).
+func partitionInID(opts *Options, shard uint32) bool {
+	from := opts.PartitionIDsFrom
+	return from > 0 && opts.ShardByPartition && int64(shard) >= int64(from)
 }
 
 func (e *Engine) emitRetraction(ks *keyState, l *lastPane) error {

@@ -3,8 +3,6 @@ package windowing
 import (
 	"maps"
 	"strconv"
-
-	"github.com/windowd/windowd/watermark"
 )
 
 // This file answers what a key's windows hold now (docs/OPERATIONS.md,
@@ -34,43 +32,19 @@ type WindowState struct {
 // WindowStates. It is a copy of what the engine decodes with, taken by
 // Engine.Reader on the engine's goroutine, and is safe for concurrent use.
 type Reader struct {
-	spec     Spec
-	codec    stateCodec
-	sealed   int64
-	idsFrom  int32 // Options.PartitionIDsFrom, when sharded by partition
-	sharded  bool
-	lateness int64
+	spec   Spec
+	opts   Options
+	codec  stateCodec
+	sealed int64
 }
 
 // Reader returns a Reader of the engine's state as it is now encoded. Call
 // it again after AddLayouts or Seal.
 func (e *Engine) Reader() *Reader {
-	r := &Reader{spec: e.spec, codec: e.codec, sealed: e.sealed, sharded: e.opts.ShardByPartition, lateness: e.spec.AllowedLateness}
+	r := &Reader{spec: e.spec, opts: e.opts, codec: e.codec, sealed: e.sealed}
 	r.codec.layouts = maps.Clone(e.codec.layouts)
-	if e.opts.ShardByPartition {
-		r.idsFrom = e.opts.PartitionIDsFrom
-	}
 	return r
 }
-
-// Frontier reads the frontier from its stored metadata (the store's
-// "frontier" value at a checkpoint); MinTime when there is none.
-func (r *Reader) Frontier(meta []byte) (int64, error) {
-	if meta == nil {
-		return watermark.MinTime, nil
-	}
-	f := watermark.NewFrontier(watermark.Spec{})
-	if err := f.UnmarshalBinary(meta); err != nil {
-		return 0, err
-	}
-	return f.Value(), nil
-}
-
-// FrontierMeta is the store's metadata name Frontier reads.
-const FrontierMeta = metaFrontier
-
-// Lateness is the pipeline's allowed_lateness in milliseconds.
-func (r *Reader) Lateness() int64 { return r.lateness }
 
 // Windows appends to dst the windows of key in shard whose range
 // intersects [from, to), decoded from stored (the store's value of the
@@ -103,10 +77,8 @@ func (r *Reader) Windows(dst []WindowState, shard uint32, key string, stored []b
 		if ks.sliced {
 			merged = make([]accum, len(specs))
 			for _, sl := range slicesOf(ks, w) {
-				for i := range specs {
-					if err := merged[i].merge(&specs[i], &sl.acc[i]); err != nil {
-						return dst, err
-					}
+				if err := mergeAccums(merged, sl.acc, specs); err != nil {
+					return dst, err
 				}
 			}
 			acc = merged
@@ -114,15 +86,14 @@ func (r *Reader) Windows(dst []WindowState, shard uint32, key string, stored []b
 		s := WindowState{OnTimeDone: w.onTimeDone, Panes: w.nextIndex}
 		p := &s.Pane
 		p.Values = make([]Value, len(specs))
-		hasPart := r.idsFrom > 0 && int64(shard) >= int64(r.idsFrom)
-		windowPane(p, ks, w, acc, specs, hasPart)
+		windowPane(p, ks, w, acc, specs, partitionInID(&r.opts, shard))
 		if r.spec.Window.Calendar != nil {
 			p.Zone = r.spec.Window.Calendar.Zone
 		}
 		if w.nextIndex > 0 {
 			s.LastTiming = w.lastTiming()
 		}
-		s.Final = !ks.counting && (expired(f, w.end, r.lateness) || w.end <= r.sealed)
+		s.Final = !ks.counting && expiredOrSealed(f, w.end, r.spec.AllowedLateness, r.sealed)
 		dst = append(dst, s)
 	}
 	return dst, nil

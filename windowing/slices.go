@@ -183,10 +183,8 @@ func (e *Engine) deriveSliced(ks *keyState, w *window) error {
 		if sl.seq > w.paneSeq {
 			w.sincePane = 1
 		}
-		for i := range e.spec.Aggregates {
-			if err := e.merged[i].merge(&e.spec.Aggregates[i], &sl.acc[i]); err != nil {
-				return err
-			}
+		if err := mergeAccums(e.merged, sl.acc, e.spec.Aggregates); err != nil {
+			return err
 		}
 	}
 	return nil
