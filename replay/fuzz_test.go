@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,7 +305,7 @@ type replayResult struct {
 	out, errs []byte
 }
 
-func fuzzReplay(t *testing.T, p *config.Pipeline, data []byte, cacheBytes int) replayResult {
+func fuzzReplay(t *testing.T, p *config.Pipeline, data []byte, cacheBytes, workers int) replayResult {
 	t.Helper()
 	var out, errs bytes.Buffer
 	sum, err := Run(Options{
@@ -315,6 +316,7 @@ func fuzzReplay(t *testing.T, p *config.Pipeline, data []byte, cacheBytes int) r
 		CacheBytes: cacheBytes,
 		Out:        &out,
 		Errs:       &errs,
+		Workers:    workers,
 	})
 	if err != nil {
 		t.Fatalf("%s: Run returned an error (bad input must be dead-lettered): %v", p.Name, err)
@@ -333,11 +335,17 @@ func fuzzReplay(t *testing.T, p *config.Pipeline, data []byte, cacheBytes int) r
 //   - the pane protocol of docs/SEMANTICS.md, Firing and Panes (see
 //     checkPanes).
 func checkReplay(t *testing.T, p *config.Pipeline, data []byte) {
-	res := fuzzReplay(t, p, data, 0)
-	evicting := fuzzReplay(t, p, data, 1)
+	res := fuzzReplay(t, p, data, 0, 1)
+	evicting := fuzzReplay(t, p, data, 1, 1)
 	if res.sum != evicting.sum || !bytes.Equal(res.out, evicting.out) || !bytes.Equal(res.errs, evicting.errs) {
 		t.Fatalf("%s: the result depends on the window cache size\n--- cache 64MiB: %+v\n%s%s--- cache 1 byte: %+v\n%s%s",
 			p.Name, res.sum, res.out, res.errs, evicting.sum, evicting.out, evicting.errs)
+	}
+	parallel := fuzzReplay(t, p, data, 0, 3)
+	sorted := func(b []byte) string { l := lines(b); sort.Strings(l); return strings.Join(l, "\n") }
+	if res.sum != parallel.sum || sorted(res.out) != sorted(parallel.out) || sorted(res.errs) != sorted(parallel.errs) {
+		t.Fatalf("%s: three workers' lines differ from one engine's\n--- one: %+v\n%s%s--- three: %+v\n%s%s",
+			p.Name, res.sum, res.out, res.errs, parallel.sum, parallel.out, parallel.errs)
 	}
 	sum := res.sum
 
@@ -602,8 +610,8 @@ not json
 {"clock":40000}
 `
 	crlf := strings.ReplaceAll(lf, "\n", "\r\n")
-	want := fuzzReplay(t, &ps[0], []byte(lf), 0)
-	got := fuzzReplay(t, &ps[0], []byte(crlf), 0)
+	want := fuzzReplay(t, &ps[0], []byte(lf), 0, 1)
+	got := fuzzReplay(t, &ps[0], []byte(crlf), 0, 1)
 	if want.sum.DeadLetters != 2 || want.sum.Panes == 0 {
 		t.Fatalf("LF input: %+v, want 2 dead letters and panes", want.sum)
 	}

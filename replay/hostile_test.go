@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -31,14 +32,30 @@ func scanPartitions(t *testing.T, p *config.Pipeline, input string) int {
 	return n
 }
 
+// replayString replays input with one engine, and checks that a replay
+// with three workers prints the same lines (sorted) and summary.
 func replayString(t *testing.T, p *config.Pipeline, input string, partitions int) (Summary, string, string) {
 	t.Helper()
-	var out, errs bytes.Buffer
-	sum, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: partitions, FS: vfs.NewMem(), Out: &out, Errs: &errs})
-	if err != nil {
-		t.Fatal(err)
+	run := func(workers int) (Summary, string, string) {
+		var out, errs bytes.Buffer
+		sum, err := Run(Options{Pipeline: p, Input: strings.NewReader(input), Partitions: partitions, FS: vfs.NewMem(), Out: &out, Errs: &errs, Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, out.String(), errs.String()
 	}
-	return sum, out.String(), errs.String()
+	sum, out, errs := run(1)
+	wsum, wout, werrs := run(3)
+	sorted := func(s string) string {
+		lines := strings.Split(s, "\n")
+		sort.Strings(lines)
+		return strings.Join(lines, "\n")
+	}
+	if wsum != sum || sorted(wout) != sorted(out) || sorted(werrs) != sorted(errs) {
+		t.Fatalf("with workers: summary %+v, one engine %+v\n--- panes ---\n%s\n--- one engine's ---\n%s\n--- errors ---\n%s\n--- one engine's ---\n%s",
+			wsum, sum, wout, out, werrs, errs)
+	}
+	return sum, out, errs
 }
 
 // A line that is not a valid record does not add a partition
@@ -272,24 +289,26 @@ func (z *zeros) Read(p []byte) (int, error) {
 // line limit (docs/OPERATIONS.md, Limits) instead of reading forever.
 func TestLineWithoutEnd(t *testing.T) {
 	p := hostilePipeline(t, "")
-	done := make(chan error, 1)
-	z := &zeros{}
-	go func() {
-		_, err := Run(Options{Pipeline: p, Input: z, Partitions: 1, FS: vfs.NewMem(), Out: &bytes.Buffer{}, Errs: &bytes.Buffer{}})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "line 1 (from byte 0) has no end within 64 MiB past the 16 MiB line limit") {
-			t.Fatalf("error %v", err)
+	for _, workers := range []int{1, 2} {
+		done := make(chan error, 1)
+		z := &zeros{}
+		go func() {
+			_, err := Run(Options{Pipeline: p, Input: z, Partitions: 1, FS: vfs.NewMem(), Out: &bytes.Buffer{}, Errs: &bytes.Buffer{}, Workers: workers})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "line 1 (from byte 0) has no end within 64 MiB past the 16 MiB line limit") {
+				t.Fatalf("%d workers: error %v", workers, err)
+			}
+			if z.n > MaxLineBytes+MaxSkipBytes+1<<20 {
+				t.Fatalf("%d workers: read %d bytes", workers, z.n)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d workers: replay of an endless line did not stop", workers)
 		}
-		if z.n > MaxLineBytes+MaxSkipBytes+1<<20 {
-			t.Fatalf("read %d bytes", z.n)
+		if _, err := ScanPartitionsWorkers(p, nil, &zeros{}, workers); err == nil {
+			t.Fatalf("%d workers: ScanPartitions of an endless line: no error", workers)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("replay of an endless line did not stop")
-	}
-	if _, err := ScanPartitions(p, nil, &zeros{}); err == nil {
-		t.Fatal("ScanPartitions of an endless line: no error")
 	}
 }

@@ -10,23 +10,101 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/windowing"
 )
 
-// One input line: a record (decoded and fed to the engine), a clock line,
-// or a dead letter with its reason.
+// One input line: a record, a clock line, or a dead letter with its
+// reason. A line is read in two steps: read (lineDecoder), what the line
+// says on its own, its checks and its record's decode; then settle
+// (runner), what depends on the lines before it: its offset in its
+// partition, whether a clock moves backwards, the counts and the dead
+// letter's line. Replay's workers (workers.go) read lines in parallel and
+// settle them in order.
 
-// handle processes one non-blank input line.
-func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte, now *int64, rec *source.Record, ev *windowing.Event) error {
+// lineKind is what a line turned out to be.
+type lineKind uint8
+
+const (
+	lineDead     lineKind = iota // dead-lettered: lineOut.reason
+	lineClock                    // a clock line: lineOut.clock
+	lineRecord                   // a record: lineOut.ev
+	lineFiltered                 // a record the pipeline's filter rejected
+)
+
+// lineOut is one line's result.
+type lineOut struct {
+	kind   lineKind
+	reason string
+	// part is the line's partition, -1 when it names no valid one (a
+	// line-level dead letter). A line with a partition takes the next
+	// offset of it, also when it is dead-lettered after.
+	part   int32
+	placed bool // offset is taken (read was given the sequence)
+	offset int64
+	clock  int64
+	ev     windowing.Event
+	// at and size: where a line too long to keep starts and its length,
+	// for its dead letter (size 0: the line is whole).
+	at, size int64
+}
+
+// sequence is what a line's reading depends on from the lines before it.
+type sequence struct {
+	now     int64   // the last clock line's time
+	offsets []int64 // the next offset of each partition
+}
+
+// take returns partition p's next offset.
+func (s *sequence) take(p int32) int64 {
+	for int(p) >= len(s.offsets) {
+		s.offsets = append(s.offsets, 0)
+	}
+	o := s.offsets[p]
+	s.offsets[p]++
+	return o
+}
+
+// lineDecoder reads lines: one per goroutine that reads them.
+type lineDecoder struct {
+	opts    *Options
+	dec     *source.Decoder
+	rec     source.Record
+	headers []expr.Header // the line's headers, for expressions
+	raw     []byte        // a binary value decoded from its base64
+}
+
+func newLineDecoder(opts *Options) (*lineDecoder, error) {
+	dec := source.NewDecoder(opts.Pipeline)
+	if f := opts.Pipeline.Input.Format; f != config.JSON {
+		if opts.Registry == nil {
+			return nil, fmt.Errorf("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in the configuration", opts.Pipeline.Name, f)
+		}
+		dec.WithSchemas(opts.Pipeline, opts.Registry)
+	}
+	return &lineDecoder{opts: opts, dec: dec}, nil
+}
+
+// orderFree reports whether a record decodes the same whatever its offset
+// and processing time: no expression reads its offset and the pipeline has
+// no timestamp.max_future (then lines may be read in parallel).
+func (d *lineDecoder) orderFree() bool { return !d.dec.UsesExpressions() && !d.dec.UsesNow() }
+
+// read reads one non-blank line into o. With seq, the line is read in
+// order: it takes its offset now, and the record sees seq's processing
+// time; without, its offset is settled later (orderFree decoders only). An
+// error stops the replay.
+func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
+	o.kind, o.reason, o.part, o.placed, o.offset, o.size = lineDead, "", -1, false, 0, 0
 	// One pass validates the line and hands out its members; the first
 	// of duplicate names wins (as gjson.Get would); when the value is an
 	// object, the same pass looks up the decoder's fields in it (found).
-	// The line is only read during this call and nothing that points into
-	// it outlives the call (the engine copies the group keys it keeps), so
-	// the members are no-copy views of it, and so are the record's key and
-	// value.
+	// The line is kept unchanged until the record is done with (the
+	// engine copies the group keys it keeps), so the members are no-copy
+	// views of it, and so are the record's key and value.
+	dec := d.dec
 	var clock, pv, kv, tv, vv, hv gjson.Result
 	why, object, found := dec.CheckLine(line, func(name, value string) {
 		var dst *gjson.Result
@@ -51,47 +129,44 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 		}
 	}, "value")
 	if why != "" {
-		return r.deadLetter("line is "+why, -1, 0, line)
+		o.reason = "line is " + why
+		return nil
 	}
 	if !object {
-		return r.deadLetter("line is not a JSON object", -1, 0, line)
+		o.reason = "line is not a JSON object"
+		return nil
 	}
 	if clock.Exists() {
 		v, ok := wholeNumber(clock)
 		if !ok {
-			return r.deadLetter("clock is not an integer of milliseconds", -1, 0, line)
-		}
-		if v < *now {
-			return r.deadLetter(fmt.Sprintf("clock moves backwards from %d to %d", *now, v), -1, 0, line)
-		}
-		*now = v
-		r.sum.Clocks++
-		if r.scan {
+			o.reason = "clock is not an integer of milliseconds"
 			return nil
 		}
-		if r.rp != nil {
-			r.rp.tick(eng, v)
-		}
-		return eng.Tick(v)
+		o.kind, o.clock = lineClock, v
+		return nil
 	}
 	partition := int64(0)
 	if pv.Exists() {
 		v, ok := wholeNumber(pv)
-		if !ok || v < 0 || v >= int64(r.opts.Partitions) {
-			return r.deadLetter(fmt.Sprintf("partition must be an integer in [0, %d)", r.opts.Partitions), -1, 0, line)
+		if !ok || v < 0 || v >= int64(d.opts.Partitions) {
+			o.reason = fmt.Sprintf("partition must be an integer in [0, %d)", d.opts.Partitions)
+			return nil
 		}
 		partition = v
 	}
-	for int(partition) >= len(r.offsets) {
-		r.offsets = append(r.offsets, 0)
+	o.part = int32(partition)
+	rec := &d.rec
+	*rec = source.Record{Partition: o.part}
+	if seq != nil {
+		o.offset, o.placed = seq.take(o.part), true
+		rec.Offset, rec.Now = o.offset, seq.now
 	}
-	*rec = source.Record{Partition: int32(partition), Offset: r.offsets[partition], Now: *now}
-	r.offsets[partition]++
 	if kv.Exists() && kv.Type != gjson.Null {
 		if kv.Type == gjson.String {
 			if esc := source.LoneSurrogate(&kv); esc != "" {
 				// Keys are byte-exact (docs/SEMANTICS.md, Records and keys).
-				return r.deadLetter("key has a lone surrogate escape "+esc+", which is no character", rec.Partition, rec.Offset, line)
+				o.reason = "key has a lone surrogate escape " + esc + ", which is no character"
+				return nil
 			}
 			rec.Key = bytesView(kv.Str)
 		} else {
@@ -101,30 +176,34 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	if tv.Exists() {
 		v, ok := wholeNumber(tv)
 		if !ok {
-			return r.deadLetter("timestamp is not an integer of milliseconds", rec.Partition, rec.Offset, line)
+			o.reason = "timestamp is not an integer of milliseconds"
+			return nil
 		}
 		rec.Timestamp = v
 	} else if dec.UsesRecordTimestamp() {
 		// Event time is the record's timestamp, and this line has none:
 		// not the 1970 window.
-		return r.deadLetter("timestamp is missing (the pipeline reads the record timestamp)", rec.Partition, rec.Offset, line)
+		o.reason = "timestamp is missing (the pipeline reads the record timestamp)"
+		return nil
 	}
 	if hv.Exists() && dec.UsesExpressions() {
-		r.headers = r.headers[:0]
+		d.headers = d.headers[:0]
 		hv.ForEach(func(k, v gjson.Result) bool {
-			r.headers = append(r.headers, expr.Header{Key: k.String(), Value: v.String()})
+			d.headers = append(d.headers, expr.Header{Key: k.String(), Value: v.String()})
 			return true
 		})
-		rec.Headers = r.headers
+		rec.Headers = d.headers
 	}
 	if !vv.Exists() {
-		return r.deadLetter("value is missing", rec.Partition, rec.Offset, line)
+		o.reason = "value is missing"
+		return nil
 	}
 	if dec.Binary() {
 		// Raw bytes, as {"base64": "..."} (docs/SEMANTICS.md, Replay).
-		raw, why := r.base64Value(vv)
+		raw, why := d.base64Value(vv)
 		if why != "" {
-			return r.deadLetter(why, rec.Partition, rec.Offset, line)
+			o.reason = why
+			return nil
 		}
 		rec.Value = raw
 		found = false
@@ -137,42 +216,96 @@ func (r *runner) handle(eng *windowing.Engine, dec *source.Decoder, line []byte,
 	}
 	var err error
 	if found { // the record's value is the object CheckLine read
-		err = dec.DecodeFound(rec, ev)
+		err = dec.DecodeFound(rec, &o.ev)
 	} else {
-		err = dec.Decode(rec, ev)
+		err = dec.Decode(rec, &o.ev)
 	}
 	if err != nil {
 		if err == source.ErrFiltered {
-			r.sum.Filtered++
+			o.kind = lineFiltered
 			return nil
 		}
 		var de *source.DecodeError
 		if errors.As(err, &de) {
-			return r.deadLetter(de.Error(), rec.Partition, rec.Offset, line)
+			o.reason = de.Error()
+			return nil
 		}
 		// The registry could not be asked (replay does not wait for it).
-		return fmt.Errorf("line %d: %w", r.line, err)
+		return err
 	}
-	r.sum.Records++
-	if r.scan {
-		r.largest = max(r.largest, rec.Partition)
-		return nil
+	o.kind = lineRecord
+	return nil
+}
+
+// settler settles lines in input order (a replay has one; with workers,
+// each worker settles every line, workers.go).
+type settler struct {
+	seq  sequence
+	sum  *Summary // the counts of the lines reported
+	em   *emitter // where dead letters go
+	scan bool     // ScanPartitions: count only, noting the largest partition
+	// largest: the largest partition of a valid record (scan).
+	largest int32
+}
+
+// settle finishes line o, number n, in input order: its offset, the
+// clock and, when report, its counts and, for a dead letter, its line on
+// the error stream. It changes nothing in o, and reports whether the line
+// goes on to the engine (a record or a clock) and the line's offset in its
+// partition (when it names one).
+func (s *settler) settle(o *lineOut, line []byte, n int64, report bool) (feed bool, offset int64, err error) {
+	offset = o.offset
+	if o.part >= 0 && !o.placed {
+		offset = s.seq.take(o.part)
 	}
-	r.cur = line
-	if r.rp != nil {
-		return r.rp.record(eng, ev, *now)
+	reason := o.reason
+	switch o.kind {
+	case lineClock:
+		if o.clock >= s.seq.now {
+			s.seq.now = o.clock
+			if report {
+				s.sum.Clocks++
+			}
+			return !s.scan, offset, nil
+		}
+		reason = fmt.Sprintf("clock moves backwards from %d to %d", s.seq.now, o.clock)
+	case lineFiltered:
+		if report {
+			s.sum.Filtered++
+		}
+		return false, offset, nil
+	case lineRecord:
+		if report {
+			s.sum.Records++
+			if s.scan {
+				s.largest = max(s.largest, o.part)
+			}
+		}
+		return !s.scan, offset, nil
 	}
-	return eng.Record(ev, *now)
+	if !report {
+		return false, offset, nil
+	}
+	s.sum.DeadLetters++
+	if s.scan {
+		return false, offset, nil
+	}
+	e := s.em
+	e.line = n
+	e.lineAt, e.lineSize = o.at, o.size
+	err = e.deadLetter(reason, o.part, offset, line)
+	e.lineSize = 0
+	return false, offset, err
 }
 
 // base64Value decodes the member "base64" of v, a line's value, into
-// r.raw; or says why it cannot. The usual value, {"base64":"..."} alone,
+// d.raw; or says why it cannot. The usual value, {"base64":"..."} alone,
 // is decoded without parsing it first; if that fails (another member, an
 // escape), the object is parsed.
-func (r *runner) base64Value(v gjson.Result) ([]byte, string) {
+func (d *lineDecoder) base64Value(v gjson.Result) ([]byte, string) {
 	const prefix, suffix = `{"base64":"`, `"}`
 	if raw := v.Raw; len(raw) >= len(prefix)+len(suffix) && strings.HasPrefix(raw, prefix) && strings.HasSuffix(raw, suffix) {
-		if b, err := r.decodeBase64(raw[len(prefix) : len(raw)-len(suffix)]); err == nil {
+		if b, err := d.decodeBase64(raw[len(prefix) : len(raw)-len(suffix)]); err == nil {
 			return b, ""
 		}
 	}
@@ -181,23 +314,23 @@ func (r *runner) base64Value(v gjson.Result) ([]byte, string) {
 		b64 = v.Get("base64")
 	}
 	if b64.Type != gjson.String {
-		return nil, `value must be {"base64": "..."}, the record's bytes, for a pipeline of input.format ` + r.opts.Pipeline.Input.Format.String()
+		return nil, `value must be {"base64": "..."}, the record's bytes, for a pipeline of input.format ` + d.opts.Pipeline.Input.Format.String()
 	}
-	b, err := r.decodeBase64(b64.Str)
+	b, err := d.decodeBase64(b64.Str)
 	if err != nil {
 		return nil, "value's base64 is not valid: " + err.Error()
 	}
 	return b, ""
 }
 
-// decodeBase64 decodes s into r.raw.
-func (r *runner) decodeBase64(s string) ([]byte, error) {
+// decodeBase64 decodes s into d.raw.
+func (d *lineDecoder) decodeBase64(s string) ([]byte, error) {
 	n := base64.StdEncoding.DecodedLen(len(s))
-	if cap(r.raw) < n {
-		r.raw = make([]byte, n)
+	if cap(d.raw) < n {
+		d.raw = make([]byte, n)
 	}
-	m, err := base64.StdEncoding.Decode(r.raw[:n], bytesView(s))
-	return r.raw[:m], err
+	m, err := base64.StdEncoding.Decode(d.raw[:n], bytesView(s))
+	return d.raw[:m], err
 }
 
 // wholeNumber reads an integral JSON number.

@@ -18,15 +18,16 @@ type Live struct {
 // loads and stores are off the per-record path.
 const liveEvery = 1024
 
-// publish stores the replay's counts in r.opts.Live.
-func (r *runner) publish(eng *windowing.Engine) {
+// publish stores the replay's counts in r.opts.Live: sum the lines',
+// f and st the frontier and the engines' counts, outOfRange the records
+// the engines dead-lettered.
+func (r *runner) publish(sum *Summary, f int64, st windowing.Stats, outOfRange int64) {
 	l := r.opts.Live
-	st := eng.Stats()
-	l.Lines.Store(r.sum.Lines)
-	l.Records.Store(r.sum.Records)
+	l.Lines.Store(sum.Lines)
+	l.Records.Store(sum.Records)
 	l.Panes.Store(st.Panes[windowing.Early] + st.Panes[windowing.OnTime] + st.Panes[windowing.Late])
-	l.DeadLetters.Store(r.sum.DeadLetters)
-	l.Frontier.Store(eng.Frontier())
+	l.DeadLetters.Store(sum.DeadLetters + outOfRange)
+	l.Frontier.Store(f)
 }
 
 // NewLive returns a Live with no frontier yet.

@@ -10,10 +10,10 @@ import (
 // after the panes of each frontier step that emitted some, and one at the
 // end: the line a progress record of `run` holds (docs/SEMANTICS.md,
 // Progress records), over every partition of the input.
-func (r *runner) progress(eng *windowing.Engine) error {
-	st := eng.Stats()
+// f and st are the frontier and the engines' counts after the panes
+// written so far.
+func (r *runner) progress(f int64, st windowing.Stats) error {
 	panes := st.Panes[0] + st.Panes[1] + st.Panes[2] + st.Retractions
-	f := eng.Frontier()
 	if f == r.progressAt || f == watermark.MinTime || panes == r.progressPanes && f != watermark.MaxTime {
 		return nil
 	}

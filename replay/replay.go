@@ -15,16 +15,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
-	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/schema"
-	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
 )
@@ -49,6 +45,10 @@ type Options struct {
 	Live       *Live     // nil: none; else updated as the replay runs (live.go)
 	// Progress: print progress lines among the panes (progress.go).
 	Progress bool
+	// Workers is the number of engines the pipeline's keys are spread
+	// over, each on a goroutine (workers.go); 0 or 1: one, and the panes
+	// come in one engine's order. A repartitioning pipeline runs one.
+	Workers int
 	// Registry holds the schemas of an avro or protobuf pipeline, whose
 	// lines' values are {"base64": "..."} (docs/SEMANTICS.md, Replay).
 	Registry *schema.Registry
@@ -74,126 +74,38 @@ type Summary struct {
 // partition, so an invalid line never changes the result (docs/SEMANTICS.md,
 // Replay). A partition must be below MaxPartitions.
 func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
-	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}, scan: true}
-	if err := s.lines(nil, r); err != nil {
+	return ScanPartitionsWorkers(p, reg, r, 1)
+}
+
+// ScanPartitionsWorkers is ScanPartitions reading the lines on up to
+// workers goroutines (Options.Workers).
+func ScanPartitionsWorkers(p *config.Pipeline, reg *schema.Registry, r io.Reader, workers int) (int, error) {
+	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg, Input: r, Workers: workers}}
+	s.set = settler{sum: &s.sum, em: &s.em, scan: true}
+	var err error
+	if n := workers; n > 1 {
+		err = s.scanWorkers(min(n, MaxWorkers))
+	} else {
+		err = s.lines(nil, r)
+	}
+	if err != nil {
 		return 0, err
 	}
-	return int(s.largest) + 1, nil
+	return int(s.set.largest) + 1, nil
 }
 
 type runner struct {
-	opts    Options
-	out     *bufio.Writer
-	errs    *bufio.Writer
-	panes   *windowing.PaneJSON
-	buf     []byte
-	sum     Summary
-	line    int64
-	cur     []byte // the input line being processed
-	eng     *windowing.Engine
-	windows windowing.Assigner // the fixed windows a late record missed
-	spans   []windowing.Span
-	rp      *repartitioner // nil unless the pipeline repartitions
-	headers []expr.Header  // the line's headers, for expressions
-	offsets []int64        // the next offset of each partition
-	raw     []byte         // a binary value decoded from its base64
-	// lineAt and lineSize: where a line too long to keep starts and its
-	// length, for its dead letter (lineSize 0: the line is raw).
-	lineAt, lineSize int64
-
-	// scan: ScanPartitions reads the lines without an engine, noting the
-	// largest partition of a valid record.
-	scan    bool
-	largest int32
+	opts Options
+	out  *bufio.Writer
+	errs *bufio.Writer
+	em   emitter // the engine's output (one replay goroutine; workers.go has one per worker)
+	buf  []byte
+	sum  Summary
+	line int64 // the number of the line being handled
+	set  settler
+	rp   *repartitioner // nil unless the pipeline repartitions
 
 	progressAt, progressPanes int64 // the frontier and pane count at the last progress line
-}
-
-// Pane implements windowing.Emitter.
-func (r *runner) Pane(p *windowing.Pane) error {
-	r.buf = r.panes.Append(r.buf[:0], p)
-	r.buf = append(r.buf, '\n')
-	_, err := r.out.Write(r.buf)
-	return err
-}
-
-// Dropped implements windowing.Emitter: a record with no representable
-// window is a dead letter; a late one is reported on the error stream,
-// with or without a late_topic, with the window it missed and the frontier
-// that expired it (docs/SEMANTICS.md, Replay: nothing is dropped unseen).
-func (r *runner) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
-	part := ev.Partition
-	if r.rp != nil {
-		part = r.rp.input // report the input partition, not the repartition one
-	}
-	if reason == windowing.DropOutOfRange {
-		return r.deadLetter(reason.String(), part, ev.Offset, r.cur)
-	}
-	// The window it missed: its session [t, t+gap) (a transaction window's
-	// [t, t+timeout)), or the latest of its fixed windows (the last to
-	// expire).
-	var missed windowing.Span
-	if w := r.opts.Pipeline.Spec.Window; w.Kind == windowing.Session || w.Kind == windowing.Transaction {
-		missed = windowing.Span{Start: ev.Time, End: ev.Time + w.Gap} // Dropped only sees representable windows
-	} else if r.spans = r.windows.Windows(r.spans[:0], ev.Time); len(r.spans) > 0 {
-		missed = r.spans[len(r.spans)-1]
-	}
-	b := append(r.buf[:0], `{"late_dropped":{"reason":`...)
-	b = codec.AppendJSONString(b, reason.String())
-	b = append(b, `,"line":`...)
-	b = strconv.AppendInt(b, r.line, 10)
-	b = append(b, `,"partition":`...)
-	b = strconv.AppendInt(b, int64(part), 10)
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, ev.Offset, 10)
-	b = append(b, `,"key":`...)
-	b = codec.AppendJSONString(b, ev.Key)
-	b = append(b, `,"timestamp":`...)
-	b = strconv.AppendInt(b, ev.Time, 10)
-	b = append(b, `,"window":{"start":`...)
-	b = strconv.AppendInt(b, missed.Start, 10)
-	b = append(b, `,"end":`...)
-	b = strconv.AppendInt(b, missed.End, 10)
-	b = append(b, `},"frontier":`...)
-	b = strconv.AppendInt(b, r.eng.Frontier(), 10)
-	b = append(b, "}}\n"...)
-	r.buf = b
-	_, err := r.errs.Write(b)
-	return err
-}
-
-// deadLetter reports a bad line or record on the error stream.
-func (r *runner) deadLetter(reason string, partition int32, offset int64, raw []byte) error {
-	r.sum.DeadLetters++
-	if r.scan {
-		return nil
-	}
-	b := append(r.buf[:0], `{"dead_letter":{"error":`...)
-	b = codec.AppendJSONString(b, reason)
-	b = append(b, `,"line":`...)
-	b = strconv.AppendInt(b, r.line, 10)
-	if partition >= 0 {
-		b = append(b, `,"partition":`...)
-		b = strconv.AppendInt(b, int64(partition), 10)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, offset, 10)
-	}
-	size := int64(len(raw))
-	if r.lineSize > 0 {
-		size = r.lineSize // raw is the start of a line too long to keep
-		b = append(b, `,"byte":`...)
-		b = strconv.AppendInt(b, r.lineAt, 10)
-	}
-	b = append(b, `,"input":`...)
-	b = codec.AppendJSONString(b, string(raw[:min(len(raw), MaxEchoBytes)]))
-	if size > MaxEchoBytes {
-		b = append(b, `,"input_bytes":`...)
-		b = strconv.AppendInt(b, size, 10)
-	}
-	b = append(b, "}}\n"...)
-	r.buf = b
-	_, err := r.errs.Write(b)
-	return err
 }
 
 // Run replays opts.Input through the pipeline and returns what it did. Bad
@@ -229,32 +141,42 @@ func Run(opts Options) (Summary, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	r := &runner{
+		opts: opts,
+		out:  bufio.NewWriterSize(opts.Out, 1<<16),
+		errs: bufio.NewWriterSize(opts.Errs, 1<<12),
+		em:   newEmitter(p),
+	}
+	r.em.out, r.em.errs = r.out, r.errs
+	r.set = settler{sum: &r.sum, em: &r.em}
+	wmSpec := p.Watermark
+	if p.Repartition != nil {
+		r.rp = newRepartitioner(p, opts.Partitions)
+		r.em.rp = r.rp
+		wmSpec = r.rp.downstreamSpec()
+	}
+	if workers(&opts) > 1 {
+		st, outOfRange, err := r.runWorkers(dir, wmSpec)
+		if ferr := r.out.Flush(); err == nil {
+			err = ferr
+		}
+		if ferr := r.errs.Flush(); err == nil {
+			err = ferr
+		}
+		r.sum.DeadLetters += outOfRange
+		r.total(st)
+		return r.sum, err
+	}
 	db, err := state.Open(dir, state.Options{FS: opts.FS, Ephemeral: true})
 	if err != nil {
 		return Summary{}, err
 	}
 	defer db.Close()
-
-	r := &runner{
-		opts:  opts,
-		out:   bufio.NewWriterSize(opts.Out, 1<<16),
-		errs:  bufio.NewWriterSize(opts.Errs, 1<<12),
-		panes: windowing.NewPaneJSON(p.Spec.Aggregates),
-	}
-	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
-		r.windows = windowing.NewAssigner(p.Spec.Window)
-	}
-	cacheBytes := opts.CacheBytes
-	wmSpec := p.Watermark
-	if p.Repartition != nil {
-		r.rp = newRepartitioner(p, opts.Partitions)
-		wmSpec = r.rp.downstreamSpec()
-	}
-	eng, err := windowing.New(p.Spec, wmSpec, db, r, windowing.Options{CacheBytes: cacheBytes, CommitWhenPending: true})
+	eng, err := windowing.New(p.Spec, wmSpec, db, &r.em, windowing.Options{CacheBytes: opts.CacheBytes, CommitWhenPending: true})
 	if err != nil {
 		return Summary{}, err
 	}
-	r.eng = eng
+	r.em.eng = eng
 	err = r.run(eng)
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr
@@ -262,12 +184,17 @@ func Run(opts Options) (Summary, error) {
 	if ferr := r.errs.Flush(); err == nil {
 		err = ferr
 	}
-	st := eng.Stats()
+	r.sum.DeadLetters += r.em.outOfRange
+	r.total(eng.Stats())
+	return r.sum, err
+}
+
+// total adds the engines' counts to the summary.
+func (r *runner) total(st windowing.Stats) {
 	r.sum.LateDropped = st.LateDropped
 	r.sum.OutOfRange = st.OutOfRange
 	r.sum.Panes = st.Panes[0] + st.Panes[1] + st.Panes[2]
 	r.sum.Retractions = st.Retractions
-	return r.sum, err
 }
 
 func (r *runner) run(eng *windowing.Engine) error {
@@ -288,28 +215,23 @@ func (r *runner) run(eng *windowing.Engine) error {
 		return err
 	}
 	if r.opts.Progress {
-		if err := r.progress(eng); err != nil {
+		if err := r.progress(eng.Frontier(), eng.Stats()); err != nil {
 			return err
 		}
 	}
 	if r.opts.Live != nil {
-		r.publish(eng)
+		r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
 	}
 	return eng.Checkpoint(false)
 }
 
 // lines reads every line of in and handles it; eng is nil when scanning.
 func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
-	var now int64
-	dec := source.NewDecoder(r.opts.Pipeline)
-	if f := r.opts.Pipeline.Input.Format; f != config.JSON {
-		if r.opts.Registry == nil {
-			return fmt.Errorf("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in the configuration", r.opts.Pipeline.Name, f)
-		}
-		dec.WithSchemas(r.opts.Pipeline, r.opts.Registry)
+	d, err := newLineDecoder(&r.opts)
+	if err != nil {
+		return err
 	}
-	var ev windowing.Event
-	var rec source.Record
+	var o lineOut
 	lr := newLineReader(in)
 	for {
 		line, rerr := lr.next()
@@ -324,13 +246,10 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 			// Counted and echoed like any bad line, with where it starts
 			// and how long it is (docs/SEMANTICS.md, Replay).
 			r.sum.Lines++
-			r.lineAt, r.lineSize = lr.at, lr.size
-			err := r.deadLetter(fmt.Sprintf("line longer than %d MiB", MaxLineBytes>>20), -1, 0, lr.head)
-			r.lineSize = 0
-			if err != nil {
+			if err := r.tooLong(&o, lr); err != nil {
 				return err
 			}
-			if !r.scan {
+			if !r.set.scan {
 				// Shown at once: the rest of the input may be slow to come.
 				if err := r.errs.Flush(); err != nil {
 					return err
@@ -338,23 +257,29 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 			}
 			continue
 		case errors.Is(rerr, errNoLineEnd):
-			return fmt.Errorf("line %d (from byte %d) has no end within %d MiB past the %d MiB line limit: is the input JSON lines?",
-				r.line, lr.at, MaxSkipBytes>>20, MaxLineBytes>>20)
+			return noLineEnd(r.line, lr.at)
 		case !eof:
 			return fmt.Errorf("replay: read input: %w", rerr)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			r.sum.Lines++
-			if err := r.handle(eng, dec, line, &now, &rec, &ev); err != nil {
+			if err := d.read(line, &o, &r.set.seq); err != nil {
+				return fmt.Errorf("line %d: %w", r.line, err)
+			}
+			if feed, _, err := r.set.settle(&o, line, r.line, true); err != nil {
 				return err
+			} else if feed {
+				if err := r.step(eng, &o, line); err != nil {
+					return err
+				}
 			}
 			if r.opts.Progress && eng != nil {
-				if err := r.progress(eng); err != nil {
+				if err := r.progress(eng.Frontier(), eng.Stats()); err != nil {
 					return err
 				}
 			}
 			if r.opts.Live != nil && eng != nil && r.sum.Lines%liveEvery == 0 {
-				r.publish(eng)
+				r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
 			}
 			// A replay commits its Pebble state only to bound memory:
 			// when the uncommitted writes pass the engine's budget
@@ -373,6 +298,36 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// tooLong settles a line longer than MaxLineBytes: a dead letter with the
+// start of the line.
+func (r *runner) tooLong(o *lineOut, lr *lineReader) error {
+	*o = lineOut{kind: lineDead, reason: fmt.Sprintf("line longer than %d MiB", MaxLineBytes>>20), part: -1, at: lr.at, size: lr.size}
+	_, _, err := r.set.settle(o, lr.head, r.line, true)
+	return err
+}
+
+// noLineEnd is the error of an input whose line, number line from byte
+// at, has no end.
+func noLineEnd(line, at int64) error {
+	return fmt.Errorf("line %d (from byte %d) has no end within %d MiB past the %d MiB line limit: is the input JSON lines?",
+		line, at, MaxSkipBytes>>20, MaxLineBytes>>20)
+}
+
+// step hands a settled clock line or record to the engine.
+func (r *runner) step(eng *windowing.Engine, o *lineOut, line []byte) error {
+	if o.kind == lineClock {
+		if r.rp != nil {
+			r.rp.tick(eng, o.clock)
+		}
+		return eng.Tick(o.clock)
+	}
+	r.em.line, r.em.cur = r.line, line
+	if r.rp != nil {
+		return r.rp.record(eng, &o.ev, r.set.seq.now)
+	}
+	return eng.Record(&o.ev, r.set.seq.now)
 }
 
 // bytesView is a no-copy []byte of s, which must not be written to.

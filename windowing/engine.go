@@ -91,7 +91,9 @@ type Stats struct {
 }
 
 const (
-	defaultCacheBytes      = 64 << 20
+	// DefaultCacheBytes is the window cache's budget when
+	// Options.CacheBytes is 0.
+	DefaultCacheBytes      = 64 << 20
 	defaultMaxPendingBytes = 64 << 20
 )
 
@@ -191,7 +193,7 @@ const (
 // generators and the timer positions it holds.
 func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Options) (*Engine, error) {
 	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = defaultCacheBytes
+		opts.CacheBytes = DefaultCacheBytes
 	}
 	if opts.MaxPendingBytes <= 0 {
 		opts.MaxPendingBytes = defaultMaxPendingBytes

@@ -24,7 +24,7 @@ const usage = `windowd: event-time windowing for Kafka
 
 usage:
   windowd run      --config FILE [--log-format json|console] [--log-level info]
-  windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress]
+  windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress] [--workers N]
   windowd validate --config FILE [--against-state DIR]
   windowd reset    --config FILE [--pipeline NAME] [--to committed|earliest|latest|TIME]
   windowd version
@@ -171,7 +171,12 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
 	progress := fs.Bool("progress", false, "print progress lines among the panes (docs/SEMANTICS.md, Progress records)")
 	registryURL := fs.String("schema-registry", "", "schema registry URL for an avro or protobuf pipeline, whose lines' values are {\"base64\": \"...\"} (default: schema_registry.url of the configuration)")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "engines the keys are spread over, one per core by default; 1: the panes in one engine's order (docs/SEMANTICS.md, Replay)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *workers < 1 || *workers > replay.MaxWorkers {
+		fmt.Fprintf(stderr, "windowd replay: --workers must be between 1 and %d\n", replay.MaxWorkers)
 		return 2
 	}
 	fail := func(format string, a ...any) int {
@@ -227,7 +232,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitions(p, reg, replay.Interruptible(ctx, in)); err != nil {
+		if n, err = replay.ScanPartitionsWorkers(p, reg, replay.Interruptible(ctx, in), *workers); err != nil {
 			if ctx.Err() != nil {
 				return interrupted()
 			}
@@ -247,6 +252,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Errs:       stderr,
 		Progress:   *progress,
 		Registry:   reg,
+		Workers:    *workers,
 	}
 	stopLive := func() {}
 	if term, ok := stderr.(*os.File); ok && isTerminal(term) {

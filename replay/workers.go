@@ -1,0 +1,528 @@
+package replay
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// A replay with workers (Options.Workers > 1) spreads its keys over as many
+// engines, each on a goroutine of its own with a Pebble store of its own
+// (docs/SEMANTICS.md, Replay, "Workers"). The input is cut into chunks of
+// lines, and a chunk goes through four steps:
+//
+//  1. read: this goroutine reads the chunk's lines into its buffer;
+//  2. decode: the decoders read the lines (lineDecoder.read), each a share
+//     of them, in parallel; when the pipeline's records depend on their
+//     offset or processing time (an expression, max_future), this
+//     goroutine reads them in order in step 3 instead;
+//  3. settle: this goroutine settles the lines in input order (offsets,
+//     the clock, counts, dead letters) and names each record's worker, a
+//     hash of its key;
+//  4. run: every worker walks the whole chunk in order: Record for the
+//     records of its keys, Observe for the others' and Tick for clock
+//     lines, so every engine has one engine's frontier at every line
+//     (windowing.Engine.Observe), writing its panes and drops into a
+//     buffer of the chunk's of its own.
+//
+// The writer goroutine writes each chunk's output once every worker has
+// run it, chunk after chunk: the dead letters, then each worker's late
+// records and panes, in worker order. A key's panes are in the order one
+// engine emits them, and the output is the same from run to run for the
+// same number of workers; across keys it differs from one engine's order.
+// Reading a chunk, decoding the next and running the ones before overlap.
+
+const (
+	chunkLines = 4096 // lines per chunk
+	chunkBytes = 1 << 20
+	// inFlight chunks at most: one being read, one decoding, the rest
+	// with the workers and the writer.
+	inFlight = 4
+	// MaxWorkers bounds Options.Workers.
+	MaxWorkers = 64
+)
+
+// workers returns the number of engines a replay runs: 1 when it
+// repartitions (one process's replay of both stages keeps one engine).
+func workers(opts *Options) int {
+	if opts.Workers <= 1 || opts.Pipeline.Repartition != nil {
+		return 1
+	}
+	return min(opts.Workers, MaxWorkers)
+}
+
+// chunk is a run of input lines on their way to the workers.
+type chunk struct {
+	buf   []byte      // the lines' text
+	lines []chunkLine // the lines, in order
+	outs  []lineOut   // their results, one per line
+	steps []step      // what every worker reads of them, one per line
+	read  int64       // lines read through the chunk's end (Summary.Lines)
+	last  bool        // the end of the input: the workers Finish after it
+
+	decoded sync.WaitGroup // the decoders
+	ran     sync.WaitGroup // the workers
+
+	dead  bytes.Buffer // dead letters settled by this goroutine
+	out   []padded     // per worker: its panes
+	errs  []padded     // per worker: its late and out-of-range records
+	stats []windowing.Stats
+	oor   []int64 // per worker: records dead-lettered as out of range, so far
+	f     int64   // the frontier after the chunk
+	sum   Summary // the counts settled, after the chunk
+}
+
+// chunkLine is one non-blank line of a chunk.
+type chunkLine struct {
+	start, end int   // the line's text in buf
+	n          int64 // its line number
+	tooLong    bool  // the line is longer than MaxLineBytes; buf holds its start
+	at, size   int64 // tooLong: where it starts and its length
+}
+
+// step is what every worker reads of a settled line: a record's worker
+// (a hash of its key), partition and event time, or a clock line's time;
+// the processing time at it.
+type step struct {
+	t, now int64
+	part   int32
+	worker int32 // the record's worker; -1: every worker (a clock line); -2: none
+}
+
+// padded is a worker's buffer, alone on its cache lines: the workers
+// write theirs at once, on different cores.
+type padded struct {
+	bytes.Buffer
+	_ [64]byte
+}
+
+func (c *chunk) text(l *chunkLine) []byte { return c.buf[l.start:l.end] }
+
+// worker is one of a replay's engines.
+type worker struct {
+	id  int32
+	em  emitter
+	eng *windowing.Engine
+}
+
+// run is step 4 for chunk c.
+func (w *worker) run(c *chunk) error {
+	w.em.out, w.em.errs = &c.out[w.id], &c.errs[w.id]
+	for i := range c.steps {
+		s := &c.steps[i]
+		var err error
+		switch {
+		case s.worker == -1:
+			err = w.eng.Tick(s.t)
+		case s.worker == w.id:
+			l := &c.lines[i]
+			w.em.line, w.em.cur = l.n, c.text(l)
+			err = w.eng.Record(&c.outs[i].ev, s.now)
+		case s.worker >= 0:
+			err = w.eng.Observe(s.part, s.t, s.now)
+		default:
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.checkpoint(); err != nil {
+			return err
+		}
+	}
+	if c.last {
+		if err := w.eng.Finish(); err != nil {
+			return err
+		}
+		if err := w.eng.Checkpoint(false); err != nil {
+			return err
+		}
+	}
+	c.stats[w.id], c.oor[w.id] = w.eng.Stats(), w.em.outOfRange
+	if w.id == 0 {
+		c.f = w.eng.Frontier()
+	}
+	return nil
+}
+
+// checkpoint commits the engine's state when it passes its budget: as in
+// one engine's replay (lines), Pebble commits only to bound memory.
+func (w *worker) checkpoint() error {
+	if w.eng.NeedsCheckpoint() {
+		return w.eng.Checkpoint(false)
+	}
+	return nil
+}
+
+// keyWorker is the worker of key among n: FNV-1a, so a replay's output
+// is the same from run to run.
+func keyWorker(key string, n int) int32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return int32(h % uint32(n))
+}
+
+// flow is what the goroutines of a parallel replay share: the chunks not
+// in use and the first failure, which stops them all.
+type flow struct {
+	free   chan *chunk
+	failed atomic.Bool
+	mu     sync.Mutex
+	err    error // the first failure
+}
+
+// newFlow returns a flow with inFlight chunks for workers workers.
+func newFlow(workers int) *flow {
+	f := &flow{free: make(chan *chunk, inFlight)}
+	for range inFlight {
+		f.free <- &chunk{out: make([]padded, workers), errs: make([]padded, workers), stats: make([]windowing.Stats, workers), oor: make([]int64, workers)}
+	}
+	return f
+}
+
+// fail records err, when it is the first, and stops the flow.
+func (f *flow) fail(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+	f.failed.Store(true)
+}
+
+// runWorkers replays the input with workers(r.opts) engines, their
+// Pebble directories under dir, and returns their counts summed and the
+// records they dead-lettered as out of range.
+func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats, int64, error) {
+	n := workers(&r.opts)
+	p := r.opts.Pipeline
+	cache := r.opts.CacheBytes
+	if cache <= 0 {
+		cache = int(windowing.DefaultCacheBytes)
+	}
+	ws := make([]*worker, n)
+	for i := range ws {
+		db, err := state.Open(filepath.Join(dir, fmt.Sprint(i)), state.Options{FS: r.opts.FS, Ephemeral: true})
+		if err != nil {
+			return windowing.Stats{}, 0, err
+		}
+		defer db.Close()
+		w := &worker{id: int32(i), em: newEmitter(p)}
+		// The cache budget is shared: the workers' windows take what one
+		// engine's would.
+		if w.eng, err = windowing.New(p.Spec, wmSpec, db, &w.em, windowing.Options{CacheBytes: max(cache/n, 1), CommitWhenPending: true}); err != nil {
+			return windowing.Stats{}, 0, err
+		}
+		w.em.eng = w.eng
+		for q := 0; q < r.opts.Partitions; q++ {
+			w.eng.Assign(int32(q), 0, true)
+		}
+		ws[i] = w
+	}
+
+	f := newFlow(n)
+	var wg sync.WaitGroup
+	// Step 4: the workers.
+	runIn := make([]chan *chunk, n)
+	for i, w := range ws {
+		runIn[i] = make(chan *chunk, inFlight)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range runIn[i] {
+				if !f.failed.Load() {
+					if err := w.run(c); err != nil {
+						f.fail(err)
+					}
+				}
+				c.ran.Done()
+			}
+		}()
+	}
+	// The writer.
+	toWriter := make(chan *chunk, inFlight)
+	var st windowing.Stats
+	var outOfRange int64
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for c := range toWriter {
+			c.ran.Wait()
+			if !f.failed.Load() {
+				var err error
+				if st, outOfRange, err = r.write(c); err != nil {
+					f.fail(err)
+				}
+			}
+			f.free <- c
+		}
+	}()
+	if err := r.read(f, n, func(c *chunk) {
+		c.ran.Add(n)
+		toWriter <- c
+		for i := range runIn {
+			runIn[i] <- c
+		}
+	}); err != nil {
+		f.fail(err)
+	}
+	for _, in := range runIn {
+		close(in)
+	}
+	wg.Wait()
+	close(toWriter)
+	<-wrote
+	return st, outOfRange, f.err
+}
+
+// scanWorkers is ScanPartitions' reading with decoders decoders.
+func (r *runner) scanWorkers(decoders int) error {
+	f := newFlow(0)
+	if err := r.read(f, decoders, func(c *chunk) { f.free <- c }); err != nil {
+		f.fail(err)
+	}
+	return f.err
+}
+
+// read runs steps 1 to 3 on this goroutine, with up to decoders decoders
+// for step 2, and hands each settled chunk to take, in order.
+func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
+	// A chunk's events live until its workers ran it: HoldsEvents. When
+	// the lines' order matters, one decoder, in step 3.
+	var decs []*lineDecoder
+	for range decoders {
+		d, err := newLineDecoder(&r.opts)
+		if err != nil {
+			return err
+		}
+		d.dec.HoldsEvents()
+		decs = append(decs, d)
+		if !d.orderFree() {
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	type share struct {
+		c      *chunk
+		lo, hi int
+	}
+	var decodeIn []chan share
+	if len(decs) > 1 {
+		for _, d := range decs {
+			in := make(chan share, inFlight)
+			decodeIn = append(decodeIn, in)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for sh := range in {
+					if !f.failed.Load() {
+						if err := decodeLines(d, sh.c, sh.lo, sh.hi, nil); err != nil {
+							f.fail(err)
+						}
+					}
+					sh.c.decoded.Done()
+				}
+			}()
+		}
+	}
+	defer func() {
+		for _, in := range decodeIn {
+			close(in)
+		}
+		wg.Wait()
+	}()
+	decode := func(c *chunk) {
+		if len(decodeIn) == 0 {
+			return
+		}
+		per := (len(c.lines) + len(decs) - 1) / len(decs)
+		c.decoded.Add(len(decs))
+		for i, in := range decodeIn {
+			in <- share{c, min(i*per, len(c.lines)), min((i+1)*per, len(c.lines))}
+		}
+	}
+	settle := func(c *chunk) {
+		c.decoded.Wait()
+		if !f.failed.Load() {
+			var seq *sequence
+			if len(decodeIn) == 0 {
+				seq = &r.set.seq // read in order, here
+			}
+			if err := r.settleChunk(decs[0], c, seq); err != nil {
+				f.fail(err)
+			}
+		}
+		c.sum = r.sum
+		c.sum.Lines = c.read
+		take(c)
+	}
+	return r.chunks(f.free, decode, settle, &f.failed)
+}
+
+// decodeLines reads lines lo to hi of c with d (step 2, or with seq, in
+// order in step 3), and names the worker of each record.
+func decodeLines(d *lineDecoder, c *chunk, lo, hi int, seq *sequence) error {
+	for i := lo; i < hi; i++ {
+		l, o := &c.lines[i], &c.outs[i]
+		if l.tooLong {
+			*o = lineOut{kind: lineDead, reason: fmt.Sprintf("line longer than %d MiB", MaxLineBytes>>20), part: -1, at: l.at, size: l.size}
+		} else if err := d.read(c.text(l), o, seq); err != nil {
+			return fmt.Errorf("line %d: %w", l.n, err)
+		}
+		if o.kind == lineRecord && len(c.out) > 0 {
+			c.steps[i].worker = keyWorker(o.ev.Key, len(c.out))
+		}
+	}
+	return nil
+}
+
+// settleChunk is step 3 for c: with seq, it reads each line with d first.
+func (r *runner) settleChunk(d *lineDecoder, c *chunk, seq *sequence) error {
+	r.em.errs = &c.dead
+	for i := range c.lines {
+		l, o, s := &c.lines[i], &c.outs[i], &c.steps[i]
+		if seq != nil {
+			if err := decodeLines(d, c, i, i+1, seq); err != nil {
+				return err
+			}
+		}
+		feed, offset, err := r.set.settle(o, c.text(l), l.n, true)
+		if err != nil {
+			return err
+		}
+		o.ev.Offset = offset
+		worker := s.worker // a record's, named in decodeLines
+		*s = step{worker: -2, now: r.set.seq.now}
+		if feed {
+			s.worker, s.t = -1, o.clock
+			if o.kind == lineRecord {
+				s.worker, s.t, s.part = worker, o.ev.Time, o.ev.Partition
+			}
+		}
+	}
+	return nil
+}
+
+// chunks is step 1: it reads the input into chunks taken from free and
+// hands each to decode once read and to settle one chunk later (so that
+// reading, decoding and settling overlap); the last it settles is marked
+// last.
+func (r *runner) chunks(free chan *chunk, decode, settle func(*chunk), failed *atomic.Bool) error {
+	lr := newLineReader(r.opts.Input)
+	var pending *chunk
+	next := func() *chunk {
+		c := <-free
+		c.buf, c.lines, c.last = c.buf[:0], c.lines[:0], false
+		c.dead.Reset()
+		for i := range c.out {
+			c.out[i].Reset()
+			c.errs[i].Reset()
+		}
+		return c
+	}
+	hand := func(c *chunk) {
+		if cap(c.outs) < len(c.lines) {
+			c.outs = make([]lineOut, len(c.lines), max(len(c.lines), chunkLines))
+			c.steps = make([]step, len(c.lines), max(len(c.lines), chunkLines))
+		}
+		c.outs, c.steps = c.outs[:len(c.lines)], c.steps[:len(c.lines)]
+		c.read = r.sum.Lines
+		decode(c)
+		if pending != nil {
+			settle(pending)
+		}
+		pending = c
+	}
+	c := next()
+	var err error
+	for !failed.Load() {
+		line, rerr := lr.next()
+		eof := rerr != nil && errors.Is(rerr, io.EOF)
+		if eof && len(line) == 0 {
+			break
+		}
+		r.line++
+		switch {
+		case rerr == nil || eof:
+			if len(bytes.TrimSpace(line)) > 0 {
+				r.sum.Lines++
+				start := len(c.buf)
+				c.buf = append(c.buf, line...)
+				c.lines = append(c.lines, chunkLine{start: start, end: len(c.buf), n: r.line})
+			}
+		case errors.Is(rerr, errLineTooLong):
+			r.sum.Lines++
+			start := len(c.buf)
+			c.buf = append(c.buf, lr.head...)
+			c.lines = append(c.lines, chunkLine{start: start, end: len(c.buf), n: r.line, tooLong: true, at: lr.at, size: lr.size})
+		case errors.Is(rerr, errNoLineEnd):
+			err = noLineEnd(r.line, lr.at)
+		default:
+			err = fmt.Errorf("replay: read input: %w", rerr)
+		}
+		if err != nil || eof {
+			break
+		}
+		if len(c.lines) >= chunkLines || len(c.buf) >= chunkBytes {
+			hand(c)
+			c = next()
+		}
+	}
+	c.last = err == nil
+	hand(c)
+	settle(pending)
+	return err
+}
+
+// write writes chunk c's output and returns the workers' counts after it
+// and the records they dead-lettered as out of range.
+func (r *runner) write(c *chunk) (windowing.Stats, int64, error) {
+	var st windowing.Stats
+	var oor int64
+	sum := c.sum
+	for i := range c.out {
+		s := c.stats[i]
+		st.Records += s.Records
+		st.LateDropped += s.LateDropped
+		st.OutOfRange += s.OutOfRange
+		for k := range st.Panes {
+			st.Panes[k] += s.Panes[k]
+		}
+		st.Retractions += s.Retractions
+		st.Evictions += s.Evictions
+		st.Discarded += s.Discarded
+		oor += c.oor[i]
+	}
+	st.QuietAdvances = c.stats[0].QuietAdvances // every worker made the same steps
+	if _, err := r.errs.Write(c.dead.Bytes()); err != nil {
+		return st, oor, err
+	}
+	for i := range c.out {
+		if _, err := r.errs.Write(c.errs[i].Bytes()); err != nil {
+			return st, oor, err
+		}
+		if _, err := r.out.Write(c.out[i].Bytes()); err != nil {
+			return st, oor, err
+		}
+	}
+	if r.opts.Progress {
+		if err := r.progress(c.f, st); err != nil {
+			return st, oor, err
+		}
+	}
+	if r.opts.Live != nil {
+		r.publish(&sum, c.f, st, oor)
+	}
+	return st, oor, nil
+}
