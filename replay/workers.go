@@ -485,6 +485,20 @@ func (r *runner) chunks(free chan *chunk, decode, settle func(*chunk), failed *a
 	return err
 }
 
+// writeOut writes b to the output: a large b straight from the worker's
+// buffer, not copied through r.out's.
+func (r *runner) writeOut(b []byte) error {
+	if len(b) < r.out.Available() {
+		_, err := r.out.Write(b)
+		return err
+	}
+	if err := r.out.Flush(); err != nil {
+		return err
+	}
+	_, err := r.opts.Out.Write(b)
+	return err
+}
+
 // write writes chunk c's output and returns the workers' counts after it
 // and the records they dead-lettered as out of range.
 func (r *runner) write(c *chunk) (windowing.Stats, int64, error) {
@@ -512,7 +526,7 @@ func (r *runner) write(c *chunk) (windowing.Stats, int64, error) {
 		if _, err := r.errs.Write(c.errs[i].Bytes()); err != nil {
 			return st, oor, err
 		}
-		if _, err := r.out.Write(c.out[i].Bytes()); err != nil {
+		if err := r.writeOut(c.out[i].Bytes()); err != nil {
 			return st, oor, err
 		}
 	}
