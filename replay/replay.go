@@ -225,6 +225,42 @@ func (r *runner) run(eng *windowing.Engine) error {
 	return eng.Checkpoint(false)
 }
 
+// eachLine reads lr's lines, numbering them in r.line and counting them
+// in r.sum.Lines, and calls each with every non-blank one (tooLong: the
+// line is longer than MaxLineBytes, and lr.head is its start) until the
+// input ends or each returns false or an error. It also returns why
+// reading stopped early: an unreadable input, a line with no end.
+func (r *runner) eachLine(lr *lineReader, each func(line []byte, tooLong bool) (bool, error)) error {
+	for {
+		line, rerr := lr.next()
+		eof := rerr != nil && errors.Is(rerr, io.EOF)
+		if eof && len(line) == 0 {
+			return nil
+		}
+		r.line++
+		tooLong := false
+		switch {
+		case rerr == nil || eof:
+			if len(bytes.TrimSpace(line)) == 0 {
+				if eof {
+					return nil
+				}
+				continue
+			}
+		case errors.Is(rerr, errLineTooLong):
+			tooLong = true
+		case errors.Is(rerr, errNoLineEnd):
+			return noLineEnd(r.line, lr.at)
+		default:
+			return fmt.Errorf("replay: read input: %w", rerr)
+		}
+		r.sum.Lines++
+		if more, err := each(line, tooLong); err != nil || !more || eof {
+			return err
+		}
+	}
+}
+
 // lines reads every line of in and handles it; eng is nil when scanning.
 func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 	d, err := newLineDecoder(&r.opts)
@@ -233,71 +269,55 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 	}
 	var o lineOut
 	lr := newLineReader(in)
-	for {
-		line, rerr := lr.next()
-		eof := rerr != nil && errors.Is(rerr, io.EOF)
-		if eof && len(line) == 0 {
-			break
-		}
-		r.line++
-		switch {
-		case rerr == nil:
-		case errors.Is(rerr, errLineTooLong):
+	return r.eachLine(lr, func(line []byte, tooLong bool) (bool, error) {
+		if tooLong {
 			// Counted and echoed like any bad line, with where it starts
 			// and how long it is (docs/SEMANTICS.md, Replay).
-			r.sum.Lines++
 			if err := r.tooLong(&o, lr); err != nil {
-				return err
+				return false, err
 			}
 			if !r.set.scan {
 				// Shown at once: the rest of the input may be slow to come.
 				if err := r.errs.Flush(); err != nil {
-					return err
+					return false, err
 				}
 			}
-			continue
-		case errors.Is(rerr, errNoLineEnd):
-			return noLineEnd(r.line, lr.at)
-		case !eof:
-			return fmt.Errorf("replay: read input: %w", rerr)
+			return true, nil
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			r.sum.Lines++
-			if err := d.read(line, &o, &r.set.seq); err != nil {
-				return fmt.Errorf("line %d: %w", r.line, err)
-			}
-			if feed, _, err := r.set.settle(&o, line, r.line, true); err != nil {
-				return err
-			} else if feed {
-				if err := r.step(eng, &o, line); err != nil {
-					return err
-				}
-			}
-			if r.opts.Progress && eng != nil {
-				if err := r.progress(eng.Frontier(), eng.Stats()); err != nil {
-					return err
-				}
-			}
-			if r.opts.Live != nil && eng != nil && r.sum.Lines%liveEvery == 0 {
-				r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
-			}
-			// A replay commits its Pebble state only to bound memory:
-			// when the uncommitted writes pass the engine's budget
-			// (cache evictions, timers), and at the end. Nothing reads
-			// a replay's checkpoints, so committing every N records
-			// would only write windows that open and close between two
-			// commits to Pebble and delete them again.
-			if eng != nil && eng.NeedsCheckpoint() {
-				if err := eng.Checkpoint(false); err != nil {
-					return err
-				}
+		if err := d.read(line, &o, &r.set.seq); err != nil {
+			return false, fmt.Errorf("line %d: %w", r.line, err)
+		}
+		if feed, _, err := r.set.settle(&o, line, r.line, true); err != nil {
+			return false, err
+		} else if feed {
+			if err := r.step(eng, &o, line); err != nil {
+				return false, err
 			}
 		}
-		if eof {
-			break
+		if eng == nil {
+			return true, nil
 		}
-	}
-	return nil
+		if r.opts.Progress {
+			if err := r.progress(eng.Frontier(), eng.Stats()); err != nil {
+				return false, err
+			}
+		}
+		if r.opts.Live != nil && r.sum.Lines%liveEvery == 0 {
+			r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
+		}
+		// A replay commits its Pebble state only to bound memory: when the
+		// uncommitted writes pass the engine's budget (cache evictions,
+		// timers), and at the end. Nothing reads a replay's checkpoints,
+		// so committing every N records would only write windows that
+		// open and close between two commits to Pebble and delete them
+		// again.
+		if eng.NeedsCheckpoint() {
+			if err := eng.Checkpoint(false); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 }
 
 // tooLong settles a line longer than MaxLineBytes: a dead letter with the

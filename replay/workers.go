@@ -2,9 +2,7 @@ package replay
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -445,40 +443,21 @@ func (r *runner) chunks(free chan *chunk, decode, settle func(*chunk), failed *a
 		pending = c
 	}
 	c := next()
-	var err error
-	for !failed.Load() {
-		line, rerr := lr.next()
-		eof := rerr != nil && errors.Is(rerr, io.EOF)
-		if eof && len(line) == 0 {
-			break
-		}
-		r.line++
-		switch {
-		case rerr == nil || eof:
-			if len(bytes.TrimSpace(line)) > 0 {
-				r.sum.Lines++
-				start := len(c.buf)
-				c.buf = append(c.buf, line...)
-				c.lines = append(c.lines, chunkLine{start: start, end: len(c.buf), n: r.line})
-			}
-		case errors.Is(rerr, errLineTooLong):
-			r.sum.Lines++
-			start := len(c.buf)
+	err := r.eachLine(lr, func(line []byte, tooLong bool) (bool, error) {
+		start := len(c.buf)
+		if tooLong {
 			c.buf = append(c.buf, lr.head...)
 			c.lines = append(c.lines, chunkLine{start: start, end: len(c.buf), n: r.line, tooLong: true, at: lr.at, size: lr.size})
-		case errors.Is(rerr, errNoLineEnd):
-			err = noLineEnd(r.line, lr.at)
-		default:
-			err = fmt.Errorf("replay: read input: %w", rerr)
-		}
-		if err != nil || eof {
-			break
+		} else {
+			c.buf = append(c.buf, line...)
+			c.lines = append(c.lines, chunkLine{start: start, end: len(c.buf), n: r.line})
 		}
 		if len(c.lines) >= chunkLines || len(c.buf) >= chunkBytes {
 			hand(c)
 			c = next()
 		}
-	}
+		return !failed.Load(), nil
+	})
 	c.last = err == nil
 	hand(c)
 	settle(pending)
