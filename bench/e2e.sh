@@ -36,7 +36,8 @@
 #            the engine, replay's CPU) need what they needed alone (the
 #            summary's "bound" lines);
 #   replay   (REPLAY=1, the default; always last) `windowd replay` of the
-#            same generated records from a file, same pipeline: the engine
+#            same generated records from a file, same pipeline, one worker
+#            (as `run` has one engine): the engine
 #            and JSON decoding without Kafka, for where windowd's time goes.
 # Each run also records the broker's CPU seconds (from /proc of the pid that
 # `kafka-local.sh status` prints). It prints medians, the ratio
@@ -392,7 +393,7 @@ run_replay() { # sets r_* variables
 	local t0 u s
 	t0=$(now)
 	/usr/bin/time -f '%M %e %U %S' -o "$tmp/time.r" \
-		"$bin" replay --config "$tmp/replay.yaml" --input "$tmp/in.jsonl" >/dev/null 2>"$tmp/r.err" ||
+		"$bin" replay --workers 1 --config "$tmp/replay.yaml" --input "$tmp/in.jsonl" >/dev/null 2>"$tmp/r.err" ||
 		die "replay failed: $(tail -3 "$tmp/r.err")"
 	r_wall=$(since "$t0")
 	read -r r_rss _ u s < <(tail -1 "$tmp/time.r")

@@ -211,7 +211,11 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 	}
 	ws := make([]*worker, n)
 	for i := range ws {
-		db, err := state.Open(filepath.Join(dir, fmt.Sprint(i)), state.Options{FS: r.opts.FS, Ephemeral: true})
+		// Pebble's caches and memtables are shared too: the workers'
+		// stores hold about what one store would (state.PebbleMemoryBytes),
+		// at least 4 MiB each.
+		db, err := state.Open(filepath.Join(dir, fmt.Sprint(i)), state.Options{FS: r.opts.FS, Ephemeral: true,
+			BlockCacheBytes: max(state.DefaultBlockCacheBytes/int64(n), 4<<20), MemTableBytes: max(state.DefaultMemTableBytes/int64(n), 4<<20)})
 		if err != nil {
 			return windowing.Stats{}, 0, err
 		}

@@ -45,10 +45,10 @@ const (
 // both in C memory, outside the Go heap.
 const (
 	DefaultBlockCacheBytes = 32 << 20
-	memTableBytes          = 16 << 20
-	// PebbleMemoryBytes is what one DB opened with the default block
-	// cache holds in caches and memtables at most.
-	PebbleMemoryBytes = DefaultBlockCacheBytes + 2*memTableBytes
+	DefaultMemTableBytes   = 16 << 20
+	// PebbleMemoryBytes is what one DB opened with the defaults holds in
+	// caches and memtables at most.
+	PebbleMemoryBytes = DefaultBlockCacheBytes + 2*DefaultMemTableBytes
 )
 
 // Options configure a DB.
@@ -57,6 +57,9 @@ type Options struct {
 	FS vfs.FS
 	// BlockCacheBytes is the size of Pebble's block cache; 0 means 32 MiB.
 	BlockCacheBytes int64
+	// MemTableBytes is the size of a Pebble memtable (two at most at
+	// once); 0 means 16 MiB.
+	MemTableBytes int64
 	// Logf receives Pebble's error messages; nil discards them.
 	Logf func(format string, args ...any)
 	// Fatal is called when Pebble cannot go on (a failed WAL write: disk
@@ -127,13 +130,16 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.BlockCacheBytes <= 0 {
 		o.BlockCacheBytes = DefaultBlockCacheBytes
 	}
+	if o.MemTableBytes <= 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
 	cache := pebble.NewCache(o.BlockCacheBytes)
 	opts := &pebble.Options{
 		FS:                 o.FS,
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             logger{logf: o.Logf, fatal: o.Fatal},
-		MemTableSize:       memTableBytes,
+		MemTableSize:       uint64(o.MemTableBytes),
 	}
 	if o.Ephemeral {
 		opts.DisableWAL = true
