@@ -69,13 +69,12 @@ type chunk struct {
 	decoded sync.WaitGroup // the decoders
 	ran     sync.WaitGroup // the workers
 
-	dead  bytes.Buffer // dead letters settled by this goroutine
-	out   []padded     // per worker: its panes
-	errs  []padded     // per worker: its late and out-of-range records
-	stats []windowing.Stats
-	oor   []int64 // per worker: records dead-lettered as out of range, so far
-	f     int64   // the frontier after the chunk
-	sum   Summary // the counts settled, after the chunk
+	dead   bytes.Buffer  // dead letters settled by this goroutine
+	pieces []chan *piece // per worker: its output, as it goes
+	stats  []windowing.Stats
+	oor    []int64 // per worker: records dead-lettered as out of range, so far
+	f      int64   // the frontier after the chunk
+	sum    Summary // the counts settled, after the chunk
 }
 
 // chunkLine is one non-blank line of a chunk.
@@ -95,11 +94,41 @@ type step struct {
 	worker int32 // the record's worker; -1: every worker (a clock line); -2: none
 }
 
-// padded is a worker's buffer, alone on its cache lines: the workers
-// write theirs at once, on different cores.
-type padded struct {
-	bytes.Buffer
-	_ [64]byte
+// piece is a run of a worker's output: its panes and its late and
+// out-of-range records. A worker sends a piece to the writer once it holds
+// pieceBytes (also in the middle of an engine step: a frontier step may
+// fire millions of windows), and at the end of a chunk; the writer writes
+// a chunk's pieces worker after worker. A worker whose pieces the writer
+// is not at yet waits once pieceQueue of them are queued, so a worker's
+// output in memory stays bounded.
+type piece struct {
+	out, errs bytes.Buffer
+}
+
+const (
+	pieceBytes = 256 << 10
+	pieceQueue = 2
+)
+
+var pieces = sync.Pool{New: func() any { return new(piece) }}
+
+// pieceWriter is a worker's output or error stream (an emitter's).
+type pieceWriter struct {
+	w   *worker
+	err bool // the error stream
+}
+
+func (pw pieceWriter) Write(b []byte) (int, error) {
+	w := pw.w
+	if pw.err {
+		w.cur.errs.Write(b)
+	} else {
+		w.cur.out.Write(b)
+	}
+	if w.cur.out.Len()+w.cur.errs.Len() >= pieceBytes {
+		w.send()
+	}
+	return len(b), nil
 }
 
 func (c *chunk) text(l *chunkLine) []byte { return c.buf[l.start:l.end] }
@@ -109,11 +138,26 @@ type worker struct {
 	id  int32
 	em  emitter
 	eng *windowing.Engine
+	cur *piece      // the output being filled
+	to  chan *piece // the current chunk's pieces
+}
+
+// send hands the piece being filled to the writer.
+func (w *worker) send() {
+	if w.cur.out.Len()+w.cur.errs.Len() == 0 {
+		return
+	}
+	w.to <- w.cur
+	w.cur = pieces.Get().(*piece)
 }
 
 // run is step 4 for chunk c.
 func (w *worker) run(c *chunk) error {
-	w.em.out, w.em.errs = &c.out[w.id], &c.errs[w.id]
+	w.to = c.pieces[w.id]
+	defer func() {
+		w.send()
+		close(w.to)
+	}()
 	for i := range c.steps {
 		s := &c.steps[i]
 		var err error
@@ -184,7 +228,7 @@ type flow struct {
 func newFlow(workers int) *flow {
 	f := &flow{free: make(chan *chunk, inFlight)}
 	for range inFlight {
-		f.free <- &chunk{out: make([]padded, workers), errs: make([]padded, workers), stats: make([]windowing.Stats, workers), oor: make([]int64, workers)}
+		f.free <- &chunk{pieces: make([]chan *piece, workers), stats: make([]windowing.Stats, workers), oor: make([]int64, workers)}
 	}
 	return f
 }
@@ -220,10 +264,12 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 			return windowing.Stats{}, 0, err
 		}
 		defer db.Close()
-		w := &worker{id: int32(i), em: newEmitter(p)}
-		// The cache budget is shared: the workers' windows take what one
-		// engine's would.
-		if w.eng, err = windowing.New(p.Spec, wmSpec, db, &w.em, windowing.Options{CacheBytes: max(cache/n, 1), CommitWhenPending: true}); err != nil {
+		w := &worker{id: int32(i), em: newEmitter(p), cur: pieces.Get().(*piece)}
+		w.em.out, w.em.errs = pieceWriter{w: w}, pieceWriter{w: w, err: true}
+		// The cache budget and the uncommitted writes' are shared: the
+		// workers' windows take what one engine's would.
+		opts := windowing.Options{CacheBytes: max(cache/n, 1), MaxPendingBytes: max(windowing.DefaultMaxPendingBytes/n, 1), CommitWhenPending: true}
+		if w.eng, err = windowing.New(p.Spec, wmSpec, db, &w.em, opts); err != nil {
 			return windowing.Stats{}, 0, err
 		}
 		w.em.eng = w.eng
@@ -243,10 +289,10 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 		go func() {
 			defer wg.Done()
 			for c := range runIn[i] {
-				if !f.failed.Load() {
-					if err := w.run(c); err != nil {
-						f.fail(err)
-					}
+				if f.failed.Load() {
+					close(c.pieces[i])
+				} else if err := w.run(c); err != nil {
+					f.fail(err)
 				}
 				c.ran.Done()
 			}
@@ -260,13 +306,7 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 	go func() {
 		defer close(wrote)
 		for c := range toWriter {
-			c.ran.Wait()
-			if !f.failed.Load() {
-				var err error
-				if st, outOfRange, err = r.write(c); err != nil {
-					f.fail(err)
-				}
-			}
+			st, outOfRange = r.write(f, c)
 			f.free <- c
 		}
 	}()
@@ -382,8 +422,8 @@ func decodeLines(d *lineDecoder, c *chunk, lo, hi int, seq *sequence) error {
 		} else if err := d.read(c.text(l), o, seq); err != nil {
 			return fmt.Errorf("line %d: %w", l.n, err)
 		}
-		if o.kind == lineRecord && len(c.out) > 0 {
-			c.steps[i].worker = keyWorker(o.ev.Key, len(c.out))
+		if o.kind == lineRecord && len(c.pieces) > 0 {
+			c.steps[i].worker = keyWorker(o.ev.Key, len(c.pieces))
 		}
 	}
 	return nil
@@ -427,9 +467,8 @@ func (r *runner) chunks(free chan *chunk, decode, settle func(*chunk), failed *a
 		c := <-free
 		c.buf, c.lines, c.last = c.buf[:0], c.lines[:0], false
 		c.dead.Reset()
-		for i := range c.out {
-			c.out[i].Reset()
-			c.errs[i].Reset()
+		for i := range c.pieces {
+			c.pieces[i] = make(chan *piece, pieceQueue)
 		}
 		return c
 	}
@@ -468,27 +507,33 @@ func (r *runner) chunks(free chan *chunk, decode, settle func(*chunk), failed *a
 	return err
 }
 
-// writeOut writes b to the output: a large b straight from the worker's
-// buffer, not copied through r.out's.
-func (r *runner) writeOut(b []byte) error {
-	if len(b) < r.out.Available() {
-		_, err := r.out.Write(b)
-		return err
+// write writes chunk c's output as its workers send it (c.dead, then
+// each worker's pieces in turn) and, once they all ran it, the progress
+// line and the live counts; it returns the workers' counts after c and
+// the records they dead-lettered as out of range. After a failure it only
+// drains the pieces, so that no worker waits on them.
+func (r *runner) write(f *flow, c *chunk) (windowing.Stats, int64) {
+	if !f.failed.Load() {
+		if _, err := r.errs.Write(c.dead.Bytes()); err != nil {
+			f.fail(err)
+		}
 	}
-	if err := r.out.Flush(); err != nil {
-		return err
+	for _, ch := range c.pieces {
+		for p := range ch {
+			if !f.failed.Load() {
+				if err := r.writePiece(p); err != nil {
+					f.fail(err)
+				}
+			}
+			p.out.Reset()
+			p.errs.Reset()
+			pieces.Put(p)
+		}
 	}
-	_, err := r.opts.Out.Write(b)
-	return err
-}
-
-// write writes chunk c's output and returns the workers' counts after it
-// and the records they dead-lettered as out of range.
-func (r *runner) write(c *chunk) (windowing.Stats, int64, error) {
+	c.ran.Wait()
 	var st windowing.Stats
 	var oor int64
-	sum := c.sum
-	for i := range c.out {
+	for i := range c.stats {
 		s := c.stats[i]
 		st.Records += s.Records
 		st.LateDropped += s.LateDropped
@@ -502,24 +547,35 @@ func (r *runner) write(c *chunk) (windowing.Stats, int64, error) {
 		oor += c.oor[i]
 	}
 	st.QuietAdvances = c.stats[0].QuietAdvances // every worker made the same steps
-	if _, err := r.errs.Write(c.dead.Bytes()); err != nil {
-		return st, oor, err
-	}
-	for i := range c.out {
-		if _, err := r.errs.Write(c.errs[i].Bytes()); err != nil {
-			return st, oor, err
-		}
-		if err := r.writeOut(c.out[i].Bytes()); err != nil {
-			return st, oor, err
-		}
+	if f.failed.Load() {
+		return st, oor
 	}
 	if r.opts.Progress {
 		if err := r.progress(c.f, st); err != nil {
-			return st, oor, err
+			f.fail(err)
 		}
 	}
 	if r.opts.Live != nil {
-		r.publish(&sum, c.f, st, oor)
+		r.publish(&c.sum, c.f, st, oor)
 	}
-	return st, oor, nil
+	return st, oor
+}
+
+// writePiece writes a worker's piece: its late and out-of-range records
+// on the error stream, its panes on the output (straight from the piece's
+// buffer, not copied through r.out's, when it is the larger).
+func (r *runner) writePiece(p *piece) error {
+	if _, err := r.errs.Write(p.errs.Bytes()); err != nil {
+		return err
+	}
+	b := p.out.Bytes()
+	if len(b) < r.out.Available() {
+		_, err := r.out.Write(b)
+		return err
+	}
+	if err := r.out.Flush(); err != nil {
+		return err
+	}
+	_, err := r.opts.Out.Write(b)
+	return err
 }

@@ -114,3 +114,22 @@ func TestWorkersProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersManyPanesAtOnce: a frontier step that fires more panes than
+// a piece holds (the end of the input, 30,000 windows) sends them to the
+// writer as it goes, in order per key, as one engine prints them.
+func TestWorkersManyPanesAtOnce(t *testing.T) {
+	_, p, _, _ := loadGolden(t, "testdata/example_a_accumulating.txt")
+	var b strings.Builder
+	for i := range 30000 {
+		fmt.Fprintf(&b, `{"key":"k%d","value":{"ts":%d}}`+"\n", i, 1000+i%7)
+	}
+	one := replayWith(t, Options{Pipeline: p, Input: strings.NewReader(b.String()), Partitions: 1})
+	got := replayWith(t, Options{Pipeline: p, Input: strings.NewReader(b.String()), Partitions: 1, Workers: 3})
+	if len(one.byKey) != 30000 || !reflect.DeepEqual(got.byKey, one.byKey) || got.sum != one.sum {
+		t.Fatalf("3 workers: panes of %d keys, one engine %d; summaries %+v and %+v", len(got.byKey), len(one.byKey), got.sum, one.sum)
+	}
+	if n := 30000 * len(one.byKey["k0"][0]); n < 4*pieceBytes {
+		t.Fatalf("the panes take %d bytes, not several pieces", n)
+	}
+}

@@ -93,8 +93,9 @@ type Stats struct {
 const (
 	// DefaultCacheBytes is the window cache's budget when
 	// Options.CacheBytes is 0.
-	DefaultCacheBytes      = 64 << 20
-	defaultMaxPendingBytes = 64 << 20
+	DefaultCacheBytes = 64 << 20
+	// DefaultMaxPendingBytes is Options.MaxPendingBytes when it is 0.
+	DefaultMaxPendingBytes = 64 << 20
 )
 
 // cacheKey names a key state: its shard and group key.
@@ -196,7 +197,7 @@ func New(spec Spec, wmSpec watermark.Spec, store Store, emit Emitter, opts Optio
 		opts.CacheBytes = DefaultCacheBytes
 	}
 	if opts.MaxPendingBytes <= 0 {
-		opts.MaxPendingBytes = defaultMaxPendingBytes
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	e := &Engine{
 		spec:     spec,
