@@ -32,6 +32,7 @@ const (
 	lineClock                    // a clock line: lineOut.clock
 	lineRecord                   // a record: lineOut.ev
 	lineFiltered                 // a record the pipeline's filter rejected
+	lineSkipped                  // ScanPartitions: a line that cannot raise the largest partition
 )
 
 // lineOut is one line's result.
@@ -74,6 +75,11 @@ type lineDecoder struct {
 	rec     source.Record
 	headers []expr.Header // the line's headers, for expressions
 	raw     []byte        // a binary value decoded from its base64
+	// scanning: ScanPartitions with an orderFree decoder, which skips
+	// a line whose partition is at most scanMax, the largest of the valid
+	// records it decoded (skipLine).
+	scanning bool
+	scanMax  int32
 }
 
 func newLineDecoder(opts *Options) (*lineDecoder, error) {
@@ -98,6 +104,10 @@ func (d *lineDecoder) orderFree() bool { return !d.dec.UsesExpressions() && !d.d
 // error stops the replay.
 func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 	o.kind, o.reason, o.part, o.placed, o.offset, o.size = lineDead, "", -1, false, 0, 0
+	if d.scanning && d.skipLine(line) {
+		o.kind = lineSkipped
+		return nil
+	}
 	// One pass validates the line and hands out its members; the first
 	// of duplicate names wins (as gjson.Get would); when the value is an
 	// object, the same pass looks up the decoder's fields in it (found).
@@ -234,7 +244,31 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		return err
 	}
 	o.kind = lineRecord
+	if d.scanning {
+		d.scanMax = max(d.scanMax, o.part)
+	}
 	return nil
+}
+
+// scanSkips turns skipLine off for the test that compares.
+var scanSkips = true
+
+// skipLine reports whether a line cannot raise the largest partition a
+// scan found so far: its top-level "partition", read by gjson without
+// checking the line (the first of duplicate names, and names spelled with
+// escapes, as the decoder reads them; none is partition 0), is at most
+// scanMax. A line that is not valid JSON is no valid record anyway, so
+// what is read from it does not matter.
+func (d *lineDecoder) skipLine(line []byte) bool {
+	if !scanSkips {
+		return false
+	}
+	v := gjson.GetBytes(line, "partition")
+	if !v.Exists() {
+		return true // partition 0
+	}
+	p, ok := wholeNumber(v)
+	return ok && p >= 0 && p <= int64(d.scanMax)
 }
 
 // settler settles lines in input order (a replay has one; with workers,
@@ -273,6 +307,8 @@ func (s *settler) settle(o *lineOut, line []byte, n int64, report bool) (feed bo
 		if report {
 			s.sum.Filtered++
 		}
+		return false, offset, nil
+	case lineSkipped:
 		return false, offset, nil
 	case lineRecord:
 		if report {

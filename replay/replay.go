@@ -69,10 +69,13 @@ type Summary struct {
 
 // ScanPartitions returns one more than the largest partition of a valid
 // record of p in r (at least 1): the partition count a replay without
-// --partitions uses. Each line is read as Run reads it (clock lines
+// --partitions uses. A line is read as Run reads it (clock lines
 // included, and the decoder's checks); a line Run would dead-letter adds no
 // partition, so an invalid line never changes the result (docs/SEMANTICS.md,
-// Replay). A partition must be below MaxPartitions.
+// Replay). A partition must be below MaxPartitions. When records decode
+// whatever the lines before them (lineDecoder.orderFree), a line whose
+// partition is at most the largest found so far is not decoded
+// (lineDecoder.skipLine): it cannot change the result.
 func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
 	return ScanPartitionsWorkers(p, reg, r, 1)
 }
@@ -267,6 +270,7 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 	if err != nil {
 		return err
 	}
+	d.scanning = r.set.scan && d.orderFree()
 	var o lineOut
 	lr := newLineReader(in)
 	return r.eachLine(lr, func(line []byte, tooLong bool) (bool, error) {

@@ -349,6 +349,7 @@ func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
 			return err
 		}
 		d.dec.HoldsEvents()
+		d.scanning = r.set.scan && d.orderFree()
 		decs = append(decs, d)
 		if !d.orderFree() {
 			break

@@ -133,3 +133,40 @@ func TestWorkersManyPanesAtOnce(t *testing.T) {
 		t.Fatalf("the panes take %d bytes, not several pieces", n)
 	}
 }
+
+// TestScanSkipsExact: the partition scan, which decodes only the lines
+// that could raise the largest partition found so far, finds what
+// decoding every line finds, on one goroutine and on several: every
+// golden input, and lines whose partition only a full read gets right.
+func TestScanSkipsExact(t *testing.T) {
+	tricky := []string{
+		`{"partition":9,"key":"k","value":{"ts":1` + "\n", // not JSON
+		`{"partition":"7","key":"k","value":{"ts":1}}` + "\n",
+		`{"partition":3.5,"key":"k","value":{"ts":1}}` + "\n",
+		`{"parti\u0074ion":6,"key":"k","value":{"ts":1}}` + "\n", // the name spelled with an escape
+		`{"partition":2,"partition":8,"key":"k","value":{"ts":1}}` + "\n",
+		`{"partition":5,"key":"k","value":{"no_ts":1}}` + "\n",
+		`{"value":{"ts":1},"partition":4}` + "\n",
+		`{"clock":5}` + "\n",
+	}
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, file := range files {
+		_, p, input, _ := loadGolden(t, file)
+		for _, in := range []string{input, strings.Join(tricky, "") + input, input + strings.Join(tricky, "")} {
+			scanSkips = false
+			want, err := ScanPartitions(p, nil, strings.NewReader(in))
+			scanSkips = true
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []int{1, 3} {
+				if got, err := ScanPartitionsWorkers(p, nil, strings.NewReader(in), w); err != nil || got != want {
+					t.Fatalf("%s, %d workers: %d partitions (%v), decoding every line %d", file, w, got, err, want)
+				}
+			}
+		}
+	}
+}
