@@ -77,21 +77,9 @@ type Summary struct {
 // partition is at most the largest found so far is not decoded
 // (lineDecoder.skipLine): it cannot change the result.
 func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
-	return ScanPartitionsWorkers(p, reg, r, 1)
-}
-
-// ScanPartitionsWorkers is ScanPartitions reading the lines on up to
-// workers goroutines (Options.Workers).
-func ScanPartitionsWorkers(p *config.Pipeline, reg *schema.Registry, r io.Reader, workers int) (int, error) {
-	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg, Input: r, Workers: workers}}
+	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}}
 	s.set = settler{sum: &s.sum, em: &s.em, scan: true}
-	var err error
-	if n := workers; n > 1 {
-		err = s.scanWorkers(min(n, MaxWorkers))
-	} else {
-		err = s.lines(nil, r)
-	}
-	if err != nil {
+	if err := s.lines(nil, r); err != nil {
 		return 0, err
 	}
 	return int(s.set.largest) + 1, nil

@@ -328,15 +328,6 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 	return st, outOfRange, f.err
 }
 
-// scanWorkers is ScanPartitions' reading with decoders decoders.
-func (r *runner) scanWorkers(decoders int) error {
-	f := newFlow(0)
-	if err := r.read(f, decoders, func(c *chunk) { f.free <- c }); err != nil {
-		f.fail(err)
-	}
-	return f.err
-}
-
 // read runs steps 1 to 3 on this goroutine, with up to decoders decoders
 // for step 2, and hands each settled chunk to take, in order.
 func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
@@ -349,7 +340,6 @@ func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
 			return err
 		}
 		d.dec.HoldsEvents()
-		d.scanning = r.set.scan && d.orderFree()
 		decs = append(decs, d)
 		if !d.orderFree() {
 			break
@@ -423,7 +413,7 @@ func decodeLines(d *lineDecoder, c *chunk, lo, hi int, seq *sequence) error {
 		} else if err := d.read(c.text(l), o, seq); err != nil {
 			return fmt.Errorf("line %d: %w", l.n, err)
 		}
-		if o.kind == lineRecord && len(c.pieces) > 0 {
+		if o.kind == lineRecord {
 			c.steps[i].worker = keyWorker(o.ev.Key, len(c.pieces))
 		}
 	}

@@ -47,8 +47,7 @@ func replayWith(t *testing.T, opts Options) replayed {
 // TestWorkersEqualOneEngine: a replay with workers emits, for every key,
 // the panes one engine emits, in the same order (pane ids, flags and
 // values byte for byte), the same dead letters and late records, and the
-// same summary; the partition scan finds the same partitions. Every
-// golden pipeline, its input repeated so that it
+// same summary. Every golden pipeline, its input repeated so that it
 // spans several chunks, with late records, clocks moving back (dead
 // letters) and every window kind.
 func TestWorkersEqualOneEngine(t *testing.T) {
@@ -63,9 +62,6 @@ func TestWorkersEqualOneEngine(t *testing.T) {
 			in := strings.Repeat(input, reps)
 			one := replayWith(t, Options{Pipeline: p, Input: strings.NewReader(in), Partitions: n})
 			for _, w := range []int{2, 5} {
-				if got, err := ScanPartitionsWorkers(p, nil, strings.NewReader(in), w); err != nil || got != n {
-					t.Fatalf("%d workers scan %d partitions (%v), one %d", w, got, err, n)
-				}
 				got := replayWith(t, Options{Pipeline: p, Input: strings.NewReader(in), Partitions: n, Workers: w})
 				for k, want := range one.byKey {
 					if !reflect.DeepEqual(got.byKey[k], want) {
@@ -136,8 +132,8 @@ func TestWorkersManyPanesAtOnce(t *testing.T) {
 
 // TestScanSkipsExact: the partition scan, which decodes only the lines
 // that could raise the largest partition found so far, finds what
-// decoding every line finds, on one goroutine and on several: every
-// golden input, and lines whose partition only a full read gets right.
+// decoding every line finds: every golden input, and lines whose
+// partition only a full read gets right.
 func TestScanSkipsExact(t *testing.T) {
 	tricky := []string{
 		`{"partition":9,"key":"k","value":{"ts":1` + "\n", // not JSON
@@ -162,10 +158,8 @@ func TestScanSkipsExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range []int{1, 3} {
-				if got, err := ScanPartitionsWorkers(p, nil, strings.NewReader(in), w); err != nil || got != want {
-					t.Fatalf("%s, %d workers: %d partitions (%v), decoding every line %d", file, w, got, err, want)
-				}
+			if got, err := ScanPartitions(p, nil, strings.NewReader(in)); err != nil || got != want {
+				t.Fatalf("%s: %d partitions (%v), decoding every line %d", file, got, err, want)
 			}
 		}
 	}

@@ -232,7 +232,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitionsWorkers(p, reg, replay.Interruptible(ctx, in), *workers); err != nil {
+		if n, err = replay.ScanPartitions(p, reg, replay.Interruptible(ctx, in)); err != nil {
 			if ctx.Err() != nil {
 				return interrupted()
 			}
