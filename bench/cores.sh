@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # bench/cores.sh [REPS] — `windowd replay` on one core against two: the
-# same binary and input with GOMAXPROCS=1 (one worker) and GOMAXPROCS=2
-# (two workers, the default: one per core), runs interleaved within each
-# repetition; docs/PERFORMANCE.md, One pipeline on several cores.
+# same binary and input with GOMAXPROCS=1 --workers 1 and GOMAXPROCS=2
+# --workers 2, runs interleaved within each repetition; docs/PERFORMANCE.md.
 #
 # Prints per case the medians of records/s and CPU seconds, and the median
 # of the per-repetition ratios (2 cores / 1 core); checks in the first
@@ -67,7 +66,7 @@ for ((r = 1; r <= reps; r++)); do
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			echo "# rep $r/$reps case $id, $cores core(s), load $load" >&2
 			t0=$(date +%s%N)
-			GOMAXPROCS=$cores "$timebin" -f '%M %U %S' -o "$tmp/time" "$bin" replay --config "${argv[0]}" --input "$in" "${argv[@]:1}" >"$tmp/out-$cores" 2>"$tmp/err" ||
+			GOMAXPROCS=$cores "$timebin" -f '%M %U %S' -o "$tmp/time" "$bin" replay --workers "$cores" --config "${argv[0]}" --input "$in" "${argv[@]:1}" >"$tmp/out-$cores" 2>"$tmp/err" ||
 				fail_with_log "case $id on $cores core(s) failed" "$tmp/err"
 			t1=$(date +%s%N)
 			wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", (b - a) / 1e9}')

@@ -171,12 +171,15 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
 	progress := fs.Bool("progress", false, "print progress lines among the panes (docs/SEMANTICS.md, Progress records)")
 	registryURL := fs.String("schema-registry", "", "schema registry URL for an avro or protobuf pipeline, whose lines' values are {\"base64\": \"...\"} (default: schema_registry.url of the configuration)")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "engines the keys are spread over, one per core by default; 1: the panes in one engine's order (docs/SEMANTICS.md, Replay)")
+	workers := fs.Int("workers", 1, "engines the keys are spread over, 0: one per core; above 1 the panes of different keys come in another order (docs/SEMANTICS.md, Replay)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if *workers == 0 {
+		*workers = min(runtime.GOMAXPROCS(0), replay.MaxWorkers)
+	}
 	if *workers < 1 || *workers > replay.MaxWorkers {
-		fmt.Fprintf(stderr, "windowd replay: --workers must be between 1 and %d\n", replay.MaxWorkers)
+		fmt.Fprintf(stderr, "windowd replay: --workers must be between 0 (one per core) and %d\n", replay.MaxWorkers)
 		return 2
 	}
 	fail := func(format string, a ...any) int {

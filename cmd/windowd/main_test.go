@@ -68,7 +68,7 @@ func TestReplayExampleA(t *testing.T) {
 	for _, args := range [][]string{
 		{"--input", "testdata/example_a.jsonl"},
 		{"--input", "testdata/example_a.jsonl", "--partitions", "1", "--state-dir", filepath.Join(t.TempDir(), "state")},
-		{"--input", "testdata/example_a.jsonl", "--workers", "1"},
+		{"--input", "testdata/example_a.jsonl", "--workers", "0"},
 		{"--input", "testdata/example_a.jsonl", "--workers", "3"},
 	} {
 		code, out, errs := runCLI(t, "", append([]string{"replay", "--config", "testdata/example_a.yaml"}, args...)...)
@@ -115,8 +115,8 @@ func TestReplayFailures(t *testing.T) {
 			"windowd replay: --partitions must be between 1 and 10000 (docs/OPERATIONS.md, Limits)\n"},
 		{"too many partitions", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--partitions", "2147483647"},
 			"windowd replay: --partitions must be between 1 and 10000 (docs/OPERATIONS.md, Limits)\n"},
-		{"zero workers", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--workers", "0"},
-			"windowd replay: --workers must be between 1 and 64\n"},
+		{"negative workers", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata/example_a.jsonl", "--workers", "-1"},
+			"windowd replay: --workers must be between 0 (one per core) and 64\n"},
 		// One message that names the path once (it was printed twice).
 		{"directory as input", []string{"replay", "--config", "testdata/example_a.yaml", "--input", "testdata"},
 			"windowd replay: --input testdata is a directory, not a JSON-lines file\n"},
