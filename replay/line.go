@@ -19,7 +19,7 @@ import (
 // One input line: a record, a clock line, or a dead letter with its
 // reason. A line is read in two steps: read (lineDecoder), what the line
 // says on its own, its checks and its record's decode; then settle
-// (runner), what depends on the lines before it: its offset in its
+// (settler), what depends on the lines before it: its offset in its
 // partition, whether a clock moves backwards, the counts and the dead
 // letter's line. Replay's workers (workers.go) read lines in parallel and
 // settle them in order.

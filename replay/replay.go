@@ -4,8 +4,9 @@
 // lines, so idleness and processing-time triggers replay deterministically.
 //
 // Invariants: a malformed line never stops a replay (it is dead-lettered
-// with its line number and counted); panes are printed in emission order;
-// at end of input the frontier becomes +infinity and every window fires.
+// with its line number and counted); panes are printed in emission order
+// (with workers, workers.go: each key's; the panes are one engine's); at
+// end of input the frontier becomes +infinity and every window fires.
 package replay
 
 import (
