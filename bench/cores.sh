@@ -38,14 +38,7 @@ cases=(
 	"H|bench/hopping-1h-6m-key.yaml --partitions 4|hopping 1h/6m by record key (info)"
 	"TC|bench/tumbling-10s-country.yaml --partitions 4|tumbling 10s by value.country, 8 keys (info)"
 )
-if [ -n "${CASES:-}" ]; then
-	sel=()
-	for c in "${cases[@]}"; do
-		for want in $CASES; do [ "${c%%|*}" = "$want" ] && sel+=("$c"); done
-	done
-	[ ${#sel[@]} -gt 0 ] || die "CASES matches nothing"
-	cases=("${sel[@]}")
-fi
+select_cases
 
 echo "# windowd replay on 1 and 2 cores — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))"

@@ -52,6 +52,18 @@ http_addr() {
 	return 1
 }
 
+# select_cases: keep of the array `cases` (entries "ID|...") those whose ID
+# the space-separated CASES names, in table order; all when CASES is unset.
+select_cases() {
+	[ -n "${CASES:-}" ] || return 0
+	local sel=() c want
+	for c in "${cases[@]}"; do
+		for want in $CASES; do [ "${c%%|*}" = "$want" ] && sel+=("$c"); done
+	done
+	[ ${#sel[@]} -gt 0 ] || die "CASES matches nothing"
+	cases=("${sel[@]}")
+}
+
 # median: the median of the numbers on stdin ("-" when there is none).
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 

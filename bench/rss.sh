@@ -43,14 +43,7 @@ cases=(
 	"D256|bench/hopping-60s-1s-cache256m.yaml|10000|520k (60 per record)|D, cache_bytes 256MiB"
 	"E|bench/session-30s.yaml|10000|9.6k sessions|session gap 30s, 10k keys"
 )
-if [ -n "${CASES:-}" ]; then
-	sel=()
-	for c in "${cases[@]}"; do
-		for want in $CASES; do [ "${c%%|*}" = "$want" ] && sel+=("$c"); done
-	done
-	[ ${#sel[@]} -gt 0 ] || { echo "rss.sh: CASES matches nothing" >&2; exit 2; }
-	cases=("${sel[@]}")
-fi
+select_cases
 
 echo "# windowd replay RSS benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs; $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"

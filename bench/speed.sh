@@ -44,14 +44,7 @@ cases=(
 	"HC|windowd bench/hopping-60s-1s-country.yaml|hopping 60s/1s, value.country"
 	"SC|windowd bench/session-30s-country.yaml|session gap 30s, value.country"
 )
-if [ -n "${CASES:-}" ]; then
-	sel=()
-	for c in "${cases[@]}"; do
-		for want in $CASES; do [ "${c%%|*}" = "$want" ] && sel+=("$c"); done
-	done
-	[ ${#sel[@]} -gt 0 ] || { echo "speed.sh: CASES matches nothing" >&2; exit 2; }
-	cases=("${sel[@]}")
-fi
+select_cases
 
 echo "# windowd replay speed benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree has changes)'); $(go version | cut -d' ' -f3-); $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)); GOMAXPROCS=1"
