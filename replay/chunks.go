@@ -27,7 +27,6 @@ type chunk struct {
 	dead   bytes.Buffer  // dead letters settled by this goroutine
 	pieces []chan *piece // per worker: its output, as it goes
 	stats  []windowing.Stats
-	oor    []int64 // per worker: records dead-lettered as out of range, so far
 	f      int64   // the frontier after the chunk
 	sum    Summary // the counts settled, after the chunk
 }

@@ -31,9 +31,6 @@ type emitter struct {
 	// lineAt and lineSize: where a line too long to keep starts and its
 	// length, for its dead letter (lineSize 0: the line is whole).
 	lineAt, lineSize int64
-	// outOfRange counts the records dead-lettered for having no
-	// representable window.
-	outOfRange int64
 }
 
 func newEmitter(p *config.Pipeline) emitter {
@@ -62,7 +59,6 @@ func (e *emitter) Dropped(ev *windowing.Event, reason windowing.DropReason) erro
 		part = e.rp.input // report the input partition, not the repartition one
 	}
 	if reason == windowing.DropOutOfRange {
-		e.outOfRange++
 		return e.deadLetter(reason.String(), part, ev.Offset, e.cur)
 	}
 	// The window it missed: its session [t, t+gap) (a transaction window's

@@ -19,14 +19,14 @@ type Live struct {
 const liveEvery = 1024
 
 // publish stores the replay's counts in r.opts.Live: sum the lines',
-// f and st the frontier and the engines' counts, outOfRange the records
-// the engines dead-lettered.
-func (r *runner) publish(sum *Summary, f int64, st windowing.Stats, outOfRange int64) {
+// f and st the frontier and the engines' counts (a record without a
+// representable window is a dead letter too).
+func (r *runner) publish(sum *Summary, f int64, st windowing.Stats) {
 	l := r.opts.Live
 	l.Lines.Store(sum.Lines)
 	l.Records.Store(sum.Records)
 	l.Panes.Store(st.Panes[windowing.Early] + st.Panes[windowing.OnTime] + st.Panes[windowing.Late])
-	l.DeadLetters.Store(sum.DeadLetters + outOfRange)
+	l.DeadLetters.Store(sum.DeadLetters + st.OutOfRange)
 	l.Frontier.Store(f)
 }
 

@@ -49,10 +49,9 @@ func (pw pieceWriter) Write(b []byte) (int, error) {
 
 // write writes chunk c's output as its workers send it (c.dead, then
 // each worker's pieces in turn) and, once they all ran it, the progress
-// line and the live counts; it returns the workers' counts after c and
-// the records they dead-lettered as out of range. After a failure it only
-// drains the pieces, so that no worker waits on them.
-func (r *runner) write(f *flow, c *chunk) (windowing.Stats, int64) {
+// line and the live counts; it returns the workers' counts after c. After
+// a failure it only drains the pieces, so that no worker waits on them.
+func (r *runner) write(f *flow, c *chunk) windowing.Stats {
 	if !f.failed.Load() {
 		if _, err := r.errs.Write(c.dead.Bytes()); err != nil {
 			f.fail(err)
@@ -72,7 +71,6 @@ func (r *runner) write(f *flow, c *chunk) (windowing.Stats, int64) {
 	}
 	c.ran.Wait()
 	var st windowing.Stats
-	var oor int64
 	for i := range c.stats {
 		s := c.stats[i]
 		st.Records += s.Records
@@ -84,11 +82,10 @@ func (r *runner) write(f *flow, c *chunk) (windowing.Stats, int64) {
 		st.Retractions += s.Retractions
 		st.Evictions += s.Evictions
 		st.Discarded += s.Discarded
-		oor += c.oor[i]
 	}
 	st.QuietAdvances = c.stats[0].QuietAdvances // every worker made the same steps
 	if f.failed.Load() {
-		return st, oor
+		return st
 	}
 	if r.opts.Progress {
 		if err := r.progress(c.f, st); err != nil {
@@ -96,9 +93,9 @@ func (r *runner) write(f *flow, c *chunk) (windowing.Stats, int64) {
 		}
 	}
 	if r.opts.Live != nil {
-		r.publish(&c.sum, c.f, st, oor)
+		r.publish(&c.sum, c.f, st)
 	}
-	return st, oor
+	return st
 }
 
 // writePiece writes a worker's piece: its late and out-of-range records

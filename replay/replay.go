@@ -23,6 +23,7 @@ import (
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -147,46 +148,43 @@ func Run(opts Options) (Summary, error) {
 		r.em.rp = r.rp
 		wmSpec = r.rp.downstreamSpec()
 	}
+	var st windowing.Stats
+	var err error
 	if workers(&opts) > 1 {
-		st, outOfRange, err := r.runWorkers(dir, wmSpec)
-		if ferr := r.out.Flush(); err == nil {
-			err = ferr
-		}
-		if ferr := r.errs.Flush(); err == nil {
-			err = ferr
-		}
-		r.sum.DeadLetters += outOfRange
-		r.total(st)
-		return r.sum, err
+		st, err = r.runWorkers(dir, wmSpec)
+	} else {
+		st, err = r.runOne(dir, wmSpec)
 	}
-	db, err := state.Open(dir, state.Options{FS: opts.FS, Ephemeral: true})
-	if err != nil {
-		return Summary{}, err
-	}
-	defer db.Close()
-	eng, err := windowing.New(p.Spec, wmSpec, db, &r.em, windowing.Options{CacheBytes: opts.CacheBytes, CommitWhenPending: true})
-	if err != nil {
-		return Summary{}, err
-	}
-	r.em.eng = eng
-	err = r.run(eng)
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr
 	}
 	if ferr := r.errs.Flush(); err == nil {
 		err = ferr
 	}
-	r.sum.DeadLetters += r.em.outOfRange
-	r.total(eng.Stats())
-	return r.sum, err
-}
-
-// total adds the engines' counts to the summary.
-func (r *runner) total(st windowing.Stats) {
+	// A record without a representable window is a dead letter too.
+	r.sum.DeadLetters += st.OutOfRange
 	r.sum.LateDropped = st.LateDropped
 	r.sum.OutOfRange = st.OutOfRange
 	r.sum.Panes = st.Panes[0] + st.Panes[1] + st.Panes[2]
 	r.sum.Retractions = st.Retractions
+	return r.sum, err
+}
+
+// runOne replays the input with one engine, its Pebble directory dir, and
+// returns the engine's counts.
+func (r *runner) runOne(dir string, wmSpec watermark.Spec) (windowing.Stats, error) {
+	db, err := state.Open(dir, state.Options{FS: r.opts.FS, Ephemeral: true})
+	if err != nil {
+		return windowing.Stats{}, err
+	}
+	defer db.Close()
+	eng, err := windowing.New(r.opts.Pipeline.Spec, wmSpec, db, &r.em, windowing.Options{CacheBytes: r.opts.CacheBytes, CommitWhenPending: true})
+	if err != nil {
+		return windowing.Stats{}, err
+	}
+	r.em.eng = eng
+	err = r.run(eng)
+	return eng.Stats(), err
 }
 
 func (r *runner) run(eng *windowing.Engine) error {
@@ -212,7 +210,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 		}
 	}
 	if r.opts.Live != nil {
-		r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
+		r.publish(&r.sum, eng.Frontier(), eng.Stats())
 	}
 	return eng.Checkpoint(false)
 }
@@ -296,7 +294,7 @@ func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
 			}
 		}
 		if r.opts.Live != nil && r.sum.Lines%liveEvery == 0 {
-			r.publish(&r.sum, eng.Frontier(), eng.Stats(), r.em.outOfRange)
+			r.publish(&r.sum, eng.Frontier(), eng.Stats())
 		}
 		// A replay commits its Pebble state only to bound memory: when the
 		// uncommitted writes pass the engine's budget (cache evictions,

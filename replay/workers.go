@@ -111,7 +111,7 @@ func (w *worker) run(c *chunk) error {
 			return err
 		}
 	}
-	c.stats[w.id], c.oor[w.id] = w.eng.Stats(), w.em.outOfRange
+	c.stats[w.id] = w.eng.Stats()
 	if w.id == 0 {
 		c.f = w.eng.Frontier()
 	}
@@ -151,7 +151,7 @@ type flow struct {
 func newFlow(workers int) *flow {
 	f := &flow{free: make(chan *chunk, inFlight)}
 	for range inFlight {
-		f.free <- &chunk{pieces: make([]chan *piece, workers), stats: make([]windowing.Stats, workers), oor: make([]int64, workers)}
+		f.free <- &chunk{pieces: make([]chan *piece, workers), stats: make([]windowing.Stats, workers)}
 	}
 	return f
 }
@@ -167,9 +167,8 @@ func (f *flow) fail(err error) {
 }
 
 // runWorkers replays the input with workers(r.opts) engines, their
-// Pebble directories under dir, and returns their counts summed and the
-// records they dead-lettered as out of range.
-func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats, int64, error) {
+// Pebble directories under dir, and returns their counts summed.
+func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats, error) {
 	n := workers(&r.opts)
 	p := r.opts.Pipeline
 	cache := r.opts.CacheBytes
@@ -184,7 +183,7 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 		db, err := state.Open(filepath.Join(dir, fmt.Sprint(i)), state.Options{FS: r.opts.FS, Ephemeral: true,
 			BlockCacheBytes: max(state.DefaultBlockCacheBytes/int64(n), 4<<20), MemTableBytes: max(state.DefaultMemTableBytes/int64(n), 4<<20)})
 		if err != nil {
-			return windowing.Stats{}, 0, err
+			return windowing.Stats{}, err
 		}
 		defer db.Close()
 		w := &worker{id: int32(i), em: newEmitter(p), cur: pieces.Get().(*piece)}
@@ -193,7 +192,7 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 		// workers' windows take what one engine's would.
 		opts := windowing.Options{CacheBytes: max(cache/n, 1), MaxPendingBytes: max(windowing.DefaultMaxPendingBytes/n, 1), CommitWhenPending: true}
 		if w.eng, err = windowing.New(p.Spec, wmSpec, db, &w.em, opts); err != nil {
-			return windowing.Stats{}, 0, err
+			return windowing.Stats{}, err
 		}
 		w.em.eng = w.eng
 		for q := 0; q < r.opts.Partitions; q++ {
@@ -224,12 +223,11 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 	// The writer.
 	toWriter := make(chan *chunk, inFlight)
 	var st windowing.Stats
-	var outOfRange int64
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
 		for c := range toWriter {
-			st, outOfRange = r.write(f, c)
+			st = r.write(f, c)
 			f.free <- c
 		}
 	}()
@@ -248,5 +246,5 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 	wg.Wait()
 	close(toWriter)
 	<-wrote
-	return st, outOfRange, f.err
+	return st, f.err
 }
