@@ -3,7 +3,6 @@ package windowing
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"unsafe"
@@ -842,8 +841,8 @@ func (e *Engine) assignFixed(ks *keyState, ev *Event, now int64) error {
 // assignSession opens [t, t+gap) and merges it with every overlapping
 // session of the key; touching sessions do not merge.
 func (e *Engine) assignSession(ks *keyState, ev *Event, now int64) error {
-	if ev.Time > math.MaxInt64-e.spec.Window.Gap {
-		e.outOfRange = true // [t, t+gap) would end past the int64 range
+	if !e.Representable(ev.Time) {
+		e.outOfRange = true
 		return nil
 	}
 	start, end := ev.Time, ev.Time+e.spec.Window.Gap

@@ -44,9 +44,9 @@ func (e *Engine) Representable(t int64) bool {
 	case CountWindow:
 		return true
 	case Session, Transaction:
-		return t <= math.MaxInt64-w.Gap
+		return t <= math.MaxInt64-w.Gap // else [t, t+gap) ends past the int64 range
 	case Sliding:
-		return t != math.MaxInt64 && t >= math.MinInt64+w.Size
+		return t != math.MaxInt64 && t >= math.MinInt64+w.Size // else (t − size, t] is not representable
 	}
 	e.spans = e.drainAssigner(t).Windows(e.spans[:0], t)
 	return len(e.spans) > 0

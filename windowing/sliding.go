@@ -40,8 +40,8 @@ import (
 // assignSliding is step (1) for sliding windows.
 func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 	t, size := ev.Time, e.spec.Window.Size
-	if t == math.MaxInt64 || t < math.MinInt64+size {
-		e.outOfRange = true // (t − size, t] is not representable
+	if !e.Representable(t) {
+		e.outOfRange = true
 		return nil
 	}
 	start, end := t-size+1, t+1

@@ -94,8 +94,8 @@ func newTxnSlides(specs []AggSpec) *slides {
 // assignTransaction is step (1) for transaction windows.
 func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 	t, gap := ev.Time, e.spec.Window.Gap
-	if t > math.MaxInt64-gap {
-		e.outOfRange = true // [t, t+timeout) would end past the int64 range
+	if !e.Representable(t) {
+		e.outOfRange = true
 		return nil
 	}
 	// p: the key's last window that starts at or before t (mostly its
