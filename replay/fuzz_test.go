@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,10 +253,7 @@ func goldenInputs(f *testing.F) []string {
 
 // goldenSections returns the section name of every golden file that has one.
 func goldenSections(f *testing.F, name string) []string {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no golden files: %v", err)
-	}
+	files := goldenFiles(f)
 	var sections []string
 	for _, file := range files {
 		data, err := os.ReadFile(file)

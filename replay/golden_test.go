@@ -143,11 +143,18 @@ func loadGolden(t *testing.T, file string) (gc goldenCase, p *config.Pipeline, i
 	return gc, p, input, partitions
 }
 
-func TestGolden(t *testing.T) {
+// goldenFiles returns the golden files, testdata/*.txt; none is a failure.
+func goldenFiles(tb testing.TB) []string {
+	tb.Helper()
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
+		tb.Fatalf("no golden files: %v", err)
 	}
+	return files
+}
+
+func TestGolden(t *testing.T) {
+	files := goldenFiles(t)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			gc, p, input, n := loadGolden(t, file)

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"bytes"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,10 +18,7 @@ import (
 // the last line says everything is final. It also checks that the panes
 // are those of a replay without progress lines.
 func TestProgressPromise(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
+	files := goldenFiles(t)
 	lines := 0
 	for _, file := range files {
 		_, p, input, n := loadGolden(t, file)

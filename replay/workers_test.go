@@ -51,10 +51,7 @@ func replayWith(t *testing.T, opts Options) replayed {
 // spans several chunks, with late records, clocks moving back (dead
 // letters) and every window kind.
 func TestWorkersEqualOneEngine(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
+	files := goldenFiles(t)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			_, p, input, n := loadGolden(t, file)
@@ -145,10 +142,7 @@ func TestScanSkipsExact(t *testing.T) {
 		`{"value":{"ts":1},"partition":4}` + "\n",
 		`{"clock":5}` + "\n",
 	}
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
+	files := goldenFiles(t)
 	for _, file := range files {
 		_, p, input, _ := loadGolden(t, file)
 		for _, in := range []string{input, strings.Join(tricky, "") + input, input + strings.Join(tricky, "")} {
