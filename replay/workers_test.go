@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -39,8 +38,7 @@ func replayWith(t *testing.T, opts Options) replayed {
 			r.other = append(r.other, line)
 		}
 	}
-	r.errs = strings.Split(strings.TrimRight(errs.String(), "\n"), "\n")
-	sort.Strings(r.errs)
+	r.errs = sortedLines(errs.Bytes())
 	return r
 }
 
