@@ -249,6 +249,20 @@ type Input struct {
 	Format     Format // default JSON
 }
 
+// Source is one input topic of a pipeline with several (Pipeline.Inputs,
+// docs/SEMANTICS.md, Several inputs): its topic and name, and how its
+// records are read (the pipeline's filter, key and timestamp unless it
+// has its own).
+type Source struct {
+	Topic      string
+	As         string // the name aggregates give as their input; default: the topic
+	Partitions int32  // as Input.Partitions
+	Format     Format
+	Filter     *expr.Program
+	Key        Key
+	Timestamp  Timestamp
+}
+
 // Key says where the group key comes from: at most one of Field, Fields
 // and Expr is set; none: the Kafka record key.
 type Key struct {
@@ -330,16 +344,27 @@ func (t PaneTime) String() string {
 	return "window_end"
 }
 
-// Pipeline is one input topic's windowing job.
+// Pipeline is one windowing job over one input topic (or several: Inputs).
 type Pipeline struct {
-	Name      string
-	Line      int // line of the pipeline entry in the file, for messages
-	Input     Input
-	Filter    *expr.Program // keep the record when true; nil: every record
-	Key       Key
-	Timestamp Timestamp
-	Watermark watermark.Spec
-	Spec      windowing.Spec // window, lateness, trigger, accumulation, aggregates
+	Name  string
+	Line  int // line of the pipeline entry in the file, for messages
+	Input Input
+	// Inputs: a pipeline with several input topics (inputs:, 2 to
+	// MaxInputs; nil: one, Input). Input then holds the first input's
+	// topic, partitions and format, and the pipeline's group.
+	Inputs []Source
+	// AggregateInputs, index for index with Spec.Aggregates: the index in
+	// Inputs of the input an aggregate reads (aggregates[].input), or -1
+	// for every input's records. Nil with one input.
+	AggregateInputs []int
+	// SkipAggregates (ForInput's pipelines only): the aggregates the
+	// input's records do not feed.
+	SkipAggregates []bool
+	Filter         *expr.Program // keep the record when true; nil: every record
+	Key            Key
+	Timestamp      Timestamp
+	Watermark      watermark.Spec
+	Spec           windowing.Spec // window, lateness, trigger, accumulation, aggregates
 	// Drain, when set, finishes the windows of the definition the
 	// pipeline's state was built under before Spec.Window takes over.
 	Drain *Drain
@@ -374,6 +399,27 @@ type Pipeline struct {
 	// internal topic <group>-<name>-repartition (docs/SEMANTICS.md,
 	// Repartitioning).
 	Repartition *Repartition
+}
+
+// MaxInputs bounds a pipeline's inputs.
+const MaxInputs = 8
+
+// ForInput returns the pipeline as the records of Inputs[i] see it: its
+// topic, format, filter, key and timestamp, and in SkipAggregates the
+// aggregates of the other inputs. Without Inputs it returns p.
+func (p *Pipeline) ForInput(i int) *Pipeline {
+	if p.Inputs == nil {
+		return p
+	}
+	q := *p
+	in := p.Inputs[i]
+	q.Input = Input{Topic: in.Topic, Group: p.Input.Group, Partitions: in.Partitions, Format: in.Format}
+	q.Filter, q.Key, q.Timestamp = in.Filter, in.Key, in.Timestamp
+	q.SkipAggregates = make([]bool, len(p.Spec.Aggregates))
+	for j, from := range p.AggregateInputs {
+		q.SkipAggregates[j] = from >= 0 && from != i
+	}
+	return &q
 }
 
 // ChangelogTopic names the pipeline's changelog: <group>-<name>-changelog.

@@ -783,6 +783,37 @@ c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, 
 	{"bad topic name",
 		with(map[string]string{"output": `    output: {topic: "my topic"}`}),
 		`c.yaml:8:21: pipelines[0].output.topic: invalid topic name "my topic" (use at most 249 letters, digits, '.', '_' and '-')`},
+	{"input and inputs",
+		with(nil, "    inputs: [{topic: a}, {topic: b}]"),
+		`c.yaml:4:5: pipelines[0].input: cannot be combined with inputs (one input topic: input; several: inputs)`},
+	{"one of inputs",
+		with(map[string]string{"input": "    inputs: [{topic: a}]"}),
+		`c.yaml:4:13: pipelines[0].inputs: takes 2 to 8 input topics, not 1 (one input topic: input)`},
+	{"inputs with one topic twice",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: a, as: a2}]"}),
+		`c.yaml:4:34: pipelines[0].inputs[1].topic: duplicate input topic name "a" (first at line 4)`},
+	{"inputs with one name twice",
+		with(map[string]string{"input": "    inputs: [{topic: a, as: x}, {topic: b, as: x}]"}),
+		`c.yaml:4:48: pipelines[0].inputs[1].as: duplicate input name "x" (first at line 4)`},
+	{"an input without a timestamp",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "timestamp": "    group: g"}),
+		`c.yaml:4:14: pipelines[0].inputs[0].timestamp: required here or at the pipeline (a field, an expr, or source: record)
+c.yaml:4:26: pipelines[0].inputs[1].timestamp: required here or at the pipeline (a field, an expr, or source: record)`},
+	{"an aggregate of an input that is not one",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b, as: bee}]", "aggregates": "    aggregates: [{name: n, op: count, input: b}]"}),
+		`c.yaml:7:46: pipelines[0].aggregates[0].input: no input is named "b" (the inputs: a, bee)`},
+	{"an aggregate's input with one input",
+		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count, input: in}]"}),
+		`c.yaml:7:46: pipelines[0].aggregates[0].input: only valid with inputs (an aggregate of one of several input topics)`},
+	{"group with one input",
+		with(nil, "    group: g"),
+		`c.yaml:9:5: pipelines[0].group: only valid with inputs (one input's group is input.group)`},
+	{"output to one of the inputs",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "output": "    output: {topic: b}"}),
+		`c.yaml:8:21: pipelines[0].output.topic: must differ from the input topic "b"`},
+	{"repartition with inputs",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]"}, "    key: {field: k}", "    repartition: true"),
+		`c.yaml:10:18: pipelines[0].repartition: not supported with inputs yet: key each input topic by the group key, with the same partition count`},
 	{"output to the input topic",
 		with(map[string]string{"output": `    output: {topic: in}`}),
 		`c.yaml:8:21: pipelines[0].output.topic: must differ from input.topic ("in")`},
@@ -846,6 +877,49 @@ func checkParseError(t *testing.T, src, want string) error {
 		t.Errorf("Parse:\n%s\nerror:\n%v\nwant:\n%s", src, err, want)
 	}
 	return err
+}
+
+// TestInputs: a pipeline with several inputs takes the pipeline's filter,
+// key and timestamp unless an input has its own, and each aggregate's
+// input; ForInput gives each input's view.
+func TestInputs(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(head+`  - name: ctr
+    group: g
+    inputs:
+      - {topic: impressions, as: imp}
+      - {topic: clicks, as: click, filter: 'value.valid', key: {field: c}, timestamp: {field: t, format: unix_s}}
+    key: {field: campaign}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 1m}
+    aggregates:
+      - {name: impressions, op: count, input: imp}
+      - {name: clicks, op: count, input: click}
+      - {name: events, op: count}
+    output: {topic: out}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Pipelines[0]
+	if p.Input.Group != "g" || p.Input.Topic != "impressions" || len(p.Inputs) != 2 {
+		t.Fatalf("input %+v, inputs %+v", p.Input, p.Inputs)
+	}
+	if !reflect.DeepEqual(p.AggregateInputs, []int{0, 1, -1}) {
+		t.Errorf("aggregate inputs %v", p.AggregateInputs)
+	}
+	imp, click := p.ForInput(0), p.ForInput(1)
+	if imp.Key.Field != "campaign" || imp.Timestamp.Field != "ts" || imp.Filter != nil || imp.Input.Topic != "impressions" {
+		t.Errorf("impressions read as %+v %+v %v", imp.Key, imp.Timestamp, imp.Filter)
+	}
+	if click.Key.Field != "c" || click.Timestamp.Field != "t" || click.Timestamp.Format != UnixS || click.Filter == nil || click.Input.Topic != "clicks" {
+		t.Errorf("clicks read as %+v %+v %v", click.Key, click.Timestamp, click.Filter)
+	}
+	if !reflect.DeepEqual(imp.SkipAggregates, []bool{false, true, false}) || !reflect.DeepEqual(click.SkipAggregates, []bool{true, false, false}) {
+		t.Errorf("skips %v %v", imp.SkipAggregates, click.SkipAggregates)
+	}
+	if p.ForInput(0) == p || p.SkipAggregates != nil {
+		t.Error("ForInput changed the pipeline")
+	}
 }
 
 func TestParseErrors(t *testing.T) {

@@ -102,8 +102,9 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
 	httpKeys      = []string{"listen", "advertise"}
-	pipelineKeys  = []string{"name", "input", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain"}
+	pipelineKeys  = []string{"name", "input", "inputs", "group", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
+	sourceKeys    = []string{"topic", "as", "partitions", "format", "filter", "key", "timestamp"}
 	registryKeys  = []string{"url", "basic_auth", "tls"}
 	basicKeys     = []string{"username", "password", "password_file"}
 	keyKeys       = []string{"field", "fields", "expr"}
@@ -113,7 +114,7 @@ var (
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
-	aggregateKeys = []string{"name", "op", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
+	aggregateKeys = []string{"name", "op", "input", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
 	outputKeys    = []string{"topic", "stdout", "progress_interval", "timestamp", "format", "subject"}
 
 	// Enumerations are named by their String methods.

@@ -27,18 +27,24 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 	}
 
 	in := m.sub("input", inputKeys...)
-	p.Input.Topic, _ = req(in, "topic", d.topic)
-	p.Input.Group, _ = opt(in, "group", "windowd-"+p.Name, d.str)
-	parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, MaxPartitions))
-	p.Input.Partitions = int32(parts)
-	p.Input.Format, _ = opt(in, "format", JSON, oneOf(d, formats))
-	if p.Input.Format != JSON {
-		d.binary = append(d.binary, binaryInput{in.valueAt("format"), in.child("format"), p.Input.Format, false})
+	if m.has("inputs") {
+		d.inputs(m, &p)
+	} else {
+		p.Input.Topic, _ = req(in, "topic", d.topic)
+		p.Input.Group, _ = opt(in, "group", "windowd-"+p.Name, d.str)
+		parts, _ := opt(in, "partitions", DefaultPartitions, d.intIn(1, MaxPartitions))
+		p.Input.Partitions = int32(parts)
+		p.Input.Format, _ = opt(in, "format", JSON, oneOf(d, formats))
+		if p.Input.Format != JSON {
+			d.binary = append(d.binary, binaryInput{in.valueAt("format"), in.child("format"), p.Input.Format, false})
+		}
+		if m.has("group") {
+			d.errorf(m.keyAt("group"), m.child("group"), "only valid with inputs (one input's group is input.group)")
+		}
+		p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
+		p.Key = d.key(m.sub("key", keyKeys...))
+		p.Timestamp = d.timestamp(m)
 	}
-
-	p.Filter, _ = opt(m, "filter", nil, d.expression(expr.Bool))
-	p.Key = d.key(m.sub("key", keyKeys...))
-	p.Timestamp = d.timestamp(m)
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
 	p.Spec = d.spec(m)
 	p.CloseWhen, p.DiscardWhen = d.closeWhen, d.discardWhen
@@ -49,6 +55,7 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		p.AggregateExprs = d.aggExprs
 	}
 	d.aggExprs = nil
+	d.resolveAggregateInputs(&p)
 
 	out := m.sub("output", outputKeys...)
 	p.OutputTopic, _ = req(out, "topic", d.topic)
@@ -102,6 +109,8 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 				at, path := m.valueAt("name"), m.child("name")
 				if in.has("group") {
 					at, path = in.valueAt("group"), in.child("group")
+				} else if m.has("group") {
+					at, path = m.valueAt("group"), m.child("group")
 				}
 				d.errorf(at, path, "derived topic %q is not a valid Kafka topic name (at most 249 letters, digits, '.', '_' and '-'): shorten or change input.group or the pipeline name", topic)
 				break
@@ -109,14 +118,22 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		}
 	}
 
-	// Writing back to the input topic would feed a pipeline its own output.
+	// Writing back to an input topic would feed a pipeline its own output.
 	for _, t := range []struct {
 		m     *mapping
 		key   string
 		topic string
 	}{{out, "topic", p.OutputTopic}, {m, "late_topic", p.LateTopic}, {m, "dead_letter_topic", p.DeadLetterTopic}} {
-		if t.m.has(t.key) && t.topic != "" && t.topic == p.Input.Topic {
+		if !t.m.has(t.key) || t.topic == "" {
+			continue
+		}
+		if t.topic == p.Input.Topic && p.Inputs == nil {
 			d.errorf(t.m.valueAt(t.key), t.m.child(t.key), "must differ from input.topic (%q)", p.Input.Topic)
+		}
+		for _, src := range p.Inputs {
+			if t.topic == src.Topic {
+				d.errorf(t.m.valueAt(t.key), t.m.child(t.key), "must differ from the input topic %q", src.Topic)
+			}
 		}
 	}
 	return p
@@ -135,6 +152,9 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 			}
 		}
 		return nil
+	}
+	if p.Inputs != nil {
+		d.errorf(m.valueAt("repartition"), m.child("repartition"), "not supported with inputs yet: key each input topic by the group key, with the same partition count")
 	}
 	if !p.Key.FromValue() {
 		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field, key.fields or key.expr (records keyed by the group key need no repartitioning)")
@@ -466,6 +486,8 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 		}
 		aggs = append(aggs, a)
 		d.aggExprs = append(d.aggExprs, x)
+		from, _ := opt(m, "input", "", d.str)
+		d.aggInputs = append(d.aggInputs, aggInput{from, m.valueAt("input"), m.child("input")})
 	}
 	return aggs
 }

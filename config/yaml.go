@@ -119,6 +119,10 @@ type decoder struct {
 	// aggExprs are the expressions of the aggregates read last
 	// (aggregates), for the pipeline being read.
 	aggExprs []*expr.Program
+	// aggInputs are the inputs the aggregates read last name
+	// (aggregates[].input; name "": every input), for the pipeline
+	// being read.
+	aggInputs []aggInput
 	// closeWhen and discardWhen: the transaction window's expressions
 	// read last (window).
 	closeWhen, discardWhen *expr.Program

@@ -61,7 +61,9 @@ func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
 		if err != nil {
 			return err
 		}
-		d.dec.HoldsEvents()
+		for _, dec := range d.all() {
+			dec.HoldsEvents()
+		}
 		decs = append(decs, d)
 		if !d.orderFree() {
 			break

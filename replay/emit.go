@@ -25,6 +25,9 @@ type emitter struct {
 	windows windowing.Assigner
 	spans   []windowing.Span
 	rp      *repartitioner // nil unless the pipeline repartitions
+	// topics: with several inputs, their topics, in the order of the
+	// upstream partitions (upstream).
+	topics []string
 	// line and cur: the number and text of the input line being handled.
 	line int64
 	cur  []byte
@@ -35,6 +38,9 @@ type emitter struct {
 
 func newEmitter(p *config.Pipeline) emitter {
 	e := emitter{p: p, panes: windowing.NewPaneJSON(p.Spec.Aggregates)}
+	for _, in := range p.Inputs {
+		e.topics = append(e.topics, in.Topic)
+	}
 	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
 		e.windows = windowing.NewAssigner(p.Spec.Window)
 	}
@@ -74,8 +80,7 @@ func (e *emitter) Dropped(ev *windowing.Event, reason windowing.DropReason) erro
 	b = codec.AppendJSONString(b, reason.String())
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, e.line, 10)
-	b = append(b, `,"partition":`...)
-	b = strconv.AppendInt(b, int64(part), 10)
+	b = e.appendPartition(b, part)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, ev.Offset, 10)
 	b = append(b, `,"key":`...)
@@ -102,8 +107,7 @@ func (e *emitter) deadLetter(reason string, partition int32, offset int64, raw [
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, e.line, 10)
 	if partition >= 0 {
-		b = append(b, `,"partition":`...)
-		b = strconv.AppendInt(b, int64(partition), 10)
+		b = e.appendPartition(b, partition)
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, offset, 10)
 	}
@@ -123,4 +127,17 @@ func (e *emitter) deadLetter(reason string, partition int32, offset int64, raw [
 	e.buf = b
 	_, err := e.errs.Write(b)
 	return err
+}
+
+// appendPartition appends the members that name partition part: its
+// "partition", and with several inputs its "topic" first (part is then
+// an upstream partition).
+func (e *emitter) appendPartition(b []byte, part int32) []byte {
+	if n := int32(len(e.topics)); n > 0 {
+		b = append(b, `,"topic":`...)
+		b = codec.AppendJSONString(b, e.topics[part%n])
+		part /= n
+	}
+	b = append(b, `,"partition":`...)
+	return strconv.AppendInt(b, int64(part), 10)
 }

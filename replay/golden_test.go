@@ -75,7 +75,11 @@ func (gc goldenCase) format() string {
 // goldenConfig wraps a pipeline section into a whole configuration file.
 func goldenConfig(pipeline string) string {
 	var b strings.Builder
-	b.WriteString("kafka: {brokers: embedded}\npipelines:\n  - name: golden\n    input: {topic: in}\n    output: {topic: out}\n")
+	b.WriteString("kafka: {brokers: embedded}\npipelines:\n  - name: golden\n")
+	if !strings.HasPrefix(pipeline, "inputs:") && !strings.Contains(pipeline, "\ninputs:") {
+		b.WriteString("    input: {topic: in}\n")
+	}
+	b.WriteString("    output: {topic: out}\n")
 	for _, line := range strings.Split(strings.TrimRight(pipeline, "\n"), "\n") {
 		b.WriteString("    " + line + "\n")
 	}

@@ -41,7 +41,9 @@ type lineOut struct {
 	reason string
 	// part is the line's partition, -1 when it names no valid one (a
 	// line-level dead letter). A line with a partition takes the next
-	// offset of it, also when it is dead-lettered after.
+	// offset of it, also when it is dead-lettered after. With several
+	// inputs it is the upstream partition (upstream): the partition and
+	// the input's index in one.
 	part   int32
 	placed bool // offset is taken (read was given the sequence)
 	offset int64
@@ -68,10 +70,18 @@ func (s *sequence) take(p int32) int64 {
 	return o
 }
 
+// inputsOf is the number of p's input topics.
+func inputsOf(p *config.Pipeline) int32 { return max(1, int32(len(p.Inputs))) }
+
+// upstream numbers partition part of input i of a pipeline with inputs
+// topics: the frontier's partitions (docs/SEMANTICS.md, Several inputs).
+func upstream(part, i, inputs int32) int32 { return part*inputs + i }
+
 // lineDecoder reads lines: one per goroutine that reads them.
 type lineDecoder struct {
 	opts    *Options
-	dec     *source.Decoder
+	dec     *source.Decoder   // the one input's; nil with several
+	decs    []*source.Decoder // with several inputs, each one's
 	rec     source.Record
 	headers []expr.Header // the line's headers, for expressions
 	raw     []byte        // a binary value decoded from its base64
@@ -83,20 +93,52 @@ type lineDecoder struct {
 }
 
 func newLineDecoder(opts *Options) (*lineDecoder, error) {
-	dec := source.NewDecoder(opts.Pipeline)
-	if f := opts.Pipeline.Input.Format; f != config.JSON {
-		if opts.Registry == nil {
-			return nil, fmt.Errorf("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in the configuration", opts.Pipeline.Name, f)
+	newDecoder := func(p *config.Pipeline) (*source.Decoder, error) {
+		dec := source.NewDecoder(p)
+		if f := p.Input.Format; f != config.JSON {
+			if opts.Registry == nil {
+				return nil, fmt.Errorf("pipeline %s reads %s values: give --schema-registry URL, or schema_registry in the configuration", p.Name, f)
+			}
+			dec.WithSchemas(p, opts.Registry)
 		}
-		dec.WithSchemas(opts.Pipeline, opts.Registry)
+		return dec, nil
 	}
-	return &lineDecoder{opts: opts, dec: dec}, nil
+	d := &lineDecoder{opts: opts}
+	p := opts.Pipeline
+	if p.Inputs == nil {
+		dec, err := newDecoder(p)
+		d.dec = dec
+		return d, err
+	}
+	for i := range p.Inputs {
+		dec, err := newDecoder(p.ForInput(i))
+		if err != nil {
+			return nil, err
+		}
+		d.decs = append(d.decs, dec)
+	}
+	return d, nil
 }
 
 // orderFree reports whether a record decodes the same whatever its offset
 // and processing time: no expression reads its offset and the pipeline has
 // no timestamp.max_future (then lines may be read in parallel).
-func (d *lineDecoder) orderFree() bool { return !d.dec.UsesExpressions() && !d.dec.UsesNow() }
+func (d *lineDecoder) orderFree() bool {
+	for _, dec := range d.all() {
+		if dec.UsesExpressions() || dec.UsesNow() {
+			return false
+		}
+	}
+	return true
+}
+
+// all returns the decoders of every input.
+func (d *lineDecoder) all() []*source.Decoder {
+	if d.dec != nil {
+		return []*source.Decoder{d.dec}
+	}
+	return d.decs
+}
 
 // read reads one non-blank line into o. With seq, the line is read in
 // order: it takes its offset now, and the record sees seq's processing
@@ -115,12 +157,14 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 	// engine copies the group keys it keeps), so the members are no-copy
 	// views of it, and so are the record's key and value.
 	dec := d.dec
-	var clock, pv, kv, tv, vv, hv gjson.Result
-	why, object, found := dec.CheckLine(line, func(name, value string) {
+	var clock, pv, kv, tv, vv, hv, topic gjson.Result
+	member := func(name, value string) {
 		var dst *gjson.Result
 		switch name {
 		case "clock":
 			dst = &clock
+		case "topic":
+			dst = &topic
 		case "partition":
 			dst = &pv
 		case "key":
@@ -137,7 +181,15 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		if !dst.Exists() {
 			*dst = source.ParseMember(value, false) // wholeNumber reads numbers from their text
 		}
-	}, "value")
+	}
+	var why string
+	var object, found bool
+	if dec != nil {
+		why, object, found = dec.CheckLine(line, member, "value")
+	} else {
+		// The decoder is the line's topic's, known once the line is read.
+		why, object = source.CheckObject(line, member)
+	}
 	if why != "" {
 		o.reason = "line is " + why
 		return nil
@@ -165,8 +217,17 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		partition = v
 	}
 	o.part = int32(partition)
+	if dec == nil {
+		i, why := d.input(topic)
+		if why != "" {
+			o.reason, o.part = why, -1
+			return nil
+		}
+		dec = d.decs[i]
+		o.part = upstream(o.part, i, int32(len(d.decs)))
+	}
 	rec := &d.rec
-	*rec = source.Record{Partition: o.part}
+	*rec = source.Record{Partition: int32(partition)}
 	if seq != nil {
 		o.offset, o.placed = seq.take(o.part), true
 		rec.Offset, rec.Now = o.offset, seq.now
@@ -244,10 +305,33 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		return err
 	}
 	o.kind = lineRecord
+	o.ev.Partition = o.part
 	if d.scanning {
-		d.scanMax = max(d.scanMax, o.part)
+		d.scanMax = max(d.scanMax, int32(partition))
 	}
 	return nil
+}
+
+// input returns the index of the input a line's topic names, or why the
+// line names none (a pipeline with several inputs).
+func (d *lineDecoder) input(topic gjson.Result) (int32, string) {
+	ins := d.opts.Pipeline.Inputs
+	if topic.Type == gjson.String {
+		for i, in := range ins {
+			if in.Topic == topic.Str {
+				return int32(i), ""
+			}
+		}
+	}
+	names := make([]string, len(ins))
+	for i, in := range ins {
+		names[i] = strconv.Quote(in.Topic)
+	}
+	what := "topic must be"
+	if !topic.Exists() {
+		what = "topic is missing: a line of a pipeline with several inputs names its input topic,"
+	}
+	return 0, what + " one of " + strings.Join(names, ", ")
 }
 
 // scanSkips turns skipLine off for the test that compares.
@@ -280,6 +364,7 @@ type settler struct {
 	scan bool     // ScanPartitions: count only, noting the largest partition
 	// largest: the largest partition of a valid record (scan).
 	largest int32
+	inputs  int32 // the pipeline's input topics (lineOut.part)
 }
 
 // settle finishes line o, number n, in input order: its offset, the
@@ -314,7 +399,7 @@ func (s *settler) settle(o *lineOut, line []byte, n int64, report bool) (feed bo
 		if report {
 			s.sum.Records++
 			if s.scan {
-				s.largest = max(s.largest, o.part)
+				s.largest = max(s.largest, o.part/max(1, s.inputs))
 			}
 		}
 		return !s.scan, offset, nil

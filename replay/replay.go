@@ -80,7 +80,7 @@ type Summary struct {
 // (lineDecoder.skipLine): it cannot change the result.
 func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
 	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}}
-	s.set = settler{sum: &s.sum, em: &s.em, scan: true}
+	s.set = settler{sum: &s.sum, em: &s.em, scan: true, inputs: inputsOf(p)}
 	if err := s.lines(nil, r); err != nil {
 		return 0, err
 	}
@@ -141,7 +141,7 @@ func Run(opts Options) (Summary, error) {
 		em:   newEmitter(p),
 	}
 	r.em.out, r.em.errs = r.out, r.errs
-	r.set = settler{sum: &r.sum, em: &r.em}
+	r.set = settler{sum: &r.sum, em: &r.em, inputs: inputsOf(p)}
 	wmSpec := p.Watermark
 	if p.Repartition != nil {
 		r.rp = newRepartitioner(p, opts.Partitions)
@@ -194,9 +194,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 			return err
 		}
 	} else {
-		for i := 0; i < n; i++ {
-			eng.Assign(int32(i), 0, true)
-		}
+		assignAll(eng, r.opts.Pipeline, n)
 	}
 	if err := r.lines(eng, r.opts.Input); err != nil {
 		return err
@@ -213,6 +211,16 @@ func (r *runner) run(eng *windowing.Engine) error {
 		r.publish(&r.sum, eng.Frontier(), eng.Stats())
 	}
 	return eng.Checkpoint(false)
+}
+
+// assignAll assigns partitions 0..n-1 of each of p's inputs to eng.
+func assignAll(eng *windowing.Engine, p *config.Pipeline, n int) {
+	inputs := inputsOf(p)
+	for q := range int32(n) {
+		for i := range inputs {
+			eng.Assign(upstream(q, i, inputs), 0, true)
+		}
+	}
 }
 
 // eachLine reads lr's lines, numbering them in r.line and counting them

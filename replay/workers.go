@@ -195,9 +195,7 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 			return windowing.Stats{}, err
 		}
 		w.em.eng = w.eng
-		for q := 0; q < r.opts.Partitions; q++ {
-			w.eng.Assign(int32(q), 0, true)
-		}
+		assignAll(w.eng, p, r.opts.Partitions)
 		ws[i] = w
 	}
 

@@ -89,6 +89,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
 	}
+	for _, pl := range cfg.Pipelines {
+		if pl.Inputs != nil {
+			return fmt.Errorf("pipeline %s: inputs (several input topics) replay with windowd replay; windowd run reads one input topic per pipeline in this version (docs/SEMANTICS.md, Several inputs)", pl.Name)
+		}
+	}
 	log := opts.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -95,6 +95,9 @@ type aggInput struct {
 	field int // index into Decoder.fields; -1 for count and expressions
 	// exprErr prefixes an expression's error: "aggregate NAME: ".
 	exprErr string
+	// skip: the aggregate reads another input's records
+	// (config.Pipeline.ForInput): it reads nothing of this one's.
+	skip bool
 
 	// Precomputed reasons.
 	missing, null, notNumber, outOfRange string
@@ -194,7 +197,9 @@ func NewDecoder(p *config.Pipeline) *Decoder {
 	d.aggs = make([]aggInput, len(p.Spec.Aggregates))
 	for i, a := range p.Spec.Aggregates {
 		in := aggInput{op: a.Op, field: -1}
-		if i < len(p.AggregateExprs) && p.AggregateExprs[i] != nil {
+		if i < len(p.SkipAggregates) && p.SkipAggregates[i] {
+			in.skip = true
+		} else if i < len(p.AggregateExprs) && p.AggregateExprs[i] != nil {
 			in.exprErr = "aggregate " + a.Name + ": "
 		} else if a.Op.NeedsNumber() || a.Op.NeedsText() {
 			in.field = index(a.Field)
@@ -422,7 +427,9 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 	for i := range d.aggs {
 		a := &d.aggs[i]
 		in := windowing.Input{}
-		if a.exprErr != "" {
+		if a.skip {
+			in.Skip = true
+		} else if a.exprErr != "" {
 			if err := d.exprInput(i, a, &in); err != nil {
 				return err
 			}

@@ -48,6 +48,9 @@ type sketch struct {
 }
 
 func (a *accum) add(spec *AggSpec, in *Input) {
+	if in.Skip {
+		return
+	}
 	switch spec.Op {
 	case Count:
 	case Sum, Avg:

@@ -23,4 +23,8 @@ type Input struct {
 	// other value); it may point into the record's buffers (the engine
 	// copies the values it keeps).
 	Text string
+	// Skip: the record does not feed this aggregate (an aggregate of
+	// another input of a pipeline with several, docs/SEMANTICS.md,
+	// Several inputs): the aggregate neither counts nor reads it.
+	Skip bool
 }

@@ -342,7 +342,9 @@ func (x *slideTree) appendTail(t int64, in []Input) {
 	x.extendTail()
 	acc := x.tailAcc(n)
 	for j := range x.specs {
-		acc[j] = firstAcc(x.specs[j].Op, in[j].Num)
+		if acc[j] = (cheapAcc{}); !in[j].Skip {
+			acc[j] = firstAcc(x.specs[j].Op, in[j].Num)
+		}
 	}
 	x.tailN = n + 1
 	if n+1 == tailLen {
@@ -511,7 +513,9 @@ func (x *slideTree) addAt(i int32, t int64, in []Input, fresh *bool) int32 {
 // addTo adds a record's values to the aggregates acc.
 func (x *slideTree) addTo(acc []cheapAcc, in []Input) {
 	for j := range x.specs {
-		acc[j].add(x.specs[j].Op, in[j].Num)
+		if !in[j].Skip {
+			acc[j].add(x.specs[j].Op, in[j].Num)
+		}
 	}
 }
 

@@ -159,6 +159,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if !cfg.HasBrokers() {
 		fmt.Fprintln(stdout, "note: no kafka.brokers: replay works; run needs kafka.brokers (host:port addresses, or embedded)")
 	}
+	for _, p := range cfg.Pipelines {
+		if p.Inputs != nil {
+			fmt.Fprintf(stdout, "note: pipeline %s reads several input topics (inputs): replay works; run reads one input topic per pipeline in this version\n", p.Name)
+		}
+	}
 	return 0
 }
 
