@@ -656,7 +656,7 @@ c.yaml:10:76: pipelines[0].aggregates[2].precision: precision is only valid for 
 	{"bad aggregate op and name",
 		with(map[string]string{"aggregates": "    aggregates: [{name: total-sum, op: median, field: x}]"}),
 		`c.yaml:7:25: pipelines[0].aggregates[0].name: invalid aggregate name "total-sum" (use a letter or '_', then letters, digits and '_')
-c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, sum, min, max, avg, distinct_approx, quantiles or top_k)`},
+c.yaml:7:40: pipelines[0].aggregates[0].op: invalid value "median" (want count, sum, min, max, avg, distinct_approx, quantiles, top_k or ratio)`},
 	{"duplicate aggregate name",
 		with(map[string]string{"aggregates": "    aggregates:\n      - {name: n, op: count}\n      - {name: n, op: max, field: v}"}),
 		`c.yaml:9:16: pipelines[0].aggregates[1].name: duplicate aggregate name "n" (first at line 8)`},
@@ -814,6 +814,19 @@ c.yaml:4:26: pipelines[0].inputs[1].timestamp: required here or at the pipeline 
 	{"repartition with inputs",
 		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]"}, "    key: {field: k}", "    repartition: true"),
 		`c.yaml:10:18: pipelines[0].repartition: not supported with inputs yet: key each input topic by the group key, with the same partition count`},
+	{"ratio without of and to",
+		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count}, {name: r, op: ratio}]"}),
+		`c.yaml:7:40: pipelines[0].aggregates[1].of: required
+c.yaml:7:40: pipelines[0].aggregates[1].to: required`},
+	{"ratio of itself, of a top_k, with a field",
+		with(map[string]string{"aggregates": "    aggregates: [{name: t, op: top_k, field: p, k: 2}, {name: r, op: ratio, of: r, to: t, field: x}]"}),
+		`c.yaml:7:81: pipelines[0].aggregates[1].of: a ratio cannot divide itself
+c.yaml:7:88: pipelines[0].aggregates[1].to: aggregate t is a top_k: a ratio divides counts, sums, minima, maxima, averages or distinct counts
+c.yaml:7:91: pipelines[0].aggregates[1].field: field is not valid for ratio, which divides two other aggregates (of, to)`},
+	{"ratio of an aggregate that is not one, of on a count",
+		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count, of: n}, {name: r, op: ratio, of: m, to: n}]"}),
+		`c.yaml:7:39: pipelines[0].aggregates[0].of: only valid for ratio
+c.yaml:7:72: pipelines[0].aggregates[1].of: no aggregate is named "m"`},
 	{"output to the input topic",
 		with(map[string]string{"output": `    output: {topic: in}`}),
 		`c.yaml:8:21: pipelines[0].output.topic: must differ from input.topic ("in")`},

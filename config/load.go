@@ -114,7 +114,7 @@ var (
 	triggerKeys   = []string{"early", "on_time", "late", "closing"}
 	earlyKeys     = []string{"count", "every"}
 	lateKeys      = []string{"every"}
-	aggregateKeys = []string{"name", "op", "input", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
+	aggregateKeys = []string{"name", "op", "input", "of", "to", "field", "expr", "precision", "quantiles", "relative_accuracy", "max_buckets", "k", "capacity"}
 	outputKeys    = []string{"topic", "stdout", "progress_interval", "timestamp", "format", "subject"}
 
 	// Enumerations are named by their String methods.
@@ -126,7 +126,7 @@ var (
 	windowKinds  = named(windowing.Tumbling, windowing.Hopping, windowing.Session, windowing.Calendar, windowing.Cumulate, windowing.Sliding, windowing.CountWindow, windowing.Transaction)
 	closings     = named(windowing.ClosingAlways, windowing.ClosingIfChanged, windowing.ClosingNever)
 	modes        = named(windowing.Accumulating, windowing.Discarding, windowing.Retracting)
-	aggOps       = named(windowing.Count, windowing.Sum, windowing.Min, windowing.Max, windowing.Avg, windowing.DistinctApprox, windowing.Quantiles, windowing.TopK)
+	aggOps       = named(windowing.Count, windowing.Sum, windowing.Min, windowing.Max, windowing.Avg, windowing.DistinctApprox, windowing.Quantiles, windowing.TopK, windowing.Ratio)
 	deliveries   = named(AtLeastOnce, ExactlyOnce)
 	paneTimes    = named(WindowEnd, EmitTime)
 	mechanisms   = []choice[string]{{SASLPlain, SASLPlain}, {SASLScramSHA256, SASLScramSHA256}, {SASLScramSHA512, SASLScramSHA512}}

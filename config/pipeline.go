@@ -443,6 +443,11 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 	items, _ := req(pm, "aggregates", d.nonEmptyList)
 	seen := map[string]int{}
 	var aggs []windowing.AggSpec
+	type ratioRef struct {
+		of, to string
+		m      *mapping
+	}
+	var ratios []ratioRef
 	for i, it := range items {
 		if it.node == nil {
 			continue
@@ -466,6 +471,14 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 		precision, _ := opt(m, "precision", windowing.DefaultPrecision, d.intIn(4, 18))
 		if ok {
 			switch {
+			case a.Op == windowing.Ratio:
+				for _, k := range []string{"field", "expr", "input"} {
+					if m.has(k) {
+						d.errorf(m.keyAt(k), m.child(k), "%s is not valid for ratio, which divides two other aggregates (of, to)", k)
+					}
+				}
+				m.require("of")
+				m.require("to")
 			case a.Op == windowing.Count && (m.has("field") || m.has("expr")):
 				k := "field"
 				if !m.has("field") {
@@ -484,10 +497,45 @@ func (d *decoder) aggregates(pm *mapping) []windowing.AggSpec {
 			}
 			d.sketchOptions(m, &a)
 		}
+		if a.Op != windowing.Ratio {
+			for _, k := range []string{"of", "to"} {
+				if m.has(k) {
+					d.errorf(m.keyAt(k), m.child(k), "only valid for ratio")
+				}
+			}
+		}
+		of, _ := opt(m, "of", "", d.str)
+		to, _ := opt(m, "to", "", d.str)
+		ratios = append(ratios, ratioRef{of, to, m})
 		aggs = append(aggs, a)
 		d.aggExprs = append(d.aggExprs, x)
 		from, _ := opt(m, "input", "", d.str)
 		d.aggInputs = append(d.aggInputs, aggInput{from, m.valueAt("input"), m.child("input")})
+	}
+	for i := range aggs {
+		if aggs[i].Op != windowing.Ratio {
+			continue
+		}
+		r := ratios[i]
+		for _, ref := range []struct {
+			key, name string
+			dst       *int
+		}{{"of", r.of, &aggs[i].Of}, {"to", r.to, &aggs[i].To}} {
+			if ref.name == "" {
+				continue // reported
+			}
+			j := slices.IndexFunc(aggs, func(a windowing.AggSpec) bool { return a.Name == ref.name })
+			switch {
+			case j < 0:
+				d.errorf(r.m.valueAt(ref.key), r.m.child(ref.key), "no aggregate is named %q", ref.name)
+			case j == i:
+				d.errorf(r.m.valueAt(ref.key), r.m.child(ref.key), "a ratio cannot divide itself")
+			case !aggs[j].Op.Numeric():
+				d.errorf(r.m.valueAt(ref.key), r.m.child(ref.key), "aggregate %s is a %s: a ratio divides counts, sums, minima, maxima, averages or distinct counts", ref.name, aggs[j].Op)
+			default:
+				*ref.dst = j
+			}
+		}
 	}
 	return aggs
 }

@@ -184,7 +184,7 @@ func (a Aggregate) spec() (windowing.AggSpec, error) {
 	if !strings.HasPrefix(a.Input, "expr:") {
 		s.Field = a.Input
 	}
-	for op := windowing.Count; op <= windowing.TopK; op++ {
+	for op := windowing.Count; op <= windowing.Ratio; op++ {
 		if op.String() == a.Op {
 			s.Op = op
 			return s, nil

@@ -24,6 +24,7 @@ var formatSpecs = []windowing.AggSpec{
 	{Name: "lat", Op: windowing.Quantiles, Quantiles: []windowing.Quantile{{Text: "0.5", Num: 1, Den: 2}, {Text: "0.99", Num: 99, Den: 100}}},
 	{Name: "pages", Op: windowing.TopK, K: 3},
 	{Name: "refs", Op: windowing.TopK, K: 2},
+	{Name: "ctr", Op: windowing.Ratio, Of: 0, To: 1},
 }
 
 // formatPanes are panes with every field a window type gives a pane: a
@@ -42,12 +43,14 @@ func formatPanes(t *testing.T) []*windowing.Pane {
 		{Kind: windowing.RawValue, Raw: `{"0.5":12.1,"0.99":97.3}`},
 		{Kind: windowing.RawValue, Raw: `[{"value":"/home","count":120,"error":0},{"value":"/a\"b","count":3,"error":1}]`},
 		{Kind: windowing.RawValue, Raw: `[]`},
+		{Kind: windowing.NumValue, Num: 12.0 / 7},
 	}
 	empty := []windowing.Value{
 		{Kind: windowing.IntValue}, {Kind: windowing.IntValue}, {Kind: windowing.NumValue},
 		{}, {}, {Kind: windowing.NumValue, Num: math.NaN()},
 		{Kind: windowing.RawValue, Raw: `{"0.5":null,"0.99":null}`},
 		{Kind: windowing.RawValue, Raw: `[]`}, {Kind: windowing.RawValue, Raw: `[]`},
+		{},
 	}
 	return []*windowing.Pane{
 		{Key: "u1", Start: 1700000000000, End: 1700000010000, Timing: windowing.OnTime, Final: true, Mode: windowing.Accumulating, Values: full},

@@ -48,7 +48,7 @@ type sketch struct {
 }
 
 func (a *accum) add(spec *AggSpec, in *Input) {
-	if in.Skip {
+	if in.Skip || spec.Op == Ratio {
 		return
 	}
 	switch spec.Op {
@@ -162,6 +162,27 @@ func (a *accum) result(spec *AggSpec) Value {
 		return Value{Kind: RawValue, Raw: string(appendTopK(buf[:0], spec, t))}
 	}
 	return Value{}
+}
+
+// ratio is a ratio aggregate's value: of / to, null when either is null
+// or to is 0 (docs/SEMANTICS.md, Aggregates).
+func ratio(of, to Value) Value {
+	num := func(v Value) (float64, bool) {
+		switch v.Kind {
+		case IntValue:
+			return float64(v.Int), true
+		case NumValue:
+			return v.Num, true
+		}
+		return 0, false
+	}
+	a, ok := num(of)
+	b, ok2 := num(to)
+	r := a / b
+	if !ok || !ok2 || b == 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return Value{}
+	}
+	return Value{Kind: NumValue, Num: r}
 }
 
 // pow10 are the powers of ten ShortestWithin tries: decimals of at most

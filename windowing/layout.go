@@ -181,6 +181,24 @@ func (c *stateCodec) carry(ks *keyState, l *Layout) {
 	}
 }
 
+// ratioPartial returns mask with each ratio aggregate's bit set when the
+// aggregate it divides or the one it divides by is partial, and clear
+// otherwise: a ratio keeps no state, so it is as complete as they are.
+func ratioPartial(specs []AggSpec, mask uint64) uint64 {
+	if mask == 0 {
+		return 0
+	}
+	for i := range specs {
+		if s := &specs[i]; s.Op == Ratio {
+			mask &^= partialBit(i)
+			if mask&(partialBit(s.Of)|partialBit(s.To)) != 0 {
+				mask |= partialBit(i)
+			}
+		}
+	}
+	return mask
+}
+
 // partialOf returns the partial mask of w's next pane: w's own, its
 // slices' for a sliced key, and its key's for a sliding window that may
 // hold records from before an aggregate was added.

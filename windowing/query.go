@@ -118,10 +118,15 @@ func (w *window) lastTiming() Timing {
 func windowPane(p *Pane, ks *keyState, w *window, acc []accum, specs []AggSpec, hasPartition bool) {
 	p.Key, p.Start, p.End = ks.key, w.start, w.end
 	p.HasPartition, p.Partition = hasPartition, int32(ks.shard)
-	p.Partial = partialOf(ks, w)
+	p.Partial = ratioPartial(specs, partialOf(ks, w))
 	p.Records, p.FirstTime, p.LastTime = ks.counting, w.firstTime(), w.lastTime()
 	for i := range specs {
 		p.Values[i] = acc[i].result(&specs[i])
+	}
+	for i := range specs {
+		if s := &specs[i]; s.Op == Ratio {
+			p.Values[i] = ratio(p.Values[s.Of], p.Values[s.To])
+		}
 	}
 }
 

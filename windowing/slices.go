@@ -75,7 +75,7 @@ func sliceLen(spec *Spec, opts *Options) int64 {
 	}
 	for _, a := range spec.Aggregates {
 		switch a.Op {
-		case Count, Sum, Avg, Min, Max, Quantiles:
+		case Count, Sum, Avg, Min, Max, Quantiles, Ratio:
 		default:
 			return 0
 		}

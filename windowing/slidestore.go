@@ -95,7 +95,7 @@ func (s *slides) pristine(specs []AggSpec) bool {
 func slideIndexed(specs []AggSpec) bool {
 	for _, a := range specs {
 		switch a.Op {
-		case Count, Sum, Avg, Min, Max:
+		case Count, Sum, Avg, Min, Max, Ratio:
 		default:
 			return false
 		}

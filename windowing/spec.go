@@ -128,6 +128,9 @@ const (
 	DistinctApprox
 	Quantiles
 	TopK
+	// Ratio is derived: the value of aggregate Of over aggregate To's, in
+	// the same pane (AggSpec.Of, To); it keeps no state of its own.
+	Ratio
 )
 
 // String returns the configuration name of the operation.
@@ -149,6 +152,8 @@ func (o AggOp) String() string {
 		return "quantiles"
 	case TopK:
 		return "top_k"
+	case Ratio:
+		return "ratio"
 	}
 	return fmt.Sprintf("AggOp(%d)", uint8(o))
 }
@@ -156,6 +161,12 @@ func (o AggOp) String() string {
 // NeedsNumber reports whether the operation reads a numeric field.
 func (o AggOp) NeedsNumber() bool {
 	return o == Sum || o == Min || o == Max || o == Avg || o == Quantiles
+}
+
+// Numeric reports whether the operation's value is one number (or null):
+// what a ratio may divide.
+func (o AggOp) Numeric() bool {
+	return o == Count || o == Sum || o == Min || o == Max || o == Avg || o == DistinctApprox
 }
 
 // NeedsText reports whether the operation reads a field as text: its
@@ -200,6 +211,11 @@ type AggSpec struct {
 	// top_k only: how many values a pane lists (K >= 1) and how many
 	// counters the summary keeps (Capacity >= K).
 	K, Capacity int
+
+	// ratio only: the indexes in Spec.Aggregates of the aggregates it
+	// divides, Of / To (each a count, sum, min, max, avg or
+	// distinct_approx).
+	Of, To int
 
 	qmap *logMapping // quantiles: set by Engine.New; nil: computed when needed
 }
