@@ -357,6 +357,9 @@ type Pipeline struct {
 	// Inputs of the input an aggregate reads (aggregates[].input), or -1
 	// for every input's records. Nil with one input.
 	AggregateInputs []int
+	// Join: the pipeline joins two of its inputs instead of aggregating
+	// (docs/SEMANTICS.md, Joins; Spec is then unused).
+	Join *windowing.JoinSpec
 	// SkipAggregates (ForInput's pipelines only): the aggregates the
 	// input's records do not feed.
 	SkipAggregates []bool

@@ -827,6 +827,35 @@ c.yaml:7:91: pipelines[0].aggregates[1].field: field is not valid for ratio, whi
 		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count, of: n}, {name: r, op: ratio, of: m, to: n}]"}),
 		`c.yaml:7:39: pipelines[0].aggregates[0].of: only valid for ratio
 c.yaml:7:72: pipelines[0].aggregates[1].of: no aggregate is named "m"`},
+	{"join without inputs",
+		with(map[string]string{"window": "", "aggregates": ""}, "    join: {type: interval, left: a, right: b, between: [0s, 1m]}"),
+		`c.yaml:7:5: pipelines[0].join: joins two inputs: give the pipeline inputs (docs/SEMANTICS.md, Joins)`},
+	{"join of an input with itself and one that is not",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "window": "", "aggregates": ""}, "    join: {type: interval, left: a, right: a, between: [0s, 1m]}"),
+		`c.yaml:7:44: pipelines[0].join.right: joins an input with itself: left and right name two inputs`},
+	{"join naming no input",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "window": "", "aggregates": ""}, "    join: {type: interval, left: x, right: b, between: [0s, 1m]}"),
+		`c.yaml:7:34: pipelines[0].join.left: no input is named "x" (the inputs: a, b)`},
+	{"interval join with a window, no between",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "aggregates": ""}, "    join: {type: interval, left: a, right: b}"),
+		`c.yaml:6:5: pipelines[0].window: an interval join takes no window: its records match within join.between
+c.yaml:8:5: pipelines[0].join.between: required`},
+	{"interval join with bounds reversed",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "window": "", "aggregates": ""}, "    join: {type: interval, left: a, right: b, between: [1m, -1m]}"),
+		`c.yaml:7:56: pipelines[0].join.between: lower bound above the upper one`},
+	{"window join of sessions",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "aggregates": "", "window": "    window: {type: session, gap: 1m}"}, "    join: {type: window, left: a, right: b}"),
+		`c.yaml:6:13: pipelines[0].window: a window join takes tumbling or hopping windows, not session`},
+	{"join with aggregates, on_time and early count",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "window": ""}, "    join: {type: interval, left: a, right: b, between: [0s, 1m], kind: left}", "    trigger: {on_time: false, early: {count: 3}}"),
+		`c.yaml:6:5: pipelines[0].aggregates: not valid with join: a join emits its matches and unmatched rows, not panes
+c.yaml:9:15: pipelines[0].trigger.on_time: on_time does not apply to a join: a match is emitted when both records are in, an unmatched row when the frontier passes its last chance
+c.yaml:9:39: pipelines[0].trigger.early.count: a join's early rows come with processing time: early.every`},
+	{"early rows of an inner join, avro output",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "window": "", "aggregates": "", "output": "    output: {topic: out, format: avro}"}, "    join: {type: interval, left: a, right: b, between: [0s, 1m]}", "    trigger: {early: {every: 1m}}"),
+		`c.yaml:6:26: pipelines[0].output.format: not valid with join in this version: a join writes JSON rows (docs/SEMANTICS.md, Joins)
+c.yaml:6:34: pipelines[0].output.format: avro output needs schema_registry (the registry its pane schema is registered in; docs/SEMANTICS.md, Output)
+c.yaml:8:23: pipelines[0].trigger.early.every: early rows are unmatched rows: a left or full join has them, an inner join emits matches only`},
 	{"output to the input topic",
 		with(map[string]string{"output": `    output: {topic: in}`}),
 		`c.yaml:8:21: pipelines[0].output.topic: must differ from input.topic ("in")`},

@@ -99,18 +99,17 @@ func (d *decoder) resolveAggregateInputs(p *Pipeline) {
 		if r.name == "" {
 			continue
 		}
-		found := false
-		for i, src := range p.Inputs {
-			if src.As == r.name {
-				p.AggregateInputs[j], found = i, true
-			}
-		}
-		if !found {
-			names := make([]string, len(p.Inputs))
-			for i, src := range p.Inputs {
-				names[i] = src.As
-			}
-			d.errorf(r.at, r.path, "no input is named %q (the inputs: %s)", r.name, strings.Join(names, ", "))
+		if p.AggregateInputs[j] = inputNamed(p, r.name); p.AggregateInputs[j] < 0 {
+			d.errorf(r.at, r.path, "no input is named %q (the inputs: %s)", r.name, inputNames(p))
 		}
 	}
+}
+
+// inputNames lists p's input names for messages.
+func inputNames(p *Pipeline) string {
+	names := make([]string, len(p.Inputs))
+	for i, src := range p.Inputs {
+		names[i] = src.As
+	}
+	return strings.Join(names, ", ")
 }

@@ -46,10 +46,17 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		p.Timestamp = d.timestamp(m)
 	}
 	p.Watermark = d.watermark(m.sub("watermark", watermarkKeys...))
-	p.Spec = d.spec(m)
+	if m.has("join") {
+		p.Join = d.join(m, &p)
+		p.Spec.AllowedLateness = p.Join.AllowedLateness // progress records' final_through
+	} else {
+		p.Spec = d.spec(m)
+	}
 	p.CloseWhen, p.DiscardWhen = d.closeWhen, d.discardWhen
 	d.closeWhen, d.discardWhen = nil, nil
-	p.Drain = d.drain(m, p.Spec.Window)
+	if p.Join == nil {
+		p.Drain = d.drain(m, p.Spec.Window)
+	}
 	d.closeWhen, d.discardWhen = nil, nil // (a drain's window takes none)
 	if slices.ContainsFunc(d.aggExprs, func(x *expr.Program) bool { return x != nil }) {
 		p.AggregateExprs = d.aggExprs
@@ -72,6 +79,13 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		p.OutputSubject = "" // json panes have no schema
 	}
 	p.ProgressInterval, _ = opt(out, "progress_interval", 0, d.duration(positive))
+	if p.Join != nil {
+		for _, k := range []string{"format", "subject", "progress_interval"} {
+			if out.has(k) {
+				d.errorf(out.keyAt(k), out.child(k), "not valid with join in this version: a join writes JSON rows (docs/SEMANTICS.md, Joins)")
+			}
+		}
+	}
 	if p.Spec.Window.Kind == windowing.CountWindow && out.has("progress_interval") {
 		d.errorf(out.keyAt("progress_interval"), out.child("progress_interval"), "progress records say through which event time the panes are final; count windows have no event-time end")
 	}

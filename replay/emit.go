@@ -41,7 +41,7 @@ func newEmitter(p *config.Pipeline) emitter {
 	for _, in := range p.Inputs {
 		e.topics = append(e.topics, in.Topic)
 	}
-	if k := p.Spec.Window.Kind; k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
+	if k := p.Spec.Window.Kind; p.Join == nil && k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
 		e.windows = windowing.NewAssigner(p.Spec.Window)
 	}
 	return e

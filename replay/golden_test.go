@@ -101,6 +101,10 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 		if v.Get("retraction").Bool() {
 			b.WriteString("retract ")
 		}
+		if v.Get("matched").Exists() {
+			compactJoinRow(&b, v)
+			continue
+		}
 		fmt.Fprintf(&b, "%s [%s,%s) ", v.Get("key").Str, v.Get("window.start").Raw, v.Get("window.end").Raw)
 		if t := v.Get("window.first_time"); t.Exists() {
 			fmt.Fprintf(&b, "times=%s..%s ", t.Raw, v.Get("window.last_time").Raw)
@@ -124,6 +128,32 @@ func compactPanes(t *testing.T, out string, aggs []windowing.AggSpec) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// compactJoinRow renders a join's row: key, each side (as=value, or
+// as=null), the window or interval, timing, final and matched.
+func compactJoinRow(b *strings.Builder, v gjson.Result) {
+	b.WriteString(v.Get("key").Str)
+	v.ForEach(func(k, x gjson.Result) bool {
+		switch k.Str {
+		case "key", "window", "interval", "pane", "matched", "retraction":
+		default:
+			fmt.Fprintf(b, " %s=%s", k.Str, x.Raw)
+		}
+		return true
+	})
+	span := v.Get("window")
+	if !span.Exists() {
+		span = v.Get("interval")
+	}
+	fmt.Fprintf(b, " [%s,%s) %s", span.Get("start").Raw, span.Get("end").Raw, v.Get("pane.timing").Str)
+	if v.Get("pane.final").Bool() {
+		b.WriteString(" final")
+	}
+	if v.Get("matched").Bool() {
+		b.WriteString(" matched")
+	}
+	b.WriteString("\n")
 }
 
 // loadGolden reads a golden file: its sections, its pipeline, its input

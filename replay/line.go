@@ -306,6 +306,9 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 	}
 	o.kind = lineRecord
 	o.ev.Partition = o.part
+	if d.dec == nil {
+		o.ev.Input = o.part % int32(len(d.decs))
+	}
 	if d.scanning {
 		d.scanMax = max(d.scanMax, int32(partition))
 	}

@@ -150,7 +150,9 @@ func Run(opts Options) (Summary, error) {
 	}
 	var st windowing.Stats
 	var err error
-	if workers(&opts) > 1 {
+	if p.Join != nil {
+		st, err = r.runJoin(wmSpec)
+	} else if workers(&opts) > 1 {
 		st, err = r.runWorkers(dir, wmSpec)
 	} else {
 		st, err = r.runOne(dir, wmSpec)
@@ -170,6 +172,18 @@ func Run(opts Options) (Summary, error) {
 	return r.sum, err
 }
 
+// runJoin replays the input through p.Join's Joiner and returns its counts.
+func (r *runner) runJoin(wmSpec watermark.Spec) (windowing.Stats, error) {
+	je := &joinEmitter{em: &r.em}
+	j, err := windowing.NewJoiner(*r.opts.Pipeline.Join, wmSpec, je)
+	if err != nil {
+		return windowing.Stats{}, err
+	}
+	je.j = j
+	err = r.run(j)
+	return j.Stats(), err
+}
+
 // runOne replays the input with one engine, its Pebble directory dir, and
 // returns the engine's counts.
 func (r *runner) runOne(dir string, wmSpec watermark.Spec) (windowing.Stats, error) {
@@ -187,10 +201,22 @@ func (r *runner) runOne(dir string, wmSpec watermark.Spec) (windowing.Stats, err
 	return eng.Stats(), err
 }
 
-func (r *runner) run(eng *windowing.Engine) error {
+// stepper is what a replay drives: the engine, or a join's Joiner.
+type stepper interface {
+	Assign(p int32, now int64, caughtUp bool)
+	Record(ev *windowing.Event, now int64) error
+	Tick(now int64) error
+	Finish() error
+	Checkpoint(final bool) error
+	NeedsCheckpoint() bool
+	Frontier() int64
+	Stats() windowing.Stats
+}
+
+func (r *runner) run(eng stepper) error {
 	n := r.opts.Partitions
 	if r.rp != nil {
-		if err := r.rp.start(eng, 0); err != nil {
+		if err := r.rp.start(eng.(*windowing.Engine), 0); err != nil {
 			return err
 		}
 	} else {
@@ -214,7 +240,7 @@ func (r *runner) run(eng *windowing.Engine) error {
 }
 
 // assignAll assigns partitions 0..n-1 of each of p's inputs to eng.
-func assignAll(eng *windowing.Engine, p *config.Pipeline, n int) {
+func assignAll(eng stepper, p *config.Pipeline, n int) {
 	inputs := inputsOf(p)
 	for q := range int32(n) {
 		for i := range inputs {
@@ -260,7 +286,7 @@ func (r *runner) eachLine(lr *lineReader, each func(line []byte, tooLong bool) (
 }
 
 // lines reads every line of in and handles it; eng is nil when scanning.
-func (r *runner) lines(eng *windowing.Engine, in io.Reader) error {
+func (r *runner) lines(eng stepper, in io.Reader) error {
 	d, err := newLineDecoder(&r.opts)
 	if err != nil {
 		return err
@@ -335,16 +361,16 @@ func noLineEnd(line, at int64) error {
 }
 
 // step hands a settled clock line or record to the engine.
-func (r *runner) step(eng *windowing.Engine, o *lineOut, line []byte) error {
+func (r *runner) step(eng stepper, o *lineOut, line []byte) error {
 	if o.kind == lineClock {
 		if r.rp != nil {
-			r.rp.tick(eng, o.clock)
+			r.rp.tick(eng.(*windowing.Engine), o.clock)
 		}
 		return eng.Tick(o.clock)
 	}
 	r.em.line, r.em.cur = r.line, line
 	if r.rp != nil {
-		return r.rp.record(eng, &o.ev, r.set.seq.now)
+		return r.rp.record(eng.(*windowing.Engine), &o.ev, r.set.seq.now)
 	}
 	return eng.Record(&o.ev, r.set.seq.now)
 }

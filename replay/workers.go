@@ -50,7 +50,7 @@ const (
 // workers returns the number of engines a replay runs: 1 when it
 // repartitions (one process's replay of both stages keeps one engine).
 func workers(opts *Options) int {
-	if opts.Workers <= 1 || opts.Pipeline.Repartition != nil {
+	if opts.Workers <= 1 || opts.Pipeline.Repartition != nil || opts.Pipeline.Join != nil {
 		return 1
 	}
 	return min(opts.Workers, MaxWorkers)

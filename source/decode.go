@@ -129,6 +129,7 @@ type Decoder struct {
 	binBuf []byte
 	inst   schema.Instant
 	holds  bool // events outlive the next Decode (HoldsEvents)
+	values bool // events carry the record's value (Event.Value): a join
 
 	// The lookup state of checkAndLookUp and CheckLine: fields found (a
 	// bit each), all of them, and the nesting CheckLine hands validObject.
@@ -149,7 +150,7 @@ type decodeErrorText struct {
 // NewDecoder returns a decoder for p. It expects a validated pipeline: the
 // key, timestamp and aggregate fields are dotted paths of non-empty segments.
 func NewDecoder(p *config.Pipeline) *Decoder {
-	d := &Decoder{keyIdx: -1, tsIdx: -1, x: newExprs(p), future: p.Timestamp.MaxFuture}
+	d := &Decoder{keyIdx: -1, tsIdx: -1, x: newExprs(p), future: p.Timestamp.MaxFuture, values: p.Join != nil}
 	index := func(name string) int {
 		for i := range d.fields {
 			if d.fields[i].name == name {
@@ -316,6 +317,7 @@ func (d *Decoder) Decode(rec *Record, ev *windowing.Event) error {
 			// binBuf is the next record's too: what the event keeps
 			// of it must not point into it.
 			ev.Key = d.unalias(ev.Key)
+			ev.Value = strings.Clone(ev.Value)
 			for i := range ev.Inputs {
 				ev.Inputs[i].Text = d.unalias(ev.Inputs[i].Text)
 			}
@@ -462,6 +464,12 @@ func (d *Decoder) fill(rec *Record, ev *windowing.Event) error {
 			}
 		}
 		ev.Inputs[i] = in
+	}
+	if d.values {
+		ev.Value = bytesString(rec.Value)
+		if d.bin != nil {
+			ev.Value = bytesString(d.binBuf)
+		}
 	}
 	ev.Ends = windowing.NotEnding
 	if d.x != nil && (d.x.closes != nil || d.x.discards != nil) {

@@ -10,6 +10,13 @@ type Event struct {
 	// Ends: whether the record closes or discards its transaction window
 	// (transaction.go); 0 in every other pipeline.
 	Ends Ending
+	// Input is the index of the input topic the record came from
+	// (a pipeline with several inputs; 0 with one).
+	Input int32
+	// Value is the record's value as JSON text, for joins (it may point
+	// into the record's buffers: the joiner copies what it keeps); empty
+	// in other pipelines.
+	Value string
 	// Source is what the event was read from (a Kafka record in run),
 	// opaque to the engine: Emitter.Dropped gets it back with the event.
 	Source any

@@ -1,0 +1,86 @@
+package replay
+
+import (
+	"strconv"
+
+	"github.com/windowd/windowd/codec"
+	"github.com/windowd/windowd/windowing"
+)
+
+// joinEmitter writes a join's rows on the output, one JSON object a line
+// (docs/SEMANTICS.md, Joins), and its late and out-of-range records on the
+// error stream as the emitter writes an engine's.
+type joinEmitter struct {
+	em *emitter
+	j  *windowing.Joiner
+}
+
+// Row implements windowing.JoinEmitter.
+func (e *joinEmitter) Row(r *windowing.JoinRow) error {
+	p := e.em.p
+	b := append(e.em.buf[:0], `{"key":`...)
+	b = codec.AppendJSONString(b, r.Key)
+	for i, rec := range []*windowing.JoinRecord{r.Left, r.Right} {
+		b = append(b, ',')
+		b = codec.AppendJSONString(b, p.Inputs[[]int32{p.Join.Left, p.Join.Right}[i]].As)
+		b = append(b, ':')
+		if rec == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, rec.Value...)
+		}
+	}
+	if p.Join.Interval {
+		b = append(b, `,"interval":{"start":`...)
+	} else {
+		b = append(b, `,"window":{"start":`...)
+	}
+	b = strconv.AppendInt(b, r.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, r.End, 10)
+	b = append(b, `},"pane":{"timing":"`...)
+	b = append(b, r.Timing.String()...)
+	b = append(b, `","final":`...)
+	b = strconv.AppendBool(b, r.Final)
+	b = append(b, `},"matched":`...)
+	b = strconv.AppendBool(b, r.Left != nil && r.Right != nil)
+	b = append(b, `,"retraction":`...)
+	b = strconv.AppendBool(b, r.Retraction)
+	b = append(b, "}\n"...)
+	e.em.buf = b
+	_, err := e.em.out.Write(b)
+	return err
+}
+
+// Dropped implements windowing.JoinEmitter.
+func (e *joinEmitter) Dropped(ev *windowing.Event, reason windowing.DropReason, missed windowing.Span) error {
+	em := e.em
+	if reason == windowing.DropOutOfRange {
+		return em.deadLetter(reason.String(), ev.Partition, ev.Offset, em.cur)
+	}
+	b := append(em.buf[:0], `{"late_dropped":{"reason":`...)
+	b = codec.AppendJSONString(b, "the record's last chance to match has passed")
+	b = append(b, `,"line":`...)
+	b = strconv.AppendInt(b, em.line, 10)
+	b = em.appendPartition(b, ev.Partition)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, ev.Offset, 10)
+	b = append(b, `,"key":`...)
+	b = codec.AppendJSONString(b, ev.Key)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, ev.Time, 10)
+	if em.p.Join.Interval {
+		b = append(b, `,"interval":{"start":`...)
+	} else {
+		b = append(b, `,"window":{"start":`...)
+	}
+	b = strconv.AppendInt(b, missed.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, missed.End, 10)
+	b = append(b, `},"frontier":`...)
+	b = strconv.AppendInt(b, e.j.Frontier(), 10)
+	b = append(b, "}}\n"...)
+	em.buf = b
+	_, err := em.errs.Write(b)
+	return err
+}

@@ -1,0 +1,239 @@
+package windowing_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
+)
+
+// joinLog records a Joiner's rows with the frontier each came at.
+type joinLog struct {
+	j       *windowing.Joiner
+	rows    []windowing.JoinRow
+	at      []int64
+	dropped map[string]bool // values of dropped records
+}
+
+func (l *joinLog) Row(r *windowing.JoinRow) error {
+	c := *r
+	if r.Left != nil {
+		x := *r.Left
+		c.Left = &x
+	}
+	if r.Right != nil {
+		x := *r.Right
+		c.Right = &x
+	}
+	l.rows = append(l.rows, c)
+	l.at = append(l.at, l.j.Frontier())
+	return nil
+}
+
+func (l *joinLog) Dropped(ev *windowing.Event, _ windowing.DropReason, _ windowing.Span) error {
+	l.dropped[ev.Value] = true
+	return nil
+}
+
+type joinIn struct {
+	side  int
+	key   string
+	t     int64
+	value string
+	f     int64 // the frontier when it arrived
+}
+
+func rowText(key string, left, right string, start, end int64) string {
+	return fmt.Sprintf("%s %s|%s [%d,%d)", key, left, right, start, end)
+}
+
+func side(r *windowing.JoinRecord) string {
+	if r == nil {
+		return "-"
+	}
+	return r.Value
+}
+
+// TestJoinEqualsBruteForce: over random two-input streams (two partitions
+// each, out of order, some records late past allowed_lateness, processing
+// time ticking early rows), every join kind, interval and window joins,
+// the rows a Joiner emits are a brute-force join of the records it took:
+// every match once, no spurious and no duplicate row, each unmatched row
+// of a record without a match once, final, and only at a frontier past
+// the record's last chance to match; an early unmatched row is retracted
+// when a match comes, and followed by the final one otherwise.
+func TestJoinEqualsBruteForce(t *testing.T) {
+	kinds := []windowing.JoinKind{windowing.InnerJoin, windowing.LeftJoin, windowing.FullJoin}
+	type shape struct {
+		name string
+		spec windowing.JoinSpec
+	}
+	shapes := []shape{
+		{"interval[0,15]", windowing.JoinSpec{Interval: true, Lower: 0, Upper: 15}},
+		{"interval[-5,10]", windowing.JoinSpec{Interval: true, Lower: -5, Upper: 10}},
+		{"tumbling20", windowing.JoinSpec{Window: windowing.WindowSpec{Kind: windowing.Tumbling, Size: 20, Hop: 20}}},
+		{"hopping20/5", windowing.JoinSpec{Window: windowing.WindowSpec{Kind: windowing.Hopping, Size: 20, Hop: 5}}},
+	}
+	for _, sh := range shapes {
+		for _, kind := range kinds {
+			for seed := uint64(1); seed <= 25; seed++ {
+				t.Run(fmt.Sprintf("%s/%s/%d", sh.name, kind, seed), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(seed, 11))
+					spec := sh.spec
+					spec.Kind, spec.Left, spec.Right = kind, 0, 1
+					spec.AllowedLateness = int64(rng.IntN(3)) * 4
+					if rng.IntN(2) == 0 {
+						spec.EarlyEvery = 3
+					}
+					log := &joinLog{dropped: map[string]bool{}}
+					j, err := windowing.NewJoiner(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.IntN(6))}, log)
+					if err != nil {
+						t.Fatal(err)
+					}
+					log.j = j
+					for p := range int32(4) {
+						j.Assign(p, 0, true)
+					}
+					var ins []joinIn
+					now, base := int64(0), [2]int64{}
+					for i := range 120 {
+						s := rng.IntN(2)
+						base[s] += int64(rng.IntN(4))
+						ts := base[s] - int64(rng.IntN(12))
+						key := fmt.Sprintf("k%d", rng.IntN(3))
+						v := fmt.Sprintf("%c%d", "LR"[s], i)
+						ins = append(ins, joinIn{s, key, ts, v, j.Frontier()})
+						ev := &windowing.Event{Partition: int32(rng.IntN(2)*2 + s), Offset: int64(i), Key: key, Time: ts, Input: int32(s), Value: v}
+						if err := j.Record(ev, now); err != nil {
+							t.Fatal(err)
+						}
+						if rng.IntN(4) == 0 {
+							now += int64(rng.IntN(4))
+							if err := j.Tick(now); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					if err := j.Finish(); err != nil {
+						t.Fatal(err)
+					}
+					if j.Held() != 0 {
+						t.Fatalf("%d records held at the end", j.Held())
+					}
+					L := spec.AllowedLateness
+					expired := func(f, end int64) bool { return f >= end+L }
+					outer := func(s int) bool { return kind == windowing.FullJoin || (kind == windowing.LeftJoin && s == 0) }
+					// The brute force, over the records the Joiner took.
+					var want []string
+					lastChance := map[string]int64{} // unmatched row text -> its last chance
+					if spec.Interval {
+						matched := map[string]bool{}
+						for _, l := range ins {
+							if l.side != 0 || log.dropped[l.value] {
+								continue
+							}
+							for _, r := range ins {
+								if r.side != 1 || log.dropped[r.value] || r.key != l.key || r.t-l.t < spec.Lower || r.t-l.t > spec.Upper {
+									continue
+								}
+								want = append(want, rowText(l.key, l.value, r.value, l.t+spec.Lower, l.t+spec.Upper+1))
+								matched[l.value], matched[r.value] = true, true
+							}
+						}
+						for _, x := range ins {
+							if log.dropped[x.value] || matched[x.value] || !outer(x.side) {
+								continue
+							}
+							lo, hi := x.t+spec.Lower, x.t+spec.Upper+1
+							row := rowText(x.key, x.value, "-", lo, hi)
+							if x.side == 1 {
+								lo, hi = x.t-spec.Upper, x.t-spec.Lower+1
+								row = rowText(x.key, "-", x.value, lo, hi)
+							}
+							want = append(want, row)
+							lastChance[row] = hi + L
+						}
+					} else {
+						a := windowing.NewAssigner(spec.Window)
+						type member struct {
+							joinIn
+							start, end int64
+						}
+						var in []member
+						for _, x := range ins {
+							for _, sp := range a.Windows(nil, x.t) {
+								if !expired(x.f, sp.End) {
+									in = append(in, member{x, sp.Start, sp.End})
+								}
+							}
+						}
+						matched := map[string]bool{}
+						for _, l := range in {
+							for _, r := range in {
+								if l.side == 0 && r.side == 1 && l.key == r.key && l.start == r.start {
+									want = append(want, rowText(l.key, l.value, r.value, l.start, l.end))
+									matched[fmt.Sprint(l.value, l.start)], matched[fmt.Sprint(r.value, r.start)] = true, true
+								}
+							}
+						}
+						for _, x := range in {
+							if matched[fmt.Sprint(x.value, x.start)] || !outer(x.side) {
+								continue
+							}
+							row := rowText(x.key, x.value, "-", x.start, x.end)
+							if x.side == 1 {
+								row = rowText(x.key, "-", x.value, x.start, x.end)
+							}
+							want = append(want, row)
+							lastChance[row] = x.end + L
+						}
+					}
+					// The rows: early ones apart.
+					var got []string
+					open := map[string]int{} // early rows shown and not retracted nor followed by their final row
+					for i, r := range log.rows {
+						row := rowText(r.Key, side(r.Left), side(r.Right), r.Start, r.End)
+						switch {
+						case r.Retraction:
+							if open[row] == 0 {
+								t.Fatalf("a retraction of a row never shown early: %s", row)
+							}
+							open[row]--
+						case !r.Final:
+							// Shown early: EARLY, or LATE past its end.
+							if r.Left != nil && r.Right != nil || spec.EarlyEvery == 0 || (r.Timing == windowing.Early) != (log.at[i] < r.End) {
+								t.Fatalf("an early row that is a match, without early.every, or of a wrong timing: %+v at frontier %d", r, log.at[i])
+							}
+							open[row]++
+						default:
+							if r.Timing == windowing.Early || (r.Left != nil && r.Right != nil && log.at[i] >= r.End && r.Timing != windowing.Late) {
+								t.Fatalf("a match's timing is not its frontier's: %+v at frontier %d", r, log.at[i])
+							}
+							if r.Left == nil || r.Right == nil {
+								if lc, ok := lastChance[row]; ok && log.at[i] < lc {
+									t.Fatalf("unmatched row %s at frontier %d, before its last chance %d", row, log.at[i], lc)
+								}
+								open[row] = 0
+							}
+							got = append(got, row)
+						}
+					}
+					for row, n := range open {
+						if n != 0 {
+							t.Errorf("early row %s neither retracted nor made final", row)
+						}
+					}
+					slices.Sort(got)
+					slices.Sort(want)
+					if !slices.Equal(got, want) {
+						t.Fatalf("rows differ from the brute force\n got: %s\nwant: %s", strings.Join(got, "; "), strings.Join(want, "; "))
+					}
+				})
+			}
+		}
+	}
+}
