@@ -856,6 +856,9 @@ c.yaml:9:39: pipelines[0].trigger.early.count: a join's early rows come with pro
 		`c.yaml:6:26: pipelines[0].output.format: not valid with join in this version: a join writes JSON rows (docs/SEMANTICS.md, Joins)
 c.yaml:6:34: pipelines[0].output.format: avro output needs schema_registry (the registry its pane schema is registered in; docs/SEMANTICS.md, Output)
 c.yaml:8:23: pipelines[0].trigger.early.every: early rows are unmatched rows: a left or full join has them, an inner join emits matches only`},
+	{"join of three inputs",
+		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}, {topic: c}]", "window": "", "aggregates": ""}, "    join: {type: interval, left: a, right: b, between: [0s, 1m]}"),
+		`c.yaml:7:5: pipelines[0].join: joins two inputs, and this pipeline has 3: a third input's records would only hold the frontier`},
 	{"output to the input topic",
 		with(map[string]string{"output": `    output: {topic: in}`}),
 		`c.yaml:8:21: pipelines[0].output.topic: must differ from input.topic ("in")`},

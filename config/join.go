@@ -23,8 +23,11 @@ func (d *decoder) join(m *mapping, p *Pipeline) *windowing.JoinSpec {
 	interval, typeOK := req(jm, "type", oneOf(d, joinTypes))
 	s.Interval = interval
 	s.Kind, _ = opt(jm, "kind", windowing.InnerJoin, oneOf(d, joinKinds))
-	if p.Inputs == nil && !m.broken {
+	switch {
+	case p.Inputs == nil && !m.broken:
 		d.errorf(jm.at, jm.path, "joins two inputs: give the pipeline inputs (docs/SEMANTICS.md, Joins)")
+	case len(p.Inputs) > 2:
+		d.errorf(jm.at, jm.path, "joins two inputs, and this pipeline has %d: a third input's records would only hold the frontier", len(p.Inputs))
 	}
 	sides := []struct {
 		key string

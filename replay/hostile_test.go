@@ -308,3 +308,47 @@ func TestLineWithoutEnd(t *testing.T) {
 		t.Fatal("ScanPartitions of an endless line: no error")
 	}
 }
+
+// TestJoinOutOfRange: a join's record whose interval cannot be represented
+// in int64 milliseconds is a dead letter and moves no watermark, like an
+// aggregating pipeline's; lines naming no input, or values that are no
+// object, are dead letters; the rest joins as usual.
+func TestJoinOutOfRange(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(goldenConfig(`inputs: [{topic: orders}, {topic: payments, as: paid}]
+key: {field: id}
+timestamp: {field: ts}
+watermark: {max_delay: 0s}
+join: {type: interval, left: orders, right: paid, between: [0s, 10s], kind: left}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cfg.Pipelines[0]
+	input := `{"topic":"orders","value":{"id":"o1","ts":1000}}
+{"topic":"payments","value":{"id":"o9","ts":9223372036854775807}}
+{"topic":"orders","value":{"id":"o9","ts":9223372036854775000}}
+{"topic":"refunds","value":{"id":"o1","ts":1500}}
+{"topic":"payments","value":[1,2]}
+{"topic":"orders","value":{"id":"o2","ts":2000}}
+{"topic":"payments","value":{"id":"o2","ts":3000}}
+`
+	sum, out, errs := replayString(t, p, input, 1)
+	if sum.DeadLetters != 4 || sum.OutOfRange != 2 || sum.LateDropped != 0 || sum.Records != 5 {
+		t.Errorf("summary %+v", sum)
+	}
+	// o2 matched when its payment came; o1 unmatched once the payments
+	// passed its last chance, which the out-of-range payment did not
+	// bring forward: only the end of input does.
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		rows = append(rows, l[:strings.Index(l, ",")])
+	}
+	if want := []string{`{"key":"o2"`, `{"key":"o1"`}; !slices.Equal(rows, want) {
+		t.Errorf("rows %v, want %v\n%s\n%s", rows, want, out, errs)
+	}
+	for _, reason := range []string{"event time out of range", `topic must be one of \"orders\", \"payments\"`, "value is not a JSON object"} {
+		if !strings.Contains(errs, reason) {
+			t.Errorf("no dead letter %q:\n%s", reason, errs)
+		}
+	}
+}

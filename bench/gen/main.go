@@ -12,6 +12,7 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"strings"
 )
 
 func main() {
@@ -22,18 +23,29 @@ func main() {
 	disorder := flag.Int("disorder", 2000, "maximum out-of-orderness in ms")
 	seed := flag.Int64("seed", 1, "random seed")
 	start := flag.Int64("start", 1700000000000, "event time of the first record (Unix ms)")
+	topicList := flag.String("topics", "", `comma-separated topics: each line names one, in turn ("topic"), for pipelines with several inputs`)
 	flag.Parse()
 
 	rng := rand.New(rand.NewSource(*seed))
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	defer w.Flush()
 	countries := []string{"de", "fr", "us", "br", "in", "jp", "ng", "au"}
+	var topics []string
+	if *topicList != "" {
+		topics = strings.Split(*topicList, ",")
+	}
 	var b []byte
 	for i := 0; i < *records; i++ {
 		ts := *start + int64(i)*1000/int64(*rate) - int64(rng.Intn(*disorder+1))
 		user := rng.Intn(*keys)
 		p := user % *partitions
-		b = append(b[:0], `{"partition":`...)
+		b = append(b[:0], '{')
+		if topics != nil {
+			b = append(b, `"topic":"`...)
+			b = append(b, topics[i%len(topics)]...)
+			b = append(b, `",`...)
+		}
+		b = append(b, `"partition":`...)
 		b = strconv.AppendInt(b, int64(p), 10)
 		b = append(b, `,"key":"u`...)
 		b = strconv.AppendInt(b, int64(user), 10)
