@@ -75,3 +75,6 @@ func (e *Engine) Windows() ([]WindowView, bool) {
 	})
 	return out, e.stats.Evictions == 0
 }
+
+// EarlyTimers is the number of early-row timers j keeps (TestJoinEarlyTimersBounded).
+func (j *Joiner) EarlyTimers() int { return len(j.early) }

@@ -327,9 +327,27 @@ func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int
 		heap.Push(&j.expiry, joinTimer{at: expireAt, seq: j.seq, rec: r})
 	}
 	if j.spec.EarlyEvery > 0 && !r.matched && j.outer(s) {
+		if len(j.early) > 2*j.held+64 {
+			j.pruneEarly()
+		}
 		heap.Push(&j.early, joinTimer{at: addSat(now, j.spec.EarlyEvery), seq: j.seq, rec: r})
 	}
 	return nil
+}
+
+// pruneEarly drops the early timers of records matched or let go: while
+// processing time stands still (a replay without clock lines) they would
+// pile up with the stream.
+func (j *Joiner) pruneEarly() {
+	kept := j.early[:0]
+	for _, t := range j.early {
+		if !t.rec.gone && !t.rec.matched {
+			kept = append(kept, t)
+		}
+	}
+	clear(j.early[len(kept):])
+	j.early = kept
+	heap.Init(&j.early)
 }
 
 // timing is a row's timing at frontier f, as a pane's (docs/SEMANTICS.md,

@@ -237,3 +237,32 @@ func TestJoinEqualsBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinEarlyTimersBounded: with early rows and processing time standing
+// still (a replay without clock lines), the timers of records already let
+// go do not pile up with the stream: the Joiner's memory stays bounded by
+// the records it holds.
+func TestJoinEarlyTimersBounded(t *testing.T) {
+	log := &joinLog{dropped: map[string]bool{}}
+	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 10, EarlyEvery: 1000},
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	j.Assign(1, 0, true)
+	most := 0
+	for i := range 100_000 {
+		for s := range 2 {
+			ev := &windowing.Event{Partition: int32(s), Key: fmt.Sprint("k", i%7), Time: int64(i), Input: int32(s), Value: "{}"}
+			if err := j.Record(ev, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		most = max(most, j.EarlyTimers())
+	}
+	if most > 200 {
+		t.Fatalf("%d early timers at most, holding %d records", most, j.Held())
+	}
+}
