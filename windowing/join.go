@@ -1,8 +1,10 @@
 package windowing
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/windowd/windowd/watermark"
@@ -100,8 +102,8 @@ type joinRec struct {
 	gone    bool // expired
 }
 
-// joinBucket holds a key's records: of one window (window join), or all
-// of the key's (interval join).
+// joinBucket holds a key's records: of one window (window join), in
+// arrival order, or all of the key's (interval join), in time order.
 type joinBucket struct {
 	key        string
 	start, end int64
@@ -263,6 +265,13 @@ func (j *Joiner) bounds(s int, t int64) (lo, hi int64) {
 	return addClamped(t, -j.spec.Upper), addClamped(addClamped(t, -j.spec.Lower), 1)
 }
 
+// searchTime returns the index of the first of recs (in time order) at
+// or after t.
+func searchTime(recs []*joinRec, t int64) int {
+	i, _ := slices.BinarySearchFunc(recs, t, func(x *joinRec, t int64) int { return cmp.Compare(x.Time, t) })
+	return i
+}
+
 // addClamped is a + b clamped to [MinTime, MaxTime].
 func addClamped(a, b int64) int64 {
 	switch {
@@ -296,8 +305,14 @@ func (j *Joiner) bucket(key string, start, end int64) *joinBucket {
 // it; expireAt: its own expiry (interval joins).
 func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int64) error {
 	r := &joinRec{JoinRecord: JoinRecord{Time: ev.Time, Value: strings.Clone(ev.Value), Partition: ev.Partition, Offset: ev.Offset}, side: s, b: b}
-	for _, o := range b.recs[1-s] {
-		if o.gone || (j.spec.Interval && (o.Time < lo || o.Time >= hi)) {
+	others := b.recs[1-s]
+	if j.spec.Interval {
+		// An interval join's records are in time order: only those in
+		// [lo, hi) are read.
+		others = others[searchTime(others, lo):searchTime(others, hi)]
+	}
+	for _, o := range others {
+		if o.gone {
 			continue
 		}
 		left, right := r, o
@@ -320,7 +335,12 @@ func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int
 			return err
 		}
 	}
-	b.recs[s] = append(b.recs[s], r)
+	if j.spec.Interval {
+		// After the records of its time that came before it.
+		b.recs[s] = slices.Insert(b.recs[s], searchTime(b.recs[s], addClamped(r.Time, 1)), r)
+	} else {
+		b.recs[s] = append(b.recs[s], r)
+	}
 	j.held++
 	j.seq++
 	if j.spec.Interval {
