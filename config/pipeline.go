@@ -51,6 +51,12 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 		p.Spec.AllowedLateness = p.Join.AllowedLateness // progress records' final_through
 	} else {
 		p.Spec = d.spec(m)
+		if p.Inputs != nil && p.Spec.Window.Kind == windowing.Sliding && p.Spec.Trigger.EarlyCount > 0 {
+			// A new sliding window counts the records it starts with by
+			// its aggregates, and with several inputs each counts one
+			// input's.
+			d.errorf(m.keyAt("trigger"), m.child("trigger"), "early.count is not supported for sliding windows of several inputs in this version: use early.every")
+		}
 	}
 	p.CloseWhen, p.DiscardWhen = d.closeWhen, d.discardWhen
 	d.closeWhen, d.discardWhen = nil, nil

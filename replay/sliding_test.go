@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidwall/gjson"
+
+	"github.com/windowd/windowd/config"
 )
 
 // slidingExpected computes, by brute force over the records, every sliding
@@ -126,5 +130,42 @@ func TestSlidingBruteForce(t *testing.T) {
 			what := fmt.Sprintf("%s %s %s%s", window, strings.TrimSpace(trigger), mode, aggregates)
 			checkWindows(t, what, cumGot(t, out.String(), mode == "discarding"), slidingExpected(recs, size), mode == "discarding")
 		})
+	}
+}
+
+// TestSlidingInputsNewWindowChanged: a sliding window of a pipeline with
+// several inputs is changed when it is made, whichever input's record made
+// it: with on_time off and closing: if_changed its expiry emits its one
+// pane, also when the aggregates of the other input count nothing in it.
+func TestSlidingInputsNewWindowChanged(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(goldenConfig(`inputs: [{topic: a}, {topic: b}]
+timestamp: {field: ts}
+key: {field: k}
+watermark: {max_delay: 0s}
+window: {type: sliding, size: 10s}
+allowed_lateness: 5s
+trigger: {on_time: false, closing: if_changed}
+aggregates: [{name: n_a, op: count, input: a}, {name: n_b, op: count, input: b}]
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The frontier passes the first window's end (on_time: no pane), then
+	// its expiry (its closing pane, as it changed when it was made).
+	input := `{"topic":"b","value":{"k":"k1","ts":1000}}
+{"topic":"a","value":{"k":"k2","ts":3000}}
+{"topic":"b","value":{"k":"k2","ts":3000}}
+{"topic":"a","value":{"k":"k1","ts":30000}}
+{"topic":"b","value":{"k":"k3","ts":30000}}
+`
+	_, out, _ := replayString(t, &cfg.Pipelines[0], input, 1)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		v := gjson.Parse(l)
+		got = append(got, fmt.Sprintf("%s %s %s", v.Get("window.end").Raw, v.Get("pane.timing").Str, v.Get("aggregates").Raw))
+	}
+	want := []string{`3001 ON_TIME {"n_a":1,"n_b":1}`, `1001 ON_TIME {"n_a":0,"n_b":1}`, `30001 ON_TIME {"n_a":1,"n_b":0}`, `30001 ON_TIME {"n_a":0,"n_b":1}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("panes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -164,6 +164,20 @@ func (a *accum) result(spec *AggSpec) Value {
 	return Value{}
 }
 
+// records is the number of records the aggregates acc took: each record
+// adds a value to every aggregate but a ratio (which takes none) and, with
+// several inputs, those of other inputs (Input.Skip), so it is the largest
+// count, exact with one input (a lower bound with several).
+func records(acc []accum, specs []AggSpec) int64 {
+	n := int64(0)
+	for i := range specs {
+		if specs[i].Op != Ratio {
+			n = max(n, acc[i].n)
+		}
+	}
+	return n
+}
+
 // ratio is a ratio aggregate's value: of / to, null when either is null
 // or to is 0 (docs/SEMANTICS.md, Aggregates).
 func ratio(of, to Value) Value {

@@ -85,7 +85,7 @@ func (e *Engine) assignSliding(ks *keyState, ev *Event, now int64) error {
 		return err
 	}
 	e.slideRange(ks, start, t, w.acc)
-	w.sincePane = w.acc[0].n // every record adds a value to every aggregate
+	w.sincePane = max(1, records(w.acc, e.spec.Aggregates)) // it holds the record that made it
 	ks.dirty = true
 	e.touched = append(e.touched, w)
 	return e.armProc(ks, w, now)

@@ -334,7 +334,7 @@ func (e *Engine) rebound(ks *keyState, w *window, start, end int64) error {
 // before it are gone already, as windows expire in order.
 func (e *Engine) dropTransaction(ks *keyState, w *window) {
 	if w.ended == Discards && len(w.acc) > 0 {
-		e.stats.Discarded += w.acc[0].n // every record adds a value to every aggregate
+		e.stats.Discarded += records(w.acc, e.spec.Aggregates)
 	}
 	if n := txnStore(ks).dropThrough(e.lastOf(w)); n > 0 {
 		e.release(ks, n*e.sliceBytes())
