@@ -108,7 +108,7 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // GroupOpts are the client options of a consumer-group member of group on
 // topic: read_committed from the log start, offsets committed by the
 // caller, cooperative-sticky rebalances.
-func GroupOpts(base []kgo.Opt, session time.Duration, group, topic string) []kgo.Opt {
+func GroupOpts(base []kgo.Opt, session time.Duration, group string, topics ...string) []kgo.Opt {
 	return append(append([]kgo.Opt(nil), base...),
 		// A heartbeat, join or sync that finds its coordinator dead is
 		// retried until the cluster has moved the coordinator and well
@@ -130,7 +130,7 @@ func GroupOpts(base []kgo.Opt, session time.Duration, group, topic string) []kgo
 		kgo.ConsumerGroup(group),
 		kgo.SessionTimeout(session),
 		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
-		kgo.ConsumeTopics(topic),
+		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),

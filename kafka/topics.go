@@ -39,32 +39,22 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for _, p := range cfg.Pipelines {
-		var partitions int32
-		for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			details, err := adm.ListTopics(tctx, p.Input.Topic)
-			cancel()
-			if err == nil {
-				d, ok := details[p.Input.Topic]
-				if ok && d.Err == nil && len(d.Partitions) > 0 {
-					partitions = int32(len(d.Partitions))
-					break
-				}
-				err = fmt.Errorf("topic %s does not exist", p.Input.Topic)
-				if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-					err = d.Err
-				}
-			}
-			if serr := SecurityError(&cfg.Kafka, err, "input topic "+p.Input.Topic); serr != nil {
-				return nil, serr
-			}
-			log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", p.Input.Topic), zap.Error(err), zap.Duration("backoff", backoff))
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
+		topics := []string{p.Input.Topic}
+		if p.Inputs != nil {
+			topics = topics[:0]
+			for _, in := range p.Inputs {
+				topics = append(topics, in.Topic)
 			}
 		}
+		var counts []int32
+		for _, topic := range topics {
+			n, err := waitInput(ctx, adm, cfg, &p, topic, log)
+			if err != nil {
+				return nil, err
+			}
+			counts = append(counts, n)
+		}
+		partitions := counts[0]
 		changelog := ChangelogTopic(&p)
 		internal, stateParts := "", partitions
 		if p.Repartition != nil {
@@ -134,9 +124,38 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		if err != nil {
 			return nil, err
 		}
-		inputs[p.Name] = Topics{Partitions: partitions, ChangelogID: id}
+		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, ChangelogID: id}
 	}
 	return inputs, nil
+}
+
+// waitInput waits for input topic topic of p to exist and returns its
+// partition count.
+func waitInput(ctx context.Context, adm *kadm.Client, cfg *config.Config, p *config.Pipeline, topic string, log *zap.Logger) (int32, error) {
+	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		details, err := adm.ListTopics(tctx, topic)
+		cancel()
+		if err == nil {
+			d, ok := details[topic]
+			if ok && d.Err == nil && len(d.Partitions) > 0 {
+				return int32(len(d.Partitions)), nil
+			}
+			err = fmt.Errorf("topic %s does not exist", topic)
+			if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+				err = d.Err
+			}
+		}
+		if serr := SecurityError(&cfg.Kafka, err, "input topic "+topic); serr != nil {
+			return 0, serr
+		}
+		log.Warn("waiting for input topic (retrying)", zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // createdTopicConfigs are the settings of an output, late or dead-letter
@@ -155,8 +174,11 @@ func createdTopicConfigs(p *config.Pipeline, topic string) map[string]*string {
 
 // Topics is what EnsureTopics found of a pipeline's topics.
 type Topics struct {
-	Partitions  int32    // of the input topic
-	ChangelogID [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
+	Partitions int32 // of the input topic (with several: the first)
+	// InputPartitions: of each input topic, in config.Pipeline.Inputs'
+	// order (one input: Partitions).
+	InputPartitions []int32
+	ChangelogID     [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
 }
 
 // checkPartitions refuses an existing repartition topic with another
@@ -410,7 +432,11 @@ func offsetsWithoutChangelog(ctx context.Context, adm *kadm.Client, p *config.Pi
 	}
 	n := 0
 	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == p.Input.Topic && o.Err == nil && o.At >= 0 {
+		input := o.Topic == p.Input.Topic
+		for _, in := range p.Inputs {
+			input = input || o.Topic == in.Topic
+		}
+		if input && o.Err == nil && o.At >= 0 {
 			n++
 		}
 	})

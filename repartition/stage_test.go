@@ -67,3 +67,23 @@ func TestTable(t *testing.T) {
 		t.Fatal("a truncated table decoded")
 	}
 }
+
+func TestLayout(t *testing.T) {
+	l := NewLayout([]int32{3, 1, 2})
+	want := [][2]int32{{0, 0}, {0, 1}, {0, 2}, {1, 0}, {2, 0}, {2, 1}}
+	if l.Total() != 6 || l.Inputs() != 3 {
+		t.Fatalf("total %d, inputs %d", l.Total(), l.Inputs())
+	}
+	for u, w := range want {
+		i, p := l.Input(int32(u))
+		if i != int(w[0]) || p != w[1] || l.ID(i, p) != int32(u) {
+			t.Errorf("upstream %d: input %d partition %d, want %v", u, i, p, w)
+		}
+	}
+	if one := NewLayout([]int32{4}); one.ID(0, 3) != 3 || !one.Has(0, 7) {
+		t.Error("one input's partitions are renumbered, or a new one not taken")
+	}
+	if l.Has(0, 3) || !l.Has(2, 1) || l.Has(2, 2) || l.Has(1, 1) {
+		t.Error("Has takes a partition added since the start")
+	}
+}

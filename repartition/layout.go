@@ -1,0 +1,53 @@
+package repartition
+
+import "sort"
+
+// Layout numbers the upstream partitions of a pipeline's input topics
+// (docs/SEMANTICS.md, Several inputs): partition p of input i is upstream
+// partition First(i) + p, so the upstream partitions of all inputs are
+// 0..Total()-1 and a pipeline with one input keeps its partition numbers.
+type Layout struct {
+	first []int32 // per input: its first upstream partition
+	total int32
+}
+
+// NewLayout is the layout of inputs of counts partitions each.
+func NewLayout(counts []int32) Layout {
+	l := Layout{first: make([]int32, len(counts))}
+	for i, n := range counts {
+		l.first[i] = l.total
+		l.total += n
+	}
+	return l
+}
+
+// ID is the upstream partition of partition p of input i.
+func (l Layout) ID(i int, p int32) int32 { return l.first[i] + p }
+
+// Input returns the input and its partition of upstream partition u (in
+// 0..Total()-1).
+func (l Layout) Input(u int32) (i int, p int32) {
+	i = sort.Search(len(l.first), func(j int) bool { return l.first[j] > u }) - 1
+	return i, u - l.first[i]
+}
+
+// Has reports whether input i had partition p at start: a partition added
+// since would take another input's number, and waits for a restart. With
+// one input every partition has its number (stage 2 takes a new one in
+// after a restart, as before).
+func (l Layout) Has(i int, p int32) bool {
+	if len(l.first) <= 1 {
+		return true
+	}
+	end := l.total
+	if i+1 < len(l.first) {
+		end = l.first[i+1]
+	}
+	return p >= 0 && l.first[i]+p < end
+}
+
+// Total is the number of upstream partitions.
+func (l Layout) Total() int32 { return l.total }
+
+// Inputs is the number of inputs.
+func (l Layout) Inputs() int { return len(l.first) }
