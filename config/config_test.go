@@ -811,9 +811,9 @@ c.yaml:4:26: pipelines[0].inputs[1].timestamp: required here or at the pipeline 
 	{"output to one of the inputs",
 		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]", "output": "    output: {topic: b}"}),
 		`c.yaml:8:21: pipelines[0].output.topic: must differ from the input topic "b"`},
-	{"repartition with inputs",
-		with(map[string]string{"input": "    inputs: [{topic: a}, {topic: b}]"}, "    key: {field: k}", "    repartition: true"),
-		`c.yaml:10:18: pipelines[0].repartition: not supported with inputs yet: key each input topic by the group key, with the same partition count`},
+	{"repartition with an input keyed by the record key",
+		with(map[string]string{"input": "    inputs: [{topic: a, key: {field: k}}, {topic: b}]"}, "    repartition: true"),
+		`c.yaml:9:18: pipelines[0].repartition: needs key.field, key.fields or key.expr of every input (input b reads the record key)`},
 	{"ratio without of and to",
 		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count}, {name: r, op: ratio}]"}),
 		`c.yaml:7:40: pipelines[0].aggregates[1].of: required

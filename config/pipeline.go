@@ -174,9 +174,12 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 		return nil
 	}
 	if p.Inputs != nil {
-		d.errorf(m.valueAt("repartition"), m.child("repartition"), "not supported with inputs yet: key each input topic by the group key, with the same partition count")
-	}
-	if !p.Key.FromValue() {
+		for i, src := range p.Inputs {
+			if !src.Key.FromValue() {
+				d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field, key.fields or key.expr of every input (input %s reads the record key)", p.Inputs[i].As)
+			}
+		}
+	} else if !p.Key.FromValue() {
 		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field, key.fields or key.expr (records keyed by the group key need no repartitioning)")
 	}
 	return &Repartition{Partitions: int32(parts), WatermarkInterval: interval}

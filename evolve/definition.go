@@ -94,6 +94,7 @@ type Aggregate struct {
 	Name             string               `json:"name"`
 	Op               string               `json:"op"`
 	Input            string               `json:"input,omitempty"` // field path, or "expr:" + CEL source
+	From             string               `json:"from,omitempty"`  // the input topic it reads, by its as (several inputs)
 	Precision        uint8                `json:"precision,omitempty"`
 	Quantiles        []windowing.Quantile `json:"quantiles,omitempty"`
 	RelativeAccuracy float64              `json:"relative_accuracy,omitempty"`
@@ -115,6 +116,9 @@ func (a Aggregate) describe() string {
 	s := a.Name + ": " + a.Op
 	if a.Input != "" {
 		s += "(" + a.Input + ")"
+	}
+	if a.From != "" {
+		s += " of input " + a.From
 	}
 	var opts []string
 	if a.Precision != 0 {
@@ -162,7 +166,19 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 			s := "expr:" + p.AggregateExprs[i].Source()
 			x = &s
 		}
-		d.Aggregates = append(d.Aggregates, aggregateOf(a, x))
+		g := aggregateOf(a, x)
+		if i < len(p.AggregateInputs) && p.AggregateInputs[i] >= 0 {
+			g.From = p.Inputs[p.AggregateInputs[i]].As
+		}
+		d.Aggregates = append(d.Aggregates, g)
+	}
+	if p.Inputs != nil {
+		// Each input's key: a change of any is a change of the key.
+		keys := make([]string, len(p.Inputs))
+		for i, in := range p.Inputs {
+			keys[i] = in.As + ": " + in.Key.String()
+		}
+		d.Key = strings.Join(keys, "; ")
 	}
 	return d
 }

@@ -35,16 +35,17 @@ type repartitioner struct {
 	markedBase int64
 	started    bool                 // marked at least once
 	markers    []repartition.Marker // broadcast's buffer
-	inputs     int32
-	input      int32 // input partition of the record being processed
+	inputs     int32                // upstream partitions: partitions × the pipeline's input topics
+	input      int32                // upstream partition of the record being processed
 }
 
-func newRepartitioner(p *config.Pipeline, inputs int) *repartitioner {
+func newRepartitioner(p *config.Pipeline, partitions int) *repartitioner {
 	n := p.Repartition.Partitions
 	if n == 0 {
-		n = int32(inputs)
+		n = int32(partitions)
 	}
-	return &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), down: repartition.NewTable(inputs), parts: n, inputs: int32(inputs)}
+	ups := int32(partitions) * inputsOf(p) // lineOut.part: the upstream partitions of every input
+	return &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), down: repartition.NewTable(int(ups)), parts: n, inputs: ups}
 }
 
 // downstreamSpec is the engine's watermark spec (repartition.DownstreamSpec).

@@ -63,8 +63,8 @@ func headers(hs []kgo.RecordHeader, dst []expr.Header) []expr.Header {
 // events' Inputs and the decoder are reused from poll to poll; an event's
 // Key may point into its record, as source.Decoder.Decode says.
 type decodeAhead struct {
-	dec      *source.Decoder // the goroutine's (or get's) decoder
-	parallel bool            // more than one processor: decode ahead when worth it
+	dec      *decoders // the goroutine's (or get's) decoders
+	parallel bool      // more than one processor: decode ahead when worth it
 	recs     []*kgo.Record
 	slots    []decoded
 	now      int64 // the poll's processing time (Unix ms)
@@ -75,7 +75,7 @@ type decodeAhead struct {
 	stop    chan struct{}
 }
 
-func newDecodeAhead(dec *source.Decoder) *decodeAhead {
+func newDecodeAhead(dec *decoders) *decodeAhead {
 	return &decodeAhead{dec: dec, parallel: runtime.GOMAXPROCS(0) > 1}
 }
 
@@ -122,7 +122,7 @@ func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, now int64, ready 
 		}
 		to := min(from+aheadChunk, len(recs))
 		for i := from; i < to; i++ {
-			decodeRecord(a.dec, recs[i], &slots[i], now)
+			decodeRecord(a.dec.of(recs[i]), recs[i], &slots[i], now)
 		}
 		ready <- to // never blocks: ready has room for every chunk
 	}
@@ -133,14 +133,14 @@ func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, now int64, ready 
 func (a *decodeAhead) get(i int) *decoded {
 	d := &a.slots[i]
 	if !a.running {
-		decodeRecord(a.dec, a.recs[i], d, a.now)
+		decodeRecord(a.dec.of(a.recs[i]), a.recs[i], d, a.now)
 		return d
 	}
 	for i >= a.avail {
 		n, ok := <-a.ready
 		if !ok { // not reached: the goroutine hands over every slot before it closes ready
 			a.running = false
-			decodeRecord(a.dec, a.recs[i], d, a.now)
+			decodeRecord(a.dec.of(a.recs[i]), a.recs[i], d, a.now)
 			return d
 		}
 		a.avail = n

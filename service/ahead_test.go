@@ -72,7 +72,7 @@ pipelines:
 		}
 		pc := &cfg.Pipelines[0]
 		for _, parallel := range []bool{true, false} {
-			a := newDecodeAhead(source.NewDecoder(pc))
+			a := newDecodeAhead(&decoders{each: []*source.Decoder{source.NewDecoder(pc)}})
 			a.parallel = parallel
 			ref := source.NewDecoder(pc)
 			for _, poll := range []struct{ n, every, stopAt int }{

@@ -15,17 +15,18 @@ import (
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEndsLocked(ctx context.Context) {
 	topic := p.cfg.Input.Topic
-	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.mu.eng.Watermarks())
+	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.mu.eng.Watermarks(), nil)
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and
-// tells wm which of them are caught up. A partition whose position is not
+// tells wm which of them are caught up (id: the frontier's number of a
+// partition of topic, nil: the same). A partition whose position is not
 // known yet (nothing processed, stored or committed by this instance) is
 // caught up when where its consumption begins is the end: its offset in
 // committed (the group's committed offsets, as the consumer knows them),
 // else its log start. That offset is only compared, never committed: the
 // group's offset stays where it is until a record is processed.
-func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed map[int32]kgo.EpochOffset, parts map[int32]*partition, wm *watermark.Frontier) {
+func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed map[int32]kgo.EpochOffset, parts map[int32]*partition, wm *watermark.Frontier, id func(int32) int32) {
 	if len(parts) == 0 {
 		return
 	}
@@ -54,7 +55,11 @@ func refreshEnds(ctx context.Context, adm *kadm.Client, topic string, committed 
 				}
 			}
 		}
-		wm.SetCaughtUp(part, st.caughtUp())
+		if id != nil {
+			wm.SetCaughtUp(id(part), st.caughtUp())
+		} else {
+			wm.SetCaughtUp(part, st.caughtUp())
+		}
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/windowd/windowd/config"
 )
 
-// TestRunRefusesInputs: run reads one input topic per pipeline; a pipeline
-// with several (inputs, which replay runs) is refused before anything
-// starts, with the reason.
+// TestRunRefusesInputs: run reads several input topics through
+// repartition: true; without it a pipeline with several is refused before
+// anything starts, with the reason, and so is a join.
 func TestRunRefusesInputs(t *testing.T) {
 	cfg, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
 pipelines:
@@ -27,7 +27,23 @@ pipelines:
 		t.Fatal(err)
 	}
 	err = Run(context.Background(), cfg, Options{Log: zap.NewNop()})
-	if err == nil || !strings.Contains(err.Error(), "pipeline ctr: inputs (several input topics) replay with windowd replay; windowd run reads one input topic per pipeline") {
+	if err == nil || !strings.Contains(err.Error(), "pipeline ctr: windowd run reads several input topics through repartition: true in this version") {
 		t.Fatalf("got %v", err)
+	}
+	join, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
+pipelines:
+  - name: unpaid
+    inputs: [{topic: orders}, {topic: payments}]
+    key: {field: id}
+    timestamp: {field: ts}
+    join: {type: interval, left: orders, right: payments, between: [0s, 15m], kind: left}
+    output: {topic: out}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), join, Options{Log: zap.NewNop()})
+	if err == nil || !strings.Contains(err.Error(), "pipeline unpaid: a join replays with windowd replay") {
+		t.Fatalf("join: got %v", err)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/sink"
-	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/windowing"
 )
@@ -157,8 +156,8 @@ type writerState struct {
 type loopState struct {
 	sync.Mutex
 	eng   *windowing.Engine
-	store *trackingStore  // db, recording the keys each cycle changes
-	dec   *source.Decoder // decodes a record outside a poll's (handleLocked)
+	store *trackingStore // db, recording the keys each cycle changes
+	dec   *decoders      // decode a record outside a poll's (handleLocked)
 	// def: the definition the state is kept under (definition.go),
 	// and its stored form.
 	def      *evolve.Definition
@@ -283,7 +282,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	p.mu.panes = newPaneWriter(p.writePane)
 	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
 	if p.mu.rp != nil {
-		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, pl.topics.Partitions), deps.registry); err != nil {
+		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, pl.topics.Partitions), deps.registry, inputCounts(pl.topics)); err != nil {
 			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 		}
 		p.up.dlqGuard = p.guard.topic(p.orig.Name, p.orig.DeadLetterTopic)
@@ -302,13 +301,22 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	return p, nil
 }
 
+// inputCounts is the partition count of each of a pipeline's input topics.
+func inputCounts(t kafka.Topics) []int32 {
+	if t.InputPartitions == nil {
+		return []int32{t.Partitions}
+	}
+	return t.InputPartitions
+}
+
 // newPipelineState is the pipeline of pl before anything is opened.
 func newPipelineState(pl plan, deps deps) *pipeline {
 	cfg, topics := pl.pipeline, pl.topics
 	orig := cfg
 	var rp *stage2
 	if cfg.Repartition != nil {
-		rp = &stage2{inputs: topics.Partitions, ups: map[int32]*repartition.Table{}}
+		layout := repartition.NewLayout(inputCounts(topics))
+		rp = &stage2{inputs: layout.Total(), layout: layout, ups: map[int32]*repartition.Table{}}
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{setup: setup{
@@ -397,12 +405,17 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 // goroutine (ahead.go), on the schema registry for avro and protobuf.
 func (p *pipeline) openDecoders(deps deps) {
 	cfg := p.cfg
-	p.mu.dec = source.NewDecoder(cfg)
-	p.mu.ahead = newDecodeAhead(source.NewDecoder(cfg))
+	var layout repartition.Layout
+	if p.mu.rp != nil {
+		layout = p.mu.rp.layout
+	}
+	p.mu.dec = newDecoders(cfg, layout)
+	p.mu.ahead = newDecodeAhead(newDecoders(cfg, layout))
 	if cfg.Input.Format != config.JSON {
+		// One input (formats other than json with several are refused).
 		p.reg = deps.registry
-		p.mu.dec.WithSchemas(cfg, p.reg)
-		p.mu.ahead.dec.WithSchemas(cfg, p.reg).HoldsEvents()
+		p.mu.dec.each[0].WithSchemas(cfg, p.reg)
+		p.mu.ahead.dec.each[0].WithSchemas(cfg, p.reg).HoldsEvents()
 		// Before the client joins the group: its callbacks read it.
 		p.mu.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
 	}

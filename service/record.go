@@ -41,7 +41,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 	if !marker {
 		if d == nil {
 			d = &p.mu.inline
-			decodeRecord(p.mu.dec, r, d, now)
+			decodeRecord(p.mu.dec.of(r), r, d, now)
 		}
 		// Before anything takes the record in (stage 2's duplicate
 		// check included): it comes again (registrywait.go).

@@ -89,9 +89,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
 	}
-	for _, pl := range cfg.Pipelines {
-		if pl.Inputs != nil {
-			return fmt.Errorf("pipeline %s: inputs (several input topics) replay with windowd replay; windowd run reads one input topic per pipeline in this version (docs/SEMANTICS.md, Several inputs)", pl.Name)
+	for i := range cfg.Pipelines {
+		if err := Runnable(&cfg.Pipelines[i]); err != nil {
+			return err
 		}
 	}
 	log := opts.Log
@@ -418,4 +418,31 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr().String(), nil
+}
+
+// Runnable says why run cannot run pipeline p in this version, or nil: a
+// pipeline with several input topics runs through repartition: true, with
+// JSON inputs and without watermark alignment; a join replays only
+// (docs/SEMANTICS.md, Several inputs, Joins).
+func Runnable(p *config.Pipeline) error {
+	why := ""
+	switch {
+	case p.Join != nil:
+		why = "a join replays with windowd replay; windowd run does not run joins in this version"
+	case p.Inputs == nil:
+	case p.Repartition == nil:
+		why = "windowd run reads several input topics through repartition: true in this version (each input keyed by a field)"
+	case p.Watermark.MaxDrift > 0:
+		why = "watermark.max_drift (alignment) is not supported with several input topics in this version"
+	default:
+		for _, in := range p.Inputs {
+			if in.Format != config.JSON {
+				why = "input " + in.As + ": several input topics are read as json in this version"
+			}
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("pipeline %s: %s (docs/SEMANTICS.md, Several inputs)", p.Name, why)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,17 +24,22 @@ import (
 // repartitioner is stage 1 of a repartitioned pipeline (the overview is in
 // stage2.go).
 type repartitioner struct {
-	cfg   *config.Pipeline // the pipeline as configured: the input topic and group
-	log   *zap.Logger
-	m     *metrics
-	now   func() time.Time
-	cl    *kgo.Client
-	adm   *kadm.Client
-	prod  *kafka.Producer // cl's repartitioned records and dead letters
-	dec   *source.Decoder
-	topic string   // the repartition topic
-	n     int32    // its partitions
-	align *aligner // watermark.max_drift over the input partitions (align.go); nil: off
+	cfg  *config.Pipeline // the pipeline as configured: the input topic and group
+	log  *zap.Logger
+	m    *metrics
+	now  func() time.Time
+	cl   *kgo.Client
+	adm  *kadm.Client
+	prod *kafka.Producer // cl's repartitioned records and dead letters
+	// decs: each input's decoder; topics: the input topics; layout: their
+	// partitions as upstream partitions (markers, upstream headers, the
+	// generators and parts below are by upstream partition).
+	decs   []*source.Decoder
+	topics []string
+	layout repartition.Layout
+	topic  string   // the repartition topic
+	n      int32    // its partitions
+	align  *aligner // watermark.max_drift over the input partitions (align.go); nil: off
 	// reg and wait: the schema registry of an avro or protobuf input, and
 	// the partitions paused while it cannot be asked (registrywait.go).
 	reg  *schema.Registry
@@ -57,19 +63,23 @@ type repartitioner struct {
 	}
 }
 
-func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32, reg *schema.Registry) (*repartitioner, error) {
+func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Opt, log *zap.Logger, m *metrics, now func() time.Time, partitions int32, reg *schema.Registry, inputs []int32) (*repartitioner, error) {
 	r := &repartitioner{
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
-		dec: source.NewDecoder(cfg), topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg,
+		topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg, layout: repartition.NewLayout(inputs),
 	}
-	if cfg.Input.Format != config.JSON {
-		r.dec.WithSchemas(cfg, reg)
+	for i := range max(1, len(cfg.Inputs)) {
+		in := cfg.ForInput(i)
+		r.decs, r.topics = append(r.decs, source.NewDecoder(in)), append(r.topics, in.Input.Topic)
+	}
+	if cfg.Input.Format != config.JSON && cfg.Inputs == nil {
+		r.decs[0].WithSchemas(cfg, reg)
 		// Before the client joins the group: its callbacks read it.
 		r.wait = newRegistryWait(cfg.Input.Topic, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
 	}
 	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	opts := append(kafka.GroupOpts(base, session, cfg.Input.Group, cfg.Input.Topic),
+	opts := append(kafka.GroupOpts(base, session, cfg.Input.Group, r.topics...),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
@@ -95,60 +105,82 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 	return r, nil
 }
 
-func (r *repartitioner) partitionState(part int32) *partition {
-	if st, ok := r.mu.parts[part]; ok {
+// partitionState returns the state of upstream partition u, making it.
+func (r *repartitioner) partitionState(u int32) *partition {
+	if st, ok := r.mu.parts[u]; ok {
 		return st
 	}
+	i, part := r.layout.Input(u)
 	label := strconv.Itoa(int(part))
+	if len(r.topics) > 1 {
+		label = r.topics[i] + "/" + label
+	}
 	st := newPartition(r.m.repartitioned.WithLabelValues(r.cfg.Name, label), r.m.deadLetters.WithLabelValues(r.cfg.Name, label), nil,
 		r.m.filtered.WithLabelValues(r.cfg.Name, label))
-	r.mu.parts[part] = st
+	r.mu.parts[u] = st
 	return st
+}
+
+// upstreams returns the upstream partitions of the partitions of each
+// topic in parts (the group's callbacks' maps).
+func (r *repartitioner) upstreams(parts map[string][]int32) []int32 {
+	var us []int32
+	for i, topic := range r.topics {
+		for _, p := range parts[topic] {
+			if r.layout.Has(i, p) {
+				us = append(us, r.layout.ID(i, p))
+			} else {
+				r.log.Warn("an input partition added since the start is read after a restart", zap.String("topic", topic), zap.Int32("partition", p))
+			}
+		}
+	}
+	return us
 }
 
 func (r *repartitioner) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parts := assigned[r.cfg.Input.Topic]
-	for _, part := range parts {
-		r.partitionState(part)
+	us := r.upstreams(assigned)
+	for _, u := range us {
+		r.partitionState(u)
 		// A new owner's generator starts over: stage 2 keeps the
 		// largest watermark each input partition ever sent.
-		r.mu.stage1.Watermarks().Assign(part, r.now().UnixMilli(), false)
+		r.mu.stage1.Watermarks().Assign(u, r.now().UnixMilli(), false)
 	}
-	r.log.Info("input partitions assigned", zap.Int32s("partitions", parts))
+	r.log.Info("input partitions assigned", zap.Int32s("partitions", us))
 }
 
 func (r *repartitioner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parts := revoked[r.cfg.Input.Topic]
-	if len(parts) == 0 {
+	us := r.upstreams(revoked)
+	if len(us) == 0 {
 		return
 	}
 	// Commit what was written for them before their next owner starts.
 	if err := r.commitLocked(ctx); err != nil {
 		r.log.Warn("commit before giving up input partitions failed", zap.Error(err))
 	}
-	r.forget(parts)
-	r.log.Info("input partitions revoked", zap.Int32s("partitions", parts))
+	r.forget(us)
+	r.log.Info("input partitions revoked", zap.Int32s("partitions", us))
 }
 
 func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parts := lost[r.cfg.Input.Topic]
-	r.forget(parts)
-	r.log.Warn("input partitions lost", zap.Int32s("partitions", parts))
+	us := r.upstreams(lost)
+	r.forget(us)
+	r.log.Warn("input partitions lost", zap.Int32s("partitions", us))
 }
 
-func (r *repartitioner) forget(parts []int32) {
+// forget drops upstream partitions us.
+func (r *repartitioner) forget(us []int32) {
 	if r.wait != nil {
-		r.wait.forget(parts)
+		r.wait.forget(us) // one input: its partitions are its upstream partitions
 	}
-	for _, part := range parts {
-		r.mu.stage1.Forget(part)
-		delete(r.mu.parts, part)
+	for _, u := range us {
+		r.mu.stage1.Forget(u)
+		delete(r.mu.parts, u)
 	}
 }
 
@@ -190,15 +222,20 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 	now := r.now()
 	nowMS := now.UnixMilli()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		st := r.mu.parts[fp.Partition]
-		if st == nil || fp.Topic != r.cfg.Input.Topic {
+		i := slices.Index(r.topics, fp.Topic)
+		if i < 0 || !r.layout.Has(i, fp.Partition) {
+			return
+		}
+		u := r.layout.ID(i, fp.Partition)
+		st := r.mu.parts[u]
+		if st == nil {
 			return
 		}
 		if fp.HighWatermark > st.end {
 			st.end = fp.HighWatermark
 		}
 		for _, rec := range fp.Records {
-			if un := r.handleLocked(rec, st, nowMS); un != nil {
+			if un := r.handleLocked(rec, st, i, u, nowMS); un != nil {
 				// The rest of the partition's poll comes again once
 				// the registry answers (registrywait.go).
 				r.wait.hold(rec, un, now)
@@ -219,8 +256,10 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 		// The group's offsets of newly assigned partitions arrive after
 		// their assignment: until a record comes, refreshEnds reads where
 		// consumption begins from them.
-		topic := r.cfg.Input.Topic
-		refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.mu.parts, r.mu.stage1.Watermarks())
+		for i, topic := range r.topics {
+			id := func(p int32) int32 { return r.layout.ID(i, p) }
+			refreshEnds(ctx, r.adm, topic, r.cl.CommittedOffsets()[topic], r.ofTopic(i), r.mu.stage1.Watermarks(), id)
+		}
 	}
 	r.mu.stage1.Watermarks().Tick(nowMS)
 	if r.align != nil {
@@ -244,8 +283,8 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 // dead-letter topic when it cannot be decoded. When the schema
 // registry cannot be asked for the record's schema it does nothing with
 // it and returns why.
-func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, now int64) *schema.Unavailable {
-	decodeRecord(r.dec, in, &r.mu.d, now)
+func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, input int, u int32, now int64) *schema.Unavailable {
+	decodeRecord(r.decs[input], in, &r.mu.d, now)
 	err := r.mu.d.err
 	var un *schema.Unavailable
 	if errors.As(err, &un) {
@@ -274,13 +313,28 @@ func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, now int64) *
 	st.in.Inc()
 	headers := make([]kgo.RecordHeader, 0, len(in.Headers)+1)
 	headers = append(headers, in.Headers...)
-	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, in.Partition, in.Offset)})
+	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, u, in.Offset)})
 	r.produce(&kgo.Record{
 		Topic: r.topic, Partition: repartition.KeyPartition(r.mu.d.ev.Key, r.n),
 		Key: []byte(r.mu.d.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
 	})
-	r.mu.stage1.Watermarks().Observe(in.Partition, r.mu.d.ev.Time, now)
+	r.mu.stage1.Watermarks().Observe(u, r.mu.d.ev.Time, now)
 	return nil
+}
+
+// ofTopic returns the states of input i's partitions, by its partition
+// numbers.
+func (r *repartitioner) ofTopic(i int) map[int32]*partition {
+	if len(r.topics) == 1 {
+		return r.mu.parts
+	}
+	out := map[int32]*partition{}
+	for u, st := range r.mu.parts {
+		if j, p := r.layout.Input(u); j == i {
+			out[p] = st
+		}
+	}
+	return out
 }
 
 func (r *repartitioner) produce(rec *kgo.Record) { r.prod.Produce(r.ctx, rec) }
@@ -316,5 +370,10 @@ func (r *repartitioner) commitLocked(ctx context.Context) error {
 		// commit; stage 2 drops what it processed already.
 		return fatalError{fmt.Errorf("repartitioned record not acknowledged: %w", perr)}
 	}
-	return kafka.CommitPositions(ctx, r.cl, r.cfg.Input.Topic, positions(r.mu.parts))
+	for i, topic := range r.topics {
+		if err := kafka.CommitPositions(ctx, r.cl, topic, positions(r.ofTopic(i))); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 // only methods named …Locked touch it.
 type stage2 struct {
 	inputs int32                        // upstream (input) partitions
+	layout repartition.Layout           // the input topics' partitions as upstream partitions
 	ups    map[int32]*repartition.Table // per repartition partition
 
 	lastPurge time.Time

@@ -13,7 +13,6 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/repartition"
-	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
@@ -75,7 +74,7 @@ pipelines:
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
 	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}}
-	p.mu.rp, p.mu.dec = &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, source.NewDecoder(pc)
+	p.mu.rp, p.mu.dec = &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, newDecoders(pc, repartition.NewLayout([]int32{2}))
 	p.mu.parts = map[int32]*partition{}
 	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {

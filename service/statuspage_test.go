@@ -56,7 +56,7 @@ func bareTestPipeline(t testing.TB, pc *config.Pipeline, now func() time.Time, m
 	}
 	p := &pipeline{setup: setup{cfg: pc, orig: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: now, db: db}}
 	t.Cleanup(func() { p.closeQuery(); db.Close() })
-	p.mu.dec = source.NewDecoder(pc)
+	p.mu.dec = &decoders{each: []*source.Decoder{source.NewDecoder(pc)}}
 	p.rs = newRestores()
 	p.mu.parts = map[int32]*partition{}
 	more(p)

@@ -29,6 +29,9 @@ func startEmbedded(cfg *config.Config) (*kfake.Cluster, error) {
 	opts := []kfake.Opt{kfake.Ports(port), kfake.AllowAutoTopicCreation()}
 	for _, p := range cfg.Pipelines {
 		opts = append(opts, kfake.SeedTopics(p.Input.Partitions, p.Input.Topic))
+		for _, in := range p.Inputs[min(1, len(p.Inputs)):] { // the first is Input
+			opts = append(opts, kfake.SeedTopics(in.Partitions, in.Topic))
+		}
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

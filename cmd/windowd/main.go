@@ -18,6 +18,7 @@ import (
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/replay"
 	"github.com/windowd/windowd/schema"
+	"github.com/windowd/windowd/service"
 )
 
 const usage = `windowd: event-time windowing for Kafka
@@ -159,9 +160,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if !cfg.HasBrokers() {
 		fmt.Fprintln(stdout, "note: no kafka.brokers: replay works; run needs kafka.brokers (host:port addresses, or embedded)")
 	}
-	for _, p := range cfg.Pipelines {
-		if p.Inputs != nil {
-			fmt.Fprintf(stdout, "note: pipeline %s reads several input topics (inputs): replay works; run reads one input topic per pipeline in this version\n", p.Name)
+	for i := range cfg.Pipelines {
+		if err := service.Runnable(&cfg.Pipelines[i]); err != nil {
+			fmt.Fprintf(stdout, "note: replay works; run refuses it: %v\n", err)
 		}
 	}
 	return 0

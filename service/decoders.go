@@ -1,0 +1,42 @@
+package service
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/source"
+)
+
+// decoders are the decoders of a pipeline's input topics, one each, and
+// the layout that tells the input a record of the repartition topic came
+// from (its upstream header's partition): a pipeline with several inputs
+// reads them through repartition: true (docs/SEMANTICS.md, Several
+// inputs).
+type decoders struct {
+	each   []*source.Decoder
+	layout repartition.Layout
+}
+
+// newDecoders returns the decoders of cfg's inputs.
+func newDecoders(cfg *config.Pipeline, layout repartition.Layout) *decoders {
+	ds := &decoders{layout: layout}
+	for i := range max(1, len(cfg.Inputs)) {
+		ds.each = append(ds.each, source.NewDecoder(cfg.ForInput(i)))
+	}
+	return ds
+}
+
+// of returns the decoder of r's input.
+func (ds *decoders) of(r *kgo.Record) *source.Decoder {
+	if len(ds.each) == 1 {
+		return ds.each[0]
+	}
+	if _, up := repartitionHeaders(r); up != nil {
+		if u, _, ok := repartition.DecodeUpstream(up); ok && u >= 0 && u < ds.layout.Total() {
+			i, _ := ds.layout.Input(u)
+			return ds.each[i]
+		}
+	}
+	return ds.each[0] // not written by stage 1: read as the first input's
+}
