@@ -425,10 +425,10 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) 
 // JSON inputs and without watermark alignment; a join replays only
 // (docs/SEMANTICS.md, Several inputs, Joins).
 func Runnable(p *config.Pipeline) error {
-	why := ""
+	why, section := "", "Several inputs"
 	switch {
 	case p.Join != nil:
-		why = "a join replays with windowd replay; windowd run does not run joins in this version"
+		why, section = "a join replays with windowd replay; windowd run does not run joins in this version", "Joins"
 	case p.Inputs == nil:
 	case p.Repartition == nil:
 		why = "windowd run reads several input topics through repartition: true in this version (each input keyed by a field)"
@@ -444,5 +444,5 @@ func Runnable(p *config.Pipeline) error {
 	if why == "" {
 		return nil
 	}
-	return fmt.Errorf("pipeline %s: %s (docs/SEMANTICS.md, Several inputs)", p.Name, why)
+	return fmt.Errorf("pipeline %s: %s (docs/SEMANTICS.md, %s)", p.Name, why, section)
 }
