@@ -76,8 +76,15 @@ func (e *emitter) Dropped(ev *windowing.Event, reason windowing.DropReason) erro
 	} else if e.spans = e.windows.Windows(e.spans[:0], ev.Time); len(e.spans) > 0 {
 		missed = e.spans[len(e.spans)-1]
 	}
+	return e.lateDropped(ev, reason.String(), part, "window", missed, e.eng.Frontier())
+}
+
+// lateDropped reports late record ev of partition part on the error
+// stream: why, the window (or a join's interval: span names it) it missed
+// and the frontier that expired it.
+func (e *emitter) lateDropped(ev *windowing.Event, reason string, part int32, span string, missed windowing.Span, frontier int64) error {
 	b := append(e.buf[:0], `{"late_dropped":{"reason":`...)
-	b = codec.AppendJSONString(b, reason.String())
+	b = codec.AppendJSONString(b, reason)
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, e.line, 10)
 	b = e.appendPartition(b, part)
@@ -87,12 +94,14 @@ func (e *emitter) Dropped(ev *windowing.Event, reason windowing.DropReason) erro
 	b = codec.AppendJSONString(b, ev.Key)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, ev.Time, 10)
-	b = append(b, `,"window":{"start":`...)
+	b = append(b, `,"`...)
+	b = append(b, span...)
+	b = append(b, `":{"start":`...)
 	b = strconv.AppendInt(b, missed.Start, 10)
 	b = append(b, `,"end":`...)
 	b = strconv.AppendInt(b, missed.End, 10)
 	b = append(b, `},"frontier":`...)
-	b = strconv.AppendInt(b, e.eng.Frontier(), 10)
+	b = strconv.AppendInt(b, frontier, 10)
 	b = append(b, "}}\n"...)
 	e.buf = b
 	_, err := e.errs.Write(b)

@@ -58,29 +58,9 @@ func (e *joinEmitter) Dropped(ev *windowing.Event, reason windowing.DropReason, 
 	if reason == windowing.DropOutOfRange {
 		return em.deadLetter(reason.String(), ev.Partition, ev.Offset, em.cur)
 	}
-	b := append(em.buf[:0], `{"late_dropped":{"reason":`...)
-	b = codec.AppendJSONString(b, "the record's last chance to match has passed")
-	b = append(b, `,"line":`...)
-	b = strconv.AppendInt(b, em.line, 10)
-	b = em.appendPartition(b, ev.Partition)
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, ev.Offset, 10)
-	b = append(b, `,"key":`...)
-	b = codec.AppendJSONString(b, ev.Key)
-	b = append(b, `,"timestamp":`...)
-	b = strconv.AppendInt(b, ev.Time, 10)
+	span := "window"
 	if em.p.Join.Interval {
-		b = append(b, `,"interval":{"start":`...)
-	} else {
-		b = append(b, `,"window":{"start":`...)
+		span = "interval"
 	}
-	b = strconv.AppendInt(b, missed.Start, 10)
-	b = append(b, `,"end":`...)
-	b = strconv.AppendInt(b, missed.End, 10)
-	b = append(b, `},"frontier":`...)
-	b = strconv.AppendInt(b, e.j.Frontier(), 10)
-	b = append(b, "}}\n"...)
-	em.buf = b
-	_, err := em.errs.Write(b)
-	return err
+	return em.lateDropped(ev, "the record's last chance to match has passed", ev.Partition, span, missed, e.j.Frontier())
 }
