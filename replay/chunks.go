@@ -61,7 +61,7 @@ func (r *runner) read(f *flow, decoders int, take func(*chunk)) error {
 		if err != nil {
 			return err
 		}
-		for _, dec := range d.all() {
+		for _, dec := range d.decs {
 			dec.HoldsEvents()
 		}
 		decs = append(decs, d)

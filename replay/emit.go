@@ -6,6 +6,7 @@ import (
 
 	"github.com/windowd/windowd/codec"
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -25,9 +26,10 @@ type emitter struct {
 	windows windowing.Assigner
 	spans   []windowing.Span
 	rp      *repartitioner // nil unless the pipeline repartitions
-	// topics: with several inputs, their topics, in the order of the
-	// upstream partitions (upstream).
+	// topics: with several inputs, their topics, and layout the
+	// upstream partitions they are numbered as (layoutOf).
 	topics []string
+	layout repartition.Layout
 	// line and cur: the number and text of the input line being handled.
 	line int64
 	cur  []byte
@@ -36,8 +38,8 @@ type emitter struct {
 	lineAt, lineSize int64
 }
 
-func newEmitter(p *config.Pipeline) emitter {
-	e := emitter{p: p, panes: windowing.NewPaneJSON(p.Spec.Aggregates)}
+func newEmitter(p *config.Pipeline, partitions int) emitter {
+	e := emitter{p: p, panes: windowing.NewPaneJSON(p.Spec.Aggregates), layout: layoutOf(p, partitions)}
 	for _, in := range p.Inputs {
 		e.topics = append(e.topics, in.Topic)
 	}
@@ -142,10 +144,11 @@ func (e *emitter) deadLetter(reason string, partition int32, offset int64, raw [
 // "partition", and with several inputs its "topic" first (part is then
 // an upstream partition).
 func (e *emitter) appendPartition(b []byte, part int32) []byte {
-	if n := int32(len(e.topics)); n > 0 {
+	if len(e.topics) > 0 {
+		var i int
+		i, part = e.layout.Input(part)
 		b = append(b, `,"topic":`...)
-		b = codec.AppendJSONString(b, e.topics[part%n])
-		part /= n
+		b = codec.AppendJSONString(b, e.topics[i])
 	}
 	b = append(b, `,"partition":`...)
 	return strconv.AppendInt(b, int64(part), 10)

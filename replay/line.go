@@ -12,6 +12,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
+	"github.com/windowd/windowd/repartition"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/windowing"
 )
@@ -42,8 +43,8 @@ type lineOut struct {
 	// part is the line's partition, -1 when it names no valid one (a
 	// line-level dead letter). A line with a partition takes the next
 	// offset of it, also when it is dead-lettered after. With several
-	// inputs it is the upstream partition (upstream): the partition and
-	// the input's index in one.
+	// inputs it is the upstream partition (layoutOf): the partition and
+	// its input in one.
 	part   int32
 	placed bool // offset is taken (read was given the sequence)
 	offset int64
@@ -70,18 +71,23 @@ func (s *sequence) take(p int32) int64 {
 	return o
 }
 
-// inputsOf is the number of p's input topics.
-func inputsOf(p *config.Pipeline) int32 { return max(1, int32(len(p.Inputs))) }
-
-// upstream numbers partition part of input i of a pipeline with inputs
-// topics: the frontier's partitions (docs/SEMANTICS.md, Several inputs).
-func upstream(part, i, inputs int32) int32 { return part*inputs + i }
+// layoutOf numbers the partitions 0..partitions-1 of each of p's input
+// topics as the frontier's upstream partitions, one input after the other,
+// as run numbers them (docs/SEMANTICS.md, Several inputs); with one input
+// a partition keeps its number.
+func layoutOf(p *config.Pipeline, partitions int) repartition.Layout {
+	counts := make([]int32, max(1, len(p.Inputs)))
+	for i := range counts {
+		counts[i] = int32(partitions)
+	}
+	return repartition.NewLayout(counts)
+}
 
 // lineDecoder reads lines: one per goroutine that reads them.
 type lineDecoder struct {
 	opts    *Options
-	dec     *source.Decoder   // the one input's; nil with several
-	decs    []*source.Decoder // with several inputs, each one's
+	decs    []*source.Decoder // each input's
+	layout  repartition.Layout
 	rec     source.Record
 	headers []expr.Header // the line's headers, for expressions
 	raw     []byte        // a binary value decoded from its base64
@@ -103,14 +109,9 @@ func newLineDecoder(opts *Options) (*lineDecoder, error) {
 		}
 		return dec, nil
 	}
-	d := &lineDecoder{opts: opts}
 	p := opts.Pipeline
-	if p.Inputs == nil {
-		dec, err := newDecoder(p)
-		d.dec = dec
-		return d, err
-	}
-	for i := range p.Inputs {
+	d := &lineDecoder{opts: opts, layout: layoutOf(p, opts.Partitions)}
+	for i := range d.layout.Inputs() {
 		dec, err := newDecoder(p.ForInput(i))
 		if err != nil {
 			return nil, err
@@ -124,20 +125,12 @@ func newLineDecoder(opts *Options) (*lineDecoder, error) {
 // and processing time: no expression reads its offset and the pipeline has
 // no timestamp.max_future (then lines may be read in parallel).
 func (d *lineDecoder) orderFree() bool {
-	for _, dec := range d.all() {
+	for _, dec := range d.decs {
 		if dec.UsesExpressions() || dec.UsesNow() {
 			return false
 		}
 	}
 	return true
-}
-
-// all returns the decoders of every input.
-func (d *lineDecoder) all() []*source.Decoder {
-	if d.dec != nil {
-		return []*source.Decoder{d.dec}
-	}
-	return d.decs
 }
 
 // read reads one non-blank line into o. With seq, the line is read in
@@ -156,7 +149,10 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 	// The line is kept unchanged until the record is done with (the
 	// engine copies the group keys it keeps), so the members are no-copy
 	// views of it, and so are the record's key and value.
-	dec := d.dec
+	var dec *source.Decoder // the line's input's
+	if len(d.decs) == 1 {
+		dec = d.decs[0]
+	}
 	var clock, pv, kv, tv, vv, hv, topic gjson.Result
 	member := func(name, value string) {
 		var dst *gjson.Result
@@ -216,16 +212,16 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		}
 		partition = v
 	}
-	o.part = int32(partition)
+	input := 0
 	if dec == nil {
 		i, why := d.input(topic)
 		if why != "" {
-			o.reason, o.part = why, -1
+			o.reason = why
 			return nil
 		}
-		dec = d.decs[i]
-		o.part = upstream(o.part, i, int32(len(d.decs)))
+		input, dec = int(i), d.decs[i]
 	}
+	o.part = d.layout.ID(input, int32(partition))
 	rec := &d.rec
 	*rec = source.Record{Partition: int32(partition)}
 	if seq != nil {
@@ -305,10 +301,7 @@ func (d *lineDecoder) read(line []byte, o *lineOut, seq *sequence) error {
 		return err
 	}
 	o.kind = lineRecord
-	o.ev.Partition = o.part
-	if d.dec == nil {
-		o.ev.Input = o.part % int32(len(d.decs))
-	}
+	o.ev.Partition, o.ev.Input = o.part, int32(input)
 	if d.scanning {
 		d.scanMax = max(d.scanMax, int32(partition))
 	}
@@ -367,7 +360,7 @@ type settler struct {
 	scan bool     // ScanPartitions: count only, noting the largest partition
 	// largest: the largest partition of a valid record (scan).
 	largest int32
-	inputs  int32 // the pipeline's input topics (lineOut.part)
+	layout  repartition.Layout // lineOut.part's numbering (layoutOf)
 }
 
 // settle finishes line o, number n, in input order: its offset, the
@@ -402,7 +395,8 @@ func (s *settler) settle(o *lineOut, line []byte, n int64, report bool) (feed bo
 		if report {
 			s.sum.Records++
 			if s.scan {
-				s.largest = max(s.largest, o.part/max(1, s.inputs))
+				_, p := s.layout.Input(o.part)
+				s.largest = max(s.largest, p)
 			}
 		}
 		return !s.scan, offset, nil

@@ -44,7 +44,7 @@ func newRepartitioner(p *config.Pipeline, partitions int) *repartitioner {
 	if n == 0 {
 		n = int32(partitions)
 	}
-	ups := int32(partitions) * inputsOf(p) // lineOut.part: the upstream partitions of every input
+	ups := layoutOf(p, partitions).Total() // lineOut.part: the upstream partitions of every input
 	return &repartitioner{spec: p.Watermark, stage1: repartition.NewStage1(p.Watermark), down: repartition.NewTable(int(ups)), parts: n, inputs: ups}
 }
 

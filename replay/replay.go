@@ -80,7 +80,7 @@ type Summary struct {
 // (lineDecoder.skipLine): it cannot change the result.
 func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
 	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}}
-	s.set = settler{sum: &s.sum, em: &s.em, scan: true, inputs: inputsOf(p)}
+	s.set = settler{sum: &s.sum, em: &s.em, scan: true, layout: layoutOf(p, MaxPartitions)}
 	if err := s.lines(nil, r); err != nil {
 		return 0, err
 	}
@@ -138,10 +138,10 @@ func Run(opts Options) (Summary, error) {
 		opts: opts,
 		out:  bufio.NewWriterSize(opts.Out, 1<<16),
 		errs: bufio.NewWriterSize(opts.Errs, 1<<12),
-		em:   newEmitter(p),
+		em:   newEmitter(p, opts.Partitions),
 	}
 	r.em.out, r.em.errs = r.out, r.errs
-	r.set = settler{sum: &r.sum, em: &r.em, inputs: inputsOf(p)}
+	r.set = settler{sum: &r.sum, em: &r.em, layout: r.em.layout}
 	wmSpec := p.Watermark
 	if p.Repartition != nil {
 		r.rp = newRepartitioner(p, opts.Partitions)
@@ -174,7 +174,7 @@ func Run(opts Options) (Summary, error) {
 
 // runJoin replays the input through p.Join's Joiner and returns its counts.
 func (r *runner) runJoin(wmSpec watermark.Spec) (windowing.Stats, error) {
-	je := &joinEmitter{em: &r.em}
+	je := newJoinEmitter(&r.em)
 	j, err := windowing.NewJoiner(*r.opts.Pipeline.Join, wmSpec, je)
 	if err != nil {
 		return windowing.Stats{}, err
@@ -241,11 +241,8 @@ func (r *runner) run(eng stepper) error {
 
 // assignAll assigns partitions 0..n-1 of each of p's inputs to eng.
 func assignAll(eng stepper, p *config.Pipeline, n int) {
-	inputs := inputsOf(p)
-	for q := range int32(n) {
-		for i := range inputs {
-			eng.Assign(upstream(q, i, inputs), 0, true)
-		}
+	for u := range layoutOf(p, n).Total() {
+		eng.Assign(u, 0, true)
 	}
 }
 

@@ -186,7 +186,7 @@ func (r *runner) runWorkers(dir string, wmSpec watermark.Spec) (windowing.Stats,
 			return windowing.Stats{}, err
 		}
 		defer db.Close()
-		w := &worker{id: int32(i), em: newEmitter(p), cur: pieces.Get().(*piece)}
+		w := &worker{id: int32(i), em: newEmitter(p, r.opts.Partitions), cur: pieces.Get().(*piece)}
 		w.em.out, w.em.errs = pieceWriter{w: w}, pieceWriter{w: w, err: true}
 		// The cache budget and the uncommitted writes' are shared: the
 		// workers' windows take what one engine's would.
