@@ -13,6 +13,18 @@ import (
 type joinEmitter struct {
 	em *emitter
 	j  *windowing.Joiner
+	// sides: the members that start the left and the right record,
+	// `,"<as>":`.
+	sides [2][]byte
+}
+
+func newJoinEmitter(em *emitter) *joinEmitter {
+	e := &joinEmitter{em: em}
+	p := em.p
+	for i, in := range []int32{p.Join.Left, p.Join.Right} {
+		e.sides[i] = append(codec.AppendJSONString([]byte{','}, p.Inputs[in].As), ':')
+	}
+	return e
 }
 
 // Row implements windowing.JoinEmitter.
@@ -20,10 +32,8 @@ func (e *joinEmitter) Row(r *windowing.JoinRow) error {
 	p := e.em.p
 	b := append(e.em.buf[:0], `{"key":`...)
 	b = codec.AppendJSONString(b, r.Key)
-	for i, rec := range []*windowing.JoinRecord{r.Left, r.Right} {
-		b = append(b, ',')
-		b = codec.AppendJSONString(b, p.Inputs[[]int32{p.Join.Left, p.Join.Right}[i]].As)
-		b = append(b, ':')
+	for i, rec := range [2]*windowing.JoinRecord{r.Left, r.Right} {
+		b = append(b, e.sides[i]...)
 		if rec == nil {
 			b = append(b, "null"...)
 		} else {
