@@ -68,9 +68,9 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg, layout: repartition.NewLayout(inputs),
 	}
-	for i := range max(1, len(cfg.Inputs)) {
-		in := cfg.ForInput(i)
-		r.decs, r.topics = append(r.decs, source.NewDecoder(in)), append(r.topics, in.Input.Topic)
+	r.decs = newDecoders(cfg, r.layout).each
+	for i := range r.decs {
+		r.topics = append(r.topics, cfg.ForInput(i).Input.Topic)
 	}
 	if cfg.Input.Format != config.JSON && cfg.Inputs == nil {
 		r.decs[0].WithSchemas(cfg, reg)
