@@ -142,6 +142,14 @@ func flushRecords(partitions int32) []input {
 func replayFinals(t *testing.T, e *env, recs []input) map[string]string {
 	t.Helper()
 	panes, errs := runReplay(t, &e.cfg.Pipelines[0], recs, int(e.partitions))
+	return finals(t, panes, errs)
+}
+
+// finals returns window id -> final aggregates of replay's panes (the
+// flush records' windows left out), failing on any replay error: the
+// streams have no late or bad record.
+func finals(t *testing.T, panes, errs []string) map[string]string {
+	t.Helper()
 	if len(errs) > 0 {
 		t.Fatalf("replay reported errors (the stream should have no late or bad record): %v", errs[:min(len(errs), 5)])
 	}

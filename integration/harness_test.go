@@ -136,8 +136,15 @@ func replayLines(recs []input) string {
 // runReplay replays recs through the pipeline and returns its pane lines and error-stream lines.
 func runReplay(t *testing.T, p *config.Pipeline, recs []input, partitions int) (panes, errs []string) {
 	t.Helper()
+	return runReplayInput(t, p, replayLines(recs), partitions)
+}
+
+// runReplayInput replays input (replay lines) through the pipeline and
+// returns its pane lines and error-stream lines.
+func runReplayInput(t *testing.T, p *config.Pipeline, input string, partitions int) (panes, errs []string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	if _, err := replay.Run(replay.Options{Pipeline: p, Input: strings.NewReader(replayLines(recs)), Partitions: partitions,
+	if _, err := replay.Run(replay.Options{Pipeline: p, Input: strings.NewReader(input), Partitions: partitions,
 		StateDir: filepath.Join(t.TempDir(), "replay"), Out: &out, Errs: &errOut}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}

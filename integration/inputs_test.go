@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand"
 	"os"
@@ -12,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/windowd/windowd/config"
-	"github.com/windowd/windowd/replay"
 )
 
 // inputsYAML is a pipeline over two input topics (docs/SEMANTICS.md,
@@ -224,21 +221,6 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 			fmt.Fprintf(&in, `{"topic":%q,"partition":%d,"key":%s,"value":%s}`+"\n", topic, r.partition, strconv.Quote(r.key), strconv.Quote(r.value))
 		}
 	}
-	var out, errs bytes.Buffer
-	if _, err := replay.Run(replay.Options{Pipeline: p, Input: strings.NewReader(in.String()), Partitions: partitions,
-		StateDir: filepath.Join(t.TempDir(), "replay"), Out: &out, Errs: &errs}); err != nil {
-		t.Fatalf("replay: %v", err)
-	}
-	if errs.Len() > 0 {
-		t.Fatalf("replay reported errors (the streams should have no late or bad record): %s", errs.String()[:min(errs.Len(), 2000)])
-	}
-	want := map[string]string{}
-	for _, l := range lines(out.String()) {
-		v := gjson.Parse(l)
-		if strings.HasPrefix(v.Get("key").Str, "flush") || !v.Get("pane.final").Bool() {
-			continue
-		}
-		want[windowID(v)] = v.Get("aggregates").Raw
-	}
-	return want
+	panes, errs := runReplayInput(t, p, in.String(), partitions)
+	return finals(t, panes, errs)
 }
