@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -223,4 +224,97 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 	}
 	panes, errs := runReplayInput(t, p, in.String(), partitions)
 	return finals(t, panes, errs)
+}
+
+// TestInputsGrowRestart: the first of two inputs (views, 4 partitions;
+// clicks, 2) gains 2 partitions while windowd is down. Its upstream
+// partition numbers are its own, so after the restart clicks' partitions
+// have other numbers than before, while the repartition topic still holds
+// records and markers stage 1 wrote under the old numbers: stage 2 reads
+// them again (kill -9, nothing committed yet: commit_interval 30s). Each
+// names its input and partition, so every record counts for its own input
+// (before, a click written as upstream partition 4 was read back as a view
+// of the new views partition 4). Every final pane equals replay's, nothing
+// is late, and the repartition topic keeps its 4 partitions.
+func TestInputsGrowRestart(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process over two input topics, one of which grows")
+	}
+	parallel(t, 20*time.Second)
+	windowdBinary(t)
+	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), partitions: 4, delivery: "at_least_once"}
+	clicks := *views
+	clicks.in, clicks.partitions = uniqueName(t, "clicks"), 2
+	createTopic(t, views.in, 4)
+	createTopic(t, clicks.in, 2)
+	views.stateDir = filepath.Join(t.TempDir(), "state")
+	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
+	yaml := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
+		views.out, views.late, views.dlq, "at_least_once")
+	writeFile(t, views.cfgPath, strings.Replace(yaml, "commit_interval: 200ms", "commit_interval: 30s", 1))
+	cfg, err := config.Load(views.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views.cfg = cfg
+	// Records of users u0..u6 on every partition of both inputs, 100 ms
+	// apart in event time.
+	batch := func(parts int32, kind string, from, to int64) []input {
+		var out []input
+		for ts := from; ts < to; ts += 100 {
+			for p := range parts {
+				u := fmt.Sprintf("u%d", (ts/100+int64(p))%7)
+				out = append(out, input{partition: p, key: kind + u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+ts, ts%11)})
+			}
+		}
+		return out
+	}
+	vrecs, crecs := batch(4, "v", 0, 10_000), batch(2, "c", 0, 10_000)
+	produce(t, views.in, vrecs)
+	produce(t, clicks.in, crecs)
+	inst := views.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd"})
+	inst.waitListening(t)
+	inst.waitRecordsIn(t, len(vrecs)+len(crecs)) // stage 2 has read them all, and committed nothing
+	if err := inst.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("windowd survived kill -9")
+	}
+	adm := kadm.NewClient(newClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 2, views.in); err != nil {
+		t.Fatal(err)
+	}
+	views.partitions = 6
+	more := batch(6, "v", 10_000, 20_000)
+	produce(t, views.in, append(more, flushRecords(6)...))
+	vrecs = append(vrecs, append(more, flushRecords(6)...)...)
+	more = batch(2, "c", 10_000, 20_000)
+	produce(t, clicks.in, append(more, flushRecords(2)...))
+	crecs = append(crecs, append(more, flushRecords(2)...)...)
+
+	inst = views.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd (restarted)"})
+	inst.waitListening(t)
+	views.waitCommitted(t, 90*time.Second)
+	clicks.waitCommitted(t, 60*time.Second)
+	want := replayInputs(t, &cfg.Pipelines[0], map[string][]input{views.in: vrecs, clicks.in: crecs}, 6)
+	if len(want) < 14 { // 7 users, 2 windows
+		t.Fatalf("test stream too small: replay has %d windows", len(want))
+	}
+	out := views.reader(views.out)
+	readFinals(out, want, 60*time.Second)
+	late := views.reader(views.late)
+	late.poll(time.Second)
+	res := checkDelivery(views, want, out.got, late.got, false)
+	if details, err := adm.ListTopics(ctx, views.repartitionTopic()); err != nil {
+		t.Fatal(err)
+	} else if n := len(details[views.repartitionTopic()].Partitions); n != 4 {
+		res.problems = append(res.problems, fmt.Sprintf("the repartition topic has %d partitions, want the 4 it was made with", n))
+	}
+	t.Logf("%d + %d input records, %d windows in replay; output: %d pane records, %d distinct pane ids", len(vrecs), len(crecs), len(want), res.records, res.distinct)
+	if len(res.problems) > 0 {
+		t.Fatalf("after views grew from 4 to 6 partitions during a stop:\n%s\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 20))
+	}
 }

@@ -910,14 +910,14 @@ func markerGaps(t *testing.T, topic string, from, to time.Time) (map[int32][]int
 			if !marker {
 				return
 			}
-			m, err := repartition.DecodeMarker(r.Value)
+			src, m, err := repartition.DecodeMarker(r.Value)
 			if err != nil || m.Time < from.UnixMilli() || m.Time > to.UnixMilli() {
 				return
 			}
-			if prev, ok := last[m.Upstream]; ok {
-				gaps[m.Upstream] = append(gaps[m.Upstream], m.Time-prev)
+			if prev, ok := last[src.P]; ok { // of the test's one input
+				gaps[src.P] = append(gaps[src.P], m.Time-prev)
 			}
-			last[m.Upstream] = m.Time
+			last[src.P] = m.Time
 		})
 	}
 	return gaps, nil

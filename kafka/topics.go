@@ -59,6 +59,20 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		internal, stateParts := "", partitions
 		if p.Repartition != nil {
 			internal, stateParts = RepartitionTopic(&p), RepartitionPartitions(&p, partitions)
+			if p.Repartition.Partitions == 0 {
+				// The count follows the input's only when the topic is
+				// made: the state is keyed by its partitions, so an input
+				// that grew since keeps it.
+				have, err := existingPartitions(ctx, adm, internal)
+				if err != nil {
+					return nil, err
+				}
+				if have > 0 && have != stateParts {
+					log.Info("the input's partition count changed; the repartition topic keeps its count, which the state is keyed by (repartition_partitions sets it)",
+						zap.String("pipeline", p.Name), zap.String("topic", internal), zap.Int32("partitions", have), zap.Int32("input_partitions", partitions))
+					stateParts = have
+				}
+			}
 		}
 		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
 			if topic == "" {
@@ -124,7 +138,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		if err != nil {
 			return nil, err
 		}
-		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, ChangelogID: id}
+		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, Repartition: stateParts, ChangelogID: id}
 	}
 	return inputs, nil
 }
@@ -178,24 +192,36 @@ type Topics struct {
 	// InputPartitions: of each input topic, in config.Pipeline.Inputs'
 	// order (one input: Partitions).
 	InputPartitions []int32
-	ChangelogID     [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
+	// Repartition: the repartition topic's partition count (repartitioned
+	// pipelines), which the state is keyed by.
+	Repartition int32
+	ChangelogID [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
+}
+
+// existingPartitions is topic's partition count, or 0 when it does not exist.
+func existingPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(tctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return 0, nil
+	}
+	return int32(len(d.Partitions)), nil
 }
 
 // checkPartitions refuses an existing repartition topic with another
 // partition count than configured (stage 1 would write keys where stage 2's
 // state does not expect them).
 func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	details, err := adm.ListTopics(tctx, topic)
+	have, err := existingPartitions(ctx, adm, topic)
 	if err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
+		return err
 	}
-	d, ok := details[topic]
-	if !ok || d.Err != nil {
-		return nil
-	}
-	if have := int32(len(d.Partitions)); have != partitions {
+	if have > 0 && have != partitions {
 		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
 			topic, have, partitions, have)
 	}

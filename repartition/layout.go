@@ -46,6 +46,23 @@ func (l Layout) Has(i int, p int32) bool {
 	return p >= 0 && l.first[i]+p < end
 }
 
+// Source is the wire name of upstream partition u (in 0..Total()-1).
+func (l Layout) Source(u int32) Source {
+	i, p := l.Input(u)
+	return Source{In: int32(i), P: p}
+}
+
+// Upstream is the upstream partition of input partition s, as this layout
+// numbers it; false when the layout does not have it: an input this
+// pipeline does not read, or a partition added since the layout was made
+// (written by an instance started later).
+func (l Layout) Upstream(s Source) (int32, bool) {
+	if s.In < 0 || int(s.In) >= len(l.first) || !l.Has(int(s.In), s.P) {
+		return 0, false
+	}
+	return l.ID(int(s.In), s.P), true
+}
+
 // Total is the number of upstream partitions.
 func (l Layout) Total() int32 { return l.total }
 

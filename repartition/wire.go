@@ -58,9 +58,17 @@ func murmur2(s string) int32 {
 	return int32(h)
 }
 
+// Source is an input partition as the wire names it: partition P of the
+// pipeline's input In (its place in `inputs`; 0 for a pipeline of one
+// input). Upstream partition numbers (Layout) are a process's own: they
+// shift when an input earlier in `inputs` gains partitions, so records and
+// markers that outlive a process, or reach one started with other
+// partition counts, name the input and its partition instead.
+type Source struct{ In, P int32 }
+
 // Marker is a watermark marker of one upstream (input) partition.
 type Marker struct {
-	Upstream  int32 // input partition
+	Upstream  int32 // input partition (in a Layout's numbering)
 	Watermark int64 // its watermark (watermark.MinTime: none yet)
 	Idle      bool
 	Time      int64 // processing time it was written, Unix ms (for the lag metric)
@@ -73,10 +81,12 @@ type Marker struct {
 
 const markerEncoding = 1
 
-// AppendMarker appends m's encoding to b.
+// AppendMarker appends the encoding of m, a marker of input partition s
+// (which stands for m.Upstream on the wire), to b.
 //
-// Flags: 1 idle, 2 quiet (then Base follows Time).
-func AppendMarker(b []byte, m Marker) []byte {
+// Flags: 1 idle, 2 quiet (then Base follows Time), 4 an input other than
+// the first (its index follows).
+func AppendMarker(b []byte, s Source, m Marker) []byte {
 	flags := byte(0)
 	if m.Idle {
 		flags |= 1
@@ -84,44 +94,69 @@ func AppendMarker(b []byte, m Marker) []byte {
 	if m.Quiet {
 		flags |= 2
 	}
+	if s.In > 0 {
+		flags |= 4
+	}
 	w := codec.NewWriter(b).Byte(markerEncoding).Byte(flags).
-		Varint(int64(m.Upstream)).Varint(m.Watermark).Varint(m.Time)
+		Varint(int64(s.P)).Varint(m.Watermark).Varint(m.Time)
 	if m.Quiet {
 		w.Varint(m.Base)
+	}
+	if s.In > 0 {
+		w.Varint(int64(s.In))
 	}
 	return w.Bytes()
 }
 
-// DecodeMarker reads what AppendMarker wrote.
-func DecodeMarker(b []byte) (Marker, error) {
+// DecodeMarker reads what AppendMarker wrote: the input partition, and
+// the marker (its Upstream left 0: the reader's Layout numbers it).
+func DecodeMarker(b []byte) (Source, Marker, error) {
 	r := codec.NewReader(b, "watermark marker")
 	version, flags := r.Byte(), r.Byte()
-	m := Marker{Idle: flags&1 != 0, Quiet: flags&2 != 0, Upstream: r.Partition(), Watermark: r.Varint(), Time: r.Varint()}
+	var s Source
+	s.P = r.Partition()
+	m := Marker{Idle: flags&1 != 0, Quiet: flags&2 != 0, Watermark: r.Varint(), Time: r.Varint()}
 	m.Base = m.Watermark
 	if m.Quiet {
 		m.Base = r.Varint()
 	}
-	if version != markerEncoding || flags > 3 {
+	if flags&4 != 0 {
+		if s.In = r.Partition(); s.In == 0 {
+			r.Fail()
+		}
+	}
+	if version != markerEncoding || flags > 7 {
 		r.Fail()
 	}
 	if err := r.Done(); err != nil {
-		return Marker{}, err
+		return Source{}, Marker{}, err
 	}
-	return m, nil
+	return s, m, nil
 }
 
 // AppendUpstream appends the upstream header value of a record from input
-// partition p at offset off.
-func AppendUpstream(b []byte, p int32, off int64) []byte {
-	return codec.NewWriter(b).Varint(int64(p)).Varint(off).Bytes()
+// partition s at offset off: the partition and the offset, then the input
+// when it is not the first (so a pipeline of one input writes what it
+// always wrote).
+func AppendUpstream(b []byte, s Source, off int64) []byte {
+	w := codec.NewWriter(b).Varint(int64(s.P)).Varint(off)
+	if s.In > 0 {
+		w.Varint(int64(s.In))
+	}
+	return w.Bytes()
 }
 
 // DecodeUpstream reads what AppendUpstream wrote.
-func DecodeUpstream(b []byte) (p int32, off int64, ok bool) {
+func DecodeUpstream(b []byte) (s Source, off int64, ok bool) {
 	r := codec.NewReader(b, "upstream header")
-	p, off = r.Partition(), r.Varint()
-	if r.Done() != nil {
-		return 0, 0, false
+	s.P, off = r.Partition(), r.Varint()
+	if r.Len() > 0 {
+		if s.In = r.Partition(); s.In == 0 {
+			r.Fail()
+		}
 	}
-	return p, off, true
+	if r.Done() != nil {
+		return Source{}, 0, false
+	}
+	return s, off, true
 }

@@ -25,27 +25,62 @@ func TestKeyPartitionIsKafkas(t *testing.T) {
 }
 
 func TestMarkerEncoding(t *testing.T) {
-	// Without Quiet, Base is the watermark.
-	for _, m := range []Marker{{}, {Upstream: 7, Watermark: math.MinInt64, Base: math.MinInt64, Time: 1700000000000},
-		{Upstream: math.MaxInt32, Watermark: -5, Base: -5, Idle: true, Time: -1},
-		{Upstream: 3, Watermark: 9000, Idle: true, Quiet: true, Base: 5000, Time: 1700000000000}} {
-		got, err := DecodeMarker(AppendMarker(nil, m))
-		if err != nil || got != m {
-			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
+	// Without Quiet, Base is the watermark. Upstream is not on the wire:
+	// the Source stands for it.
+	for _, c := range []struct {
+		s Source
+		m Marker
+	}{{Source{}, Marker{}}, {Source{P: 7}, Marker{Watermark: math.MinInt64, Base: math.MinInt64, Time: 1700000000000}},
+		{Source{P: math.MaxInt32, In: 7}, Marker{Watermark: -5, Base: -5, Idle: true, Time: -1}},
+		{Source{P: 3, In: 1}, Marker{Watermark: 9000, Idle: true, Quiet: true, Base: 5000, Time: 1700000000000}}} {
+		s, got, err := DecodeMarker(AppendMarker(nil, c.s, Marker{Upstream: 99, Watermark: c.m.Watermark, Idle: c.m.Idle, Quiet: c.m.Quiet, Base: c.m.Base, Time: c.m.Time}))
+		if err != nil || got != c.m || s != c.s {
+			t.Errorf("round trip of %+v of %+v: %+v of %+v, %v", c.m, c.s, got, s, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 4, 0, 0, 0}, append(AppendMarker(nil, Marker{}), 0)} {
-		if _, err := DecodeMarker(bad); err == nil {
+	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 8, 0, 0, 0},
+		{1, 4, 0, 0, 0}, {1, 4, 0, 0, 0, 0}, append(AppendMarker(nil, Source{}, Marker{}), 0)} {
+		if _, _, err := DecodeMarker(bad); err == nil {
 			t.Errorf("DecodeMarker(%x): no error", bad)
 		}
 	}
-	p, off, ok := DecodeUpstream(AppendUpstream(nil, 5, 123456789))
-	if !ok || p != 5 || off != 123456789 {
-		t.Errorf("upstream round trip: %d %d %v", p, off, ok)
+	for _, s := range []Source{{P: 5}, {P: 5, In: 3}} {
+		got, off, ok := DecodeUpstream(AppendUpstream(nil, s, 123456789))
+		if !ok || got != s || off != 123456789 {
+			t.Errorf("upstream round trip of %+v: %+v %d %v", s, got, off, ok)
+		}
 	}
-	for _, bad := range [][]byte{nil, {1}, {1, 2, 3}, {3, 0}} {
+	// One input writes what windowd always wrote: partition, offset.
+	if got, want := AppendUpstream(nil, Source{P: 5}, 9), []byte{10, 18}; string(got) != string(want) {
+		t.Errorf("upstream header of input 0: %x, want %x", got, want)
+	}
+	for _, bad := range [][]byte{nil, {1}, {1, 2, 0}, {1, 2, 3, 4}, {3, 0}} {
 		if _, _, ok := DecodeUpstream(bad); ok {
 			t.Errorf("DecodeUpstream(%x): ok", bad)
 		}
+	}
+}
+
+// TestLayoutSources: an input partition keeps its wire name when an
+// earlier input gains partitions, though its upstream number moves; a
+// layout does not have a partition added after it was made, nor an input
+// it does not read.
+func TestLayoutSources(t *testing.T) {
+	before, after := NewLayout([]int32{4, 2}), NewLayout([]int32{6, 2})
+	s := before.Source(4)
+	if s != (Source{In: 1, P: 0}) {
+		t.Fatalf("upstream 4 of [4 2]: %+v", s)
+	}
+	if u, ok := after.Upstream(s); !ok || u != 6 {
+		t.Errorf("%+v in [6 2]: %d %v, want 6", s, u, ok)
+	}
+	for _, s := range []Source{{In: 0, P: 4}, {In: 2, P: 0}, {In: 1, P: 2}, {In: -1, P: 0}, {In: 0, P: -1}} {
+		if u, ok := before.Upstream(s); ok {
+			t.Errorf("%+v in [4 2]: %d, want none", s, u)
+		}
+	}
+	one := NewLayout([]int32{3})
+	if u, ok := one.Upstream(Source{P: 7}); !ok || u != 7 {
+		t.Errorf("one input: partition 7 is upstream %d %v (one input takes every partition)", u, ok)
 	}
 }

@@ -8,19 +8,17 @@ import (
 	"github.com/windowd/windowd/source"
 )
 
-// decoders are the decoders of a pipeline's input topics, one each, and
-// the layout that tells the input a record of the repartition topic came
-// from (its upstream header's partition): a pipeline with several inputs
-// reads them through repartition: true (docs/SEMANTICS.md, Several
-// inputs).
+// decoders are the decoders of a pipeline's input topics, one each: a
+// pipeline with several inputs reads them through repartition: true
+// (docs/SEMANTICS.md, Several inputs), and a record of the repartition
+// topic names its input in its upstream header.
 type decoders struct {
-	each   []*source.Decoder
-	layout repartition.Layout
+	each []*source.Decoder
 }
 
 // newDecoders returns the decoders of cfg's inputs.
-func newDecoders(cfg *config.Pipeline, layout repartition.Layout) *decoders {
-	ds := &decoders{layout: layout}
+func newDecoders(cfg *config.Pipeline) *decoders {
+	ds := &decoders{}
 	for i := range max(1, len(cfg.Inputs)) {
 		ds.each = append(ds.each, source.NewDecoder(cfg.ForInput(i)))
 	}
@@ -33,9 +31,8 @@ func (ds *decoders) of(r *kgo.Record) *source.Decoder {
 		return ds.each[0]
 	}
 	if _, up := repartitionHeaders(r); up != nil {
-		if u, _, ok := repartition.DecodeUpstream(up); ok && u >= 0 && u < ds.layout.Total() {
-			i, _ := ds.layout.Input(u)
-			return ds.each[i]
+		if src, _, ok := repartition.DecodeUpstream(up); ok && int(src.In) < len(ds.each) {
+			return ds.each[src.In]
 		}
 	}
 	return ds.each[0] // not written by stage 1: read as the first input's

@@ -282,7 +282,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	p.mu.panes = newPaneWriter(p.writePane)
 	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
 	if p.mu.rp != nil {
-		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, kafka.RepartitionPartitions(p.orig, pl.topics.Partitions), deps.registry, inputCounts(pl.topics)); err != nil {
+		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, pl.topics.Repartition, deps.registry, inputCounts(pl.topics)); err != nil {
 			return p, fmt.Errorf("pipeline %s: kafka client: %w", p.cfg.Name, err)
 		}
 		p.up.dlqGuard = p.guard.topic(p.orig.Name, p.orig.DeadLetterTopic)
@@ -340,7 +340,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 	p.q.byHash = !cfg.Key.FromValue() || rp != nil
 	p.q.partitions = pl.topics.Partitions
 	if rp != nil {
-		p.q.partitions = kafka.RepartitionPartitions(orig, pl.topics.Partitions)
+		p.q.partitions = pl.topics.Repartition
 	}
 	p.restoreStarts = deps.faults.RestoreStarts
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
@@ -405,12 +405,8 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 // goroutine (ahead.go), on the schema registry for avro and protobuf.
 func (p *pipeline) openDecoders(deps deps) {
 	cfg := p.cfg
-	var layout repartition.Layout
-	if p.mu.rp != nil {
-		layout = p.mu.rp.layout
-	}
-	p.mu.dec = newDecoders(cfg, layout)
-	p.mu.ahead = newDecodeAhead(newDecoders(cfg, layout))
+	p.mu.dec = newDecoders(cfg)
+	p.mu.ahead = newDecodeAhead(newDecoders(cfg))
 	if cfg.Input.Format != config.JSON {
 		// One input (formats other than json with several are refused).
 		p.reg = deps.registry

@@ -68,7 +68,7 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg, layout: repartition.NewLayout(inputs),
 	}
-	r.decs = newDecoders(cfg, r.layout).each
+	r.decs = newDecoders(cfg).each
 	for i := range r.decs {
 		r.topics = append(r.topics, cfg.ForInput(i).Input.Topic)
 	}
@@ -313,7 +313,7 @@ func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, input int, u
 	st.in.Inc()
 	headers := make([]kgo.RecordHeader, 0, len(in.Headers)+1)
 	headers = append(headers, in.Headers...)
-	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, u, in.Offset)})
+	headers = append(headers, kgo.RecordHeader{Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, r.layout.Source(u), in.Offset)})
 	r.produce(&kgo.Record{
 		Topic: r.topic, Partition: repartition.KeyPartition(r.mu.d.ev.Key, r.n),
 		Key: []byte(r.mu.d.ev.Key), Value: in.Value, Timestamp: in.Timestamp, Headers: headers,
@@ -348,7 +348,7 @@ func (r *repartitioner) broadcastLocked(now int64, all bool) {
 	}
 	r.mu.markers = r.mu.stage1.Markers(r.mu.markers[:0], now, all)
 	for _, m := range r.mu.markers {
-		value := repartition.AppendMarker(nil, m)
+		value := repartition.AppendMarker(nil, r.layout.Source(m.Upstream), m)
 		for q := int32(0); q < r.n; q++ {
 			r.produce(&kgo.Record{Topic: r.topic, Partition: q, Value: value,
 				Headers: []kgo.RecordHeader{{Key: repartition.HeaderMarker}}})

@@ -156,9 +156,12 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 	isMarker, upstream := repartitionHeaders(r)
 	u := p.mu.rp.upstream(r.Partition)
 	if isMarker {
-		m, err := repartition.DecodeMarker(r.Value)
-		if err == nil && !u.Apply(m) {
-			err = fmt.Errorf("marker of input partition %d: the input had %d partitions at start (restart to take new ones in)", m.Upstream, p.mu.rp.inputs)
+		src, m, err := repartition.DecodeMarker(r.Value)
+		if err == nil {
+			var ok bool
+			if m.Upstream, ok = p.mu.rp.layout.Upstream(src); !ok || !u.Apply(m) {
+				err = fmt.Errorf("marker of partition %d of input %d: not a partition the inputs had at start (restart to take new ones in)", src.P, src.In)
+			}
 		}
 		if err != nil {
 			if t := p.now(); t.Sub(p.mu.lastErrLog) >= errLogInterval {
@@ -177,9 +180,16 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 		}
 		return true, nil
 	}
-	up, off, ok := repartition.DecodeUpstream(upstream)
-	if !ok || up >= p.mu.rp.inputs {
+	src, off, ok := repartition.DecodeUpstream(upstream)
+	if !ok {
 		return false, nil // not written by stage 1: processed as it is
+	}
+	up, ok := p.mu.rp.layout.Upstream(src)
+	if !ok {
+		// Of an input partition added since this stage 2 started, written
+		// by a stage 1 started later: processed without the duplicate
+		// check, as stage 2 would without its table.
+		return false, nil
 	}
 	if !u.Accept(up, off) {
 		p.duplicateDroppedLocked()

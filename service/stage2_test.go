@@ -74,7 +74,7 @@ pipelines:
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
 	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}}
-	p.mu.rp, p.mu.dec = &stage2{inputs: 2, ups: map[int32]*repartition.Table{}}, newDecoders(pc, repartition.NewLayout([]int32{2}))
+	p.mu.rp, p.mu.dec = &stage2{inputs: 2, layout: repartition.NewLayout([]int32{2}), ups: map[int32]*repartition.Table{}}, newDecoders(pc)
 	p.mu.parts = map[int32]*partition{}
 	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
@@ -86,13 +86,13 @@ pipelines:
 	var off int64
 	marker := func(up int32, wm int64, idle bool) *kgo.Record {
 		off++
-		return &kgo.Record{Partition: q, Offset: off, Value: repartition.AppendMarker(nil, repartition.Marker{Upstream: up, Watermark: wm, Idle: idle}),
+		return &kgo.Record{Partition: q, Offset: off, Value: repartition.AppendMarker(nil, repartition.Source{P: up}, repartition.Marker{Watermark: wm, Idle: idle}),
 			Headers: []kgo.RecordHeader{{Key: repartition.HeaderMarker}}}
 	}
 	data := func(up int32, upOff int64, ts string) *kgo.Record {
 		off++
 		return &kgo.Record{Partition: q, Offset: off, Key: []byte("u1"), Value: []byte(`{"user":"u1","ts":` + ts + `}`),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, up, upOff)}}}
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: repartition.HeaderUpstream, Value: repartition.AppendUpstream(nil, repartition.Source{P: up}, upOff)}}}
 	}
 	steps := []struct {
 		r        *kgo.Record
