@@ -97,6 +97,13 @@ func TestRefusedChanges(t *testing.T) {
 			p.Key.Field = "user"
 			return p
 		}(), "key"},
+		// The state holds the old topic's offsets: read on the new one,
+		// they would skip its records.
+		{"input topic", tumbling(10, agg("n", windowing.Count)), func() *config.Pipeline {
+			p := tumbling(10, agg("n", windowing.Count))
+			p.Input.Topic = "other-events"
+			return p
+		}(), "input topics"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := vfs.NewMem()

@@ -35,6 +35,9 @@ type Definition struct {
 	Sealed       *int64 `json:"sealed_through,omitempty"`
 	Trigger      string `json:"trigger"`
 	Accumulation string `json:"accumulation"`
+	// Topics: the input topics, in the order of `inputs` (absent: stored
+	// before windowd kept them). The state holds their offsets.
+	Topics []string `json:"input_topics,omitempty"`
 	// Partitions of the input topic the state was keyed by (0: unknown).
 	Partitions int32 `json:"input_partitions,omitempty"`
 	// GrewFrom is the input's partition count before partitions were
@@ -171,6 +174,13 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 			g.From = p.Inputs[p.AggregateInputs[i]].As
 		}
 		d.Aggregates = append(d.Aggregates, g)
+	}
+	d.Topics = []string{p.Input.Topic}
+	if p.Inputs != nil {
+		d.Topics = d.Topics[:0]
+		for _, in := range p.Inputs {
+			d.Topics = append(d.Topics, in.Topic)
+		}
 	}
 	if p.Inputs != nil {
 		// Each input's key: a change of any is a change of the key.

@@ -2,6 +2,7 @@ package evolve
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/windowd/windowd/windowing"
@@ -131,6 +132,10 @@ func Compare(old, new *Definition) *Plan {
 	if old.Key != new.Key {
 		add(Change{What: "key", From: old.Key, To: new.Key, Class: Incompatible,
 			Rule: "state is grouped by the old key"})
+	}
+	if len(old.Topics) > 0 && len(new.Topics) > 0 && !slices.Equal(old.Topics, new.Topics) {
+		add(Change{What: "input topics", From: strings.Join(old.Topics, ", "), To: strings.Join(new.Topics, ", "), Class: Incompatible,
+			Rule: "the state holds the old topics' offsets, watermarks and records; read other topics on fresh state, or under another group"})
 	}
 	if old.Repartition != new.Repartition {
 		add(Change{What: "repartition", From: fmt.Sprint(old.Repartition), To: fmt.Sprint(new.Repartition), Class: Incompatible,

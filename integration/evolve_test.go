@@ -159,8 +159,8 @@ func windowOf(id string) string { return id[:strings.LastIndex(id, "/")] }
 // TestRefusedOnRestart (docs/OPERATIONS.md, Changing a deployed pipeline):
 // after a run that left windows open, a start with the input grown while
 // stopped to a count that is not a multiple of the old one (keys move
-// between the old partitions), or with the pipeline renamed and its group
-// kept, is refused with the change named; the previous configuration still
+// between the old partitions), with another input topic, or with the
+// pipeline renamed and its group kept, is refused with the change named; the previous configuration still
 // starts.
 func TestRefusedOnRestart(t *testing.T) {
 	for _, c := range []struct {
@@ -176,6 +176,13 @@ func TestRefusedOnRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
+		// The state holds the old topic's offsets: on the new topic they
+		// would skip records.
+		{"input topic changed, group kept", func(t *testing.T, e *env) {
+			other := uniqueName(t, "other")
+			createTopic(t, other, e.partitions)
+			e.editConfig(map[string]string{"{topic: " + e.in + ",": "{topic: " + other + ","})
+		}, "incompatible: input topics: "},
 		{"pipeline renamed, group kept", func(t *testing.T, e *env) {
 			e.editConfig(map[string]string{"  - name: p\n": "  - name: q\n"})
 		}, "was the pipeline renamed with its group kept"},
