@@ -1,6 +1,11 @@
 package repartition
 
-import "sort"
+import (
+	"slices"
+	"sort"
+
+	"github.com/windowd/windowd/codec"
+)
 
 // Layout numbers the upstream partitions of a pipeline's input topics
 // (docs/SEMANTICS.md, Several inputs): partition p of input i is upstream
@@ -61,6 +66,46 @@ func (l Layout) Upstream(s Source) (int32, bool) {
 		return 0, false
 	}
 	return l.ID(int(s.In), s.P), true
+}
+
+// Counts is the partition count of each input, in order: NewLayout(l.Counts())
+// is l.
+func (l Layout) Counts() []int32 {
+	out := make([]int32, len(l.first))
+	for i, f := range l.first {
+		end := l.total
+		if i+1 < len(l.first) {
+			end = l.first[i+1]
+		}
+		out[i] = end - f
+	}
+	return out
+}
+
+// Equal reports whether l and o number the same partitions of the same inputs.
+func (l Layout) Equal(o Layout) bool {
+	return l.total == o.total && slices.Equal(l.first, o.first)
+}
+
+// Encode writes l's encoding (its counts).
+func (l Layout) Encode(w *codec.Writer) {
+	w.Uvarint(uint64(len(l.first)))
+	for _, n := range l.Counts() {
+		w.Varint(int64(n))
+	}
+}
+
+// DecodeLayout reads what Encode wrote; ok is false when r holds no valid
+// layout.
+func DecodeLayout(r *codec.Reader) (l Layout, ok bool) {
+	counts := make([]int32, r.Count())
+	for i := range counts {
+		counts[i] = r.Partition()
+	}
+	if r.Err() != nil {
+		return Layout{}, false
+	}
+	return NewLayout(counts), true
 }
 
 // Total is the number of upstream partitions.

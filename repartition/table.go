@@ -70,6 +70,22 @@ func (t *Table) Encode(w *codec.Writer) {
 	}
 }
 
+// Remap is the table renumbered from layout from, which it was made under,
+// to layout to: each input partition keeps its marker and next offset
+// under its new number (a layout shifts the numbers of an input when an
+// earlier one gains partitions); a partition to has and from had not is
+// not heard from yet, one from had and to has not is left out.
+func (t *Table) Remap(from, to Layout) *Table {
+	n := &Table{marks: watermark.NewUpstreams(int(to.Total())), next: make([]int64, to.Total())}
+	for u := range min(from.Total(), int32(len(t.next))) {
+		if v, ok := to.Upstream(from.Source(u)); ok {
+			n.marks.Take(v, t.marks, u)
+			n.next[v] = t.next[u]
+		}
+	}
+	return n
+}
+
 // DecodeTable reads what Encode wrote; nil when r holds no valid table.
 func DecodeTable(r *codec.Reader) *Table {
 	marks := watermark.DecodeUpstreams(r)

@@ -3,9 +3,12 @@ package repartition
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/codec"
 )
 
 // TestKeyPartitionIsKafkas: a key's repartition partition is the one
@@ -78,6 +81,17 @@ func TestLayoutSources(t *testing.T) {
 		if u, ok := before.Upstream(s); ok {
 			t.Errorf("%+v in [4 2]: %d, want none", s, u)
 		}
+	}
+	for _, l := range []Layout{before, after, NewLayout([]int32{1}), NewLayout([]int32{3, 1, 7})} {
+		w := codec.NewWriter(nil)
+		l.Encode(w)
+		r := codec.NewReader(w.Bytes(), "layout")
+		if back, ok := DecodeLayout(r); !ok || r.Done() != nil || !back.Equal(l) || !slices.Equal(back.Counts(), l.Counts()) {
+			t.Errorf("layout %v: round trip %v %v", l.Counts(), back.Counts(), ok)
+		}
+	}
+	if before.Equal(after) {
+		t.Error("[4 2] equals [6 2]")
 	}
 	one := NewLayout([]int32{3})
 	if u, ok := one.Upstream(Source{P: 7}); !ok || u != 7 {

@@ -46,6 +46,9 @@ const (
 	// markerVersionUpstream: version 1 followed by the partition's
 	// upstream table (repartitioned pipelines, stage2.go).
 	markerVersionUpstream = 2
+	// markerVersionLayout: version 2 followed by the layout the table is
+	// numbered in.
+	markerVersionLayout = 3
 )
 
 var markerKey = []byte{'m'}
@@ -56,11 +59,15 @@ type marker struct {
 	gen      watermark.Generator // the partition's watermark generator
 	frontier int64               // the writer's frontier (informational)
 	upstream *repartition.Table  // repartitioned pipelines: the markers and next upstream offsets
+	layout   *repartition.Layout // the layout upstream is numbered in (nil: unknown, version 2)
 }
 
 func encodeMarker(m marker) []byte {
 	version := byte(markerVersion)
-	if m.upstream != nil {
+	switch {
+	case m.upstream != nil && m.layout != nil:
+		version = markerVersionLayout
+	case m.upstream != nil:
 		version = markerVersionUpstream
 	}
 	w := codec.NewWriter(nil).Byte(version)
@@ -68,18 +75,26 @@ func encodeMarker(m marker) []byte {
 	if m.upstream != nil {
 		m.upstream.Encode(w)
 	}
+	if m.layout != nil && m.upstream != nil {
+		m.layout.Encode(w)
+	}
 	return w.Bytes()
 }
 
 func decodeMarker(b []byte) (marker, error) {
 	r := codec.NewReader(b, "changelog marker")
 	version := r.Byte()
-	if r.Err() == nil && version != markerVersion && version != markerVersionUpstream {
+	if r.Err() == nil && version != markerVersion && version != markerVersionUpstream && version != markerVersionLayout {
 		return marker{}, errors.New("changelog: unknown marker version")
 	}
 	m := marker{position: r.Varint(), gen: watermark.Generator{MaxTS: r.Varint(), Seen: r.Varint(), Watermark: r.Varint()}, frontier: r.Varint()}
-	if version == markerVersionUpstream {
+	if version >= markerVersionUpstream {
 		m.upstream = repartition.DecodeTable(r)
+	}
+	if version == markerVersionLayout {
+		if l, ok := repartition.DecodeLayout(r); ok {
+			m.layout = &l
+		}
 	}
 	if err := r.Done(); err != nil {
 		return marker{}, err
@@ -200,7 +215,7 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 		gen, _ := p.mu.eng.Watermarks().Generator(part)
 		mk := marker{position: st.position, gen: gen, frontier: p.mu.eng.Frontier()}
 		if p.mu.rp != nil {
-			mk.upstream = p.mu.rp.upstream(part)
+			mk.upstream, mk.layout = p.mu.rp.upstream(part), &p.mu.rp.layout
 		}
 		r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: markerKey, Value: encodeMarker(mk)}
 		p.prod.ProduceIn(p.prodCtx, r, acks)

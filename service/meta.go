@@ -17,11 +17,18 @@ func (p *pipeline) loadMetaLocked() error {
 		}
 	}
 	if p.mu.rp != nil {
-		b, err := p.db.GetMeta(metaUpstream)
+		b, err := p.db.GetMeta(metaUpstreamLayout)
 		if err != nil {
 			return err
 		}
-		if err := p.mu.rp.decode(b); err != nil {
+		from, err := decodeLayout(b)
+		if err != nil {
+			return err
+		}
+		if b, err = p.db.GetMeta(metaUpstream); err != nil {
+			return err
+		}
+		if err := p.mu.rp.decode(b, from); err != nil {
 			return err
 		}
 	}
@@ -59,6 +66,9 @@ func (p *pipeline) putLocalMeta(offsets map[int32]int64) error {
 	}
 	if p.mu.rp != nil {
 		if err := p.db.PutMeta(metaUpstream, p.mu.rp.encode()); err != nil {
+			return err
+		}
+		if err := p.db.PutMeta(metaUpstreamLayout, p.mu.rp.encodeLayout()); err != nil {
 			return err
 		}
 	}

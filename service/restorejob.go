@@ -315,7 +315,7 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		p.off.Unlock()
 		p.mu.eng.Watermarks().RestoreGenerator(part, b.mk.gen)
 		if p.mu.rp != nil && b.mk.upstream != nil {
-			p.mu.rp.ups[part] = b.mk.upstream
+			p.mu.rp.ups[part] = p.mu.rp.adopt(b.mk.upstream, b.mk.layout)
 		}
 	}
 	p.off.Lock()

@@ -98,7 +98,12 @@ func (p *pipeline) purgeRepartitionLocked(ctx context.Context) {
 	}
 }
 
-const metaUpstream = "upstream"
+const (
+	metaUpstream = "upstream"
+	// metaUpstreamLayout: the layout the upstream tables are numbered in
+	// (absent: stored before windowd kept it).
+	metaUpstreamLayout = "upstream_layout"
+)
 
 // upstream returns q's table, creating it.
 func (s *stage2) upstream(q int32) *repartition.Table {
@@ -112,6 +117,37 @@ func (s *stage2) upstream(q int32) *repartition.Table {
 	return u
 }
 
+// adopt returns t, a table numbered in layout from (nil: unknown), in the
+// current layout: an input partition keeps its place in the table when an
+// earlier input gained partitions since (repartition.Table.Remap). A
+// table of an unknown layout is taken as it is (upstream starts it over
+// when its size is not the current layout's).
+func (s *stage2) adopt(t *repartition.Table, from *repartition.Layout) *repartition.Table {
+	if from == nil || from.Equal(s.layout) {
+		return t
+	}
+	return t.Remap(*from, s.layout)
+}
+
+func (s *stage2) encodeLayout() []byte {
+	w := codec.NewWriter(nil)
+	s.layout.Encode(w)
+	return w.Bytes()
+}
+
+// decodeLayout reads what encodeLayout wrote; nil for nil.
+func decodeLayout(b []byte) (*repartition.Layout, error) {
+	if b == nil {
+		return nil, nil
+	}
+	r := codec.NewReader(b, "upstream layout in local state")
+	l, _ := repartition.DecodeLayout(r)
+	if err := r.Done(); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
 func (s *stage2) encode() []byte {
 	w := codec.NewWriter(nil).Uvarint(uint64(len(s.ups)))
 	for q, u := range s.ups {
@@ -121,7 +157,9 @@ func (s *stage2) encode() []byte {
 	return w.Bytes()
 }
 
-func (s *stage2) decode(b []byte) error {
+// decode reads what encode wrote, tables numbered in layout from (nil:
+// unknown).
+func (s *stage2) decode(b []byte, from *repartition.Layout) error {
 	clear(s.ups)
 	if b == nil {
 		return nil
@@ -130,7 +168,7 @@ func (s *stage2) decode(b []byte) error {
 	for n := r.Count(); n > 0 && r.Err() == nil; n-- {
 		q := r.Varint()
 		if u := repartition.DecodeTable(r); u != nil {
-			s.ups[int32(q)] = u
+			s.ups[int32(q)] = s.adopt(u, from)
 		}
 	}
 	return r.Done()

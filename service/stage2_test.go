@@ -19,17 +19,17 @@ import (
 )
 
 func TestUpstreamStateRoundTrip(t *testing.T) {
-	s := &stage2{inputs: 3, ups: map[int32]*repartition.Table{}}
+	s := &stage2{inputs: 3, layout: repartition.NewLayout([]int32{3}), ups: map[int32]*repartition.Table{}}
 	u := s.upstream(4)
 	u.Apply(repartition.Marker{Upstream: 0, Watermark: 100})
 	u.Apply(repartition.Marker{Upstream: 2, Watermark: -7, Idle: true})
 	u.SetNext(1, 1<<40)
 	s.upstream(0).SetNext(2, 9)
-	got := &stage2{inputs: 3, ups: map[int32]*repartition.Table{}}
-	if err := got.decode(s.encode()); err != nil || !reflect.DeepEqual(got.ups, s.ups) {
+	got := &stage2{inputs: 3, layout: s.layout, ups: map[int32]*repartition.Table{}}
+	if err := got.decode(s.encode(), nil); err != nil || !reflect.DeepEqual(got.ups, s.ups) {
 		t.Fatalf("round trip: %+v, %v", got.ups, err)
 	}
-	m := marker{position: 5, gen: watermark.Generator{MaxTS: 9, Seen: 1, Watermark: 4}, upstream: u}
+	m := marker{position: 5, gen: watermark.Generator{MaxTS: 9, Seen: 1, Watermark: 4}, upstream: u, layout: &s.layout}
 	back, err := decodeMarker(encodeMarker(m))
 	if err != nil || !reflect.DeepEqual(back, m) {
 		t.Fatalf("marker round trip: %+v, %v", back, err)
@@ -43,6 +43,63 @@ func TestUpstreamStateRoundTrip(t *testing.T) {
 	if v := s.upstream(4); v.Inputs() != 5 || v.Next(1) != 0 {
 		t.Errorf("table after the input grew: %d inputs, next %d", v.Inputs(), v.Next(1))
 	}
+}
+
+// TestUpstreamTablesFollowTheLayout: views (4 partitions, then 6) and
+// clicks (2): the upstream tables stored under the first layout, in local
+// state and in a changelog marker, are read back under the second with
+// each input partition's marker and next offset at its new number, so
+// that a click stage 1 writes again after the restart is still dropped.
+// Before, the tables started over: the click was processed twice.
+func TestUpstreamTablesFollowTheLayout(t *testing.T) {
+	before, after := repartition.NewLayout([]int32{4, 2}), repartition.NewLayout([]int32{6, 2})
+	s := &stage2{inputs: before.Total(), layout: before, ups: map[int32]*repartition.Table{}}
+	u := s.upstream(3)
+	clicks0, _ := before.Upstream(repartition.Source{In: 1, P: 0})
+	u.Apply(repartition.Marker{Upstream: clicks0, Watermark: 100})
+	u.Apply(repartition.Marker{Upstream: 1, Watermark: 90, Idle: true})
+	if !u.Accept(clicks0, 49) || !u.Accept(1, 7) {
+		t.Fatal("first records refused")
+	}
+	check := func(how string, v *repartition.Table) {
+		t.Helper()
+		moved, _ := after.Upstream(repartition.Source{In: 1, P: 0})
+		if v.Inputs() != 8 {
+			t.Fatalf("%s: a table of %d input partitions, want 8", how, v.Inputs())
+		}
+		if wm, _, seen := v.Upstream(moved); !seen || wm != 100 {
+			t.Errorf("%s: clicks[0]'s marker: %d (seen %v), want 100", how, wm, seen)
+		}
+		if wm, idle, seen := v.Upstream(1); !seen || !idle || wm != 90 {
+			t.Errorf("%s: views[1]'s marker: %d idle %v seen %v", how, wm, idle, seen)
+		}
+		if _, _, seen := v.Upstream(4); seen {
+			t.Errorf("%s: the new views[4] was heard from", how)
+		}
+		if v.Accept(moved, 49) || v.Accept(1, 7) {
+			t.Errorf("%s: a record processed before the restart was taken again", how)
+		}
+		if !v.Accept(moved, 50) || !v.Accept(4, 0) {
+			t.Errorf("%s: a new record was dropped", how)
+		}
+	}
+	// Local state.
+	got := &stage2{inputs: after.Total(), layout: after, ups: map[int32]*repartition.Table{}}
+	from, err := decodeLayout(s.encodeLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.decode(s.encode(), from); err != nil {
+		t.Fatal(err)
+	}
+	check("local state", got.upstream(3))
+	// A changelog marker.
+	mk, err := decodeMarker(encodeMarker(marker{position: 5, upstream: s.upstream(3), layout: &s.layout}))
+	if err != nil || mk.layout == nil {
+		t.Fatalf("marker: %+v, %v", mk, err)
+	}
+	got.ups[3] = got.adopt(mk.upstream, mk.layout)
+	check("changelog marker", got.upstream(3))
 }
 
 // TestStage2Records feeds a stage-2 pipeline the records stage 1 writes:

@@ -58,6 +58,16 @@ func (u *Upstreams) ObserveQuiet(p int32, wm, base int64, idle bool) bool {
 	return true
 }
 
+// Take gives upstream partition p, which has no marker yet, the last
+// marker of from's upstream partition q (a table renumbered: Table.Remap).
+func (u *Upstreams) Take(p int32, from *Upstreams, q int32) {
+	m := from.marks[q]
+	if m.seen && !u.marks[p].seen {
+		u.known++
+	}
+	u.marks[p] = m
+}
+
 // Upstream returns p's last marker: its watermark (never lowered), idle flag
 // and whether any marker of p arrived.
 func (u *Upstreams) Upstream(p int32) (wm int64, idle, seen bool) {
