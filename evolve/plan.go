@@ -129,13 +129,19 @@ func Compare(old, new *Definition) *Plan {
 		}
 		add(c)
 	}
-	if old.Key != new.Key {
-		add(Change{What: "key", From: old.Key, To: new.Key, Class: Incompatible,
-			Rule: "state is grouped by the old key"})
-	}
-	if len(old.Topics) > 0 && len(new.Topics) > 0 && !slices.Equal(old.Topics, new.Topics) {
-		add(Change{What: "input topics", From: strings.Join(old.Topics, ", "), To: strings.Join(new.Topics, ", "), Class: Incompatible,
-			Rule: "the state holds the old topics' offsets, watermarks and records; read other topics on fresh state, or under another group"})
+	switch {
+	case inputsAdded(old, new):
+		add(Change{What: "inputs", From: strings.Join(old.Topics, ", "), To: strings.Join(new.Topics, ", "), Class: Rule, Rule: InputsAddedRule})
+	default:
+		if old.Key != new.Key {
+			add(Change{What: "key", From: old.Key, To: new.Key, Class: Incompatible,
+				Rule: "state is grouped by the old key"})
+		}
+		if len(old.Topics) > 0 && len(new.Topics) > 0 && !slices.Equal(old.Topics, new.Topics) {
+			add(Change{What: "input topics", From: strings.Join(old.Topics, ", "), To: strings.Join(new.Topics, ", "), Class: Incompatible,
+				Rule: "the state holds the old topics' offsets, watermarks and records; read other topics on fresh state, or under another group " +
+					"(a pipeline of several inputs may add inputs after the last one, each earlier input kept in its place with its key)"})
+		}
 	}
 	if old.Repartition != new.Repartition {
 		add(Change{What: "repartition", From: fmt.Sprint(old.Repartition), To: fmt.Sprint(new.Repartition), Class: Incompatible,
@@ -333,6 +339,20 @@ func splitMode(l []Aggregate) (windowing.Mode, []Aggregate) {
 		return windowing.Accumulating, l[1:]
 	}
 	return windowing.Accumulating, l
+}
+
+// InputsAddedRule is what windowd does when inputs are added after the
+// last one of a pipeline of several.
+const InputsAddedRule = "the added inputs are read from their start and join the frontier once heard from; " +
+	"an aggregate of every input counts their records from the change on, and an aggregate of an added input starts empty (see: add an aggregate)"
+
+// inputsAdded reports whether new is old, a pipeline of several inputs,
+// with inputs added after its last one: each earlier input in its place
+// (its number in the repartition records and markers) with its topic and
+// key.
+func inputsAdded(old, new *Definition) bool {
+	n := len(old.Topics)
+	return n > 1 && len(new.Topics) > n && slices.Equal(new.Topics[:n], old.Topics) && strings.HasPrefix(new.Key, old.Key+"; ")
 }
 
 // GrowthRule is what windowd does when partitions are added to the input of

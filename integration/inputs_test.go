@@ -318,3 +318,117 @@ func TestInputsGrowRestart(t *testing.T) {
 		t.Fatalf("after views grew from 4 to 6 partitions during a stop:\n%s\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 20))
 	}
 }
+
+// TestInputsAddedOnRestart: a pipeline of two inputs (views, clicks) is
+// stopped and started again with a third (conversions) and its aggregate
+// (docs/OPERATIONS.md, Changing a deployed pipeline: inputs added). The
+// window closed before the change keeps its panes; the windows open at the
+// change and after it count the conversions, read from their topic's
+// start, with the new aggregate marked partial where the window was open
+// at the change; every final pane equals replay's (the two-input pipeline's
+// for the closed window, the three-input pipeline's after), and nothing
+// is late.
+func TestInputsAddedOnRestart(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process over input topics added on a restart")
+	}
+	parallel(t, 15*time.Second)
+	windowdBinary(t)
+	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), partitions: 2, delivery: "at_least_once"}
+	clicks, convs := *views, *views
+	clicks.in, convs.in = uniqueName(t, "clicks"), uniqueName(t, "convs")
+	for _, topic := range []string{views.in, clicks.in, convs.in} {
+		createTopic(t, topic, 2)
+	}
+	views.stateDir = filepath.Join(t.TempDir(), "state")
+	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
+	two := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
+		views.out, views.late, views.dlq, "at_least_once")
+	three := strings.Replace(two, "      - {topic: "+clicks.in+", as: clicks}\n",
+		"      - {topic: "+clicks.in+", as: clicks}\n      - {topic: "+convs.in+", as: convs}\n", 1)
+	three = strings.Replace(three, "      - {name: ctr, op: ratio, of: clicks, to: views}\n",
+		"      - {name: ctr, op: ratio, of: clicks, to: views}\n      - {name: convs, op: count, input: convs}\n", 1)
+	if three == two {
+		t.Fatal("the third input was not added to the configuration")
+	}
+	load := func(yaml string) *config.Pipeline {
+		writeFile(t, views.cfgPath, yaml)
+		cfg, err := config.Load(views.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		views.cfg = cfg
+		return &cfg.Pipelines[0]
+	}
+	batch := func(kind string, from, to int64) []input {
+		var out []input
+		for ts := from; ts < to; ts += 100 {
+			for p := range int32(2) {
+				u := fmt.Sprintf("u%d", (ts/100+int64(p))%5)
+				out = append(out, input{partition: p, key: kind + u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+ts, ts%11)})
+			}
+		}
+		return out
+	}
+	// Before: [0s, 10s) closes (the frontier passes 11s), [10s, 20s) opens.
+	before := load(two)
+	vrecs, crecs := batch("v", 0, 12_500), batch("c", 0, 12_500)
+	nBefore := len(vrecs)
+	produce(t, views.in, vrecs)
+	produce(t, clicks.in, crecs)
+	inst := views.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd"})
+	inst.waitListening(t)
+	views.waitCommitted(t, 60*time.Second)
+	clicks.waitCommitted(t, 60*time.Second)
+	inst.waitRecordsIn(t, len(vrecs)+len(crecs))
+	if err := inst.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, stderrTail(inst, 20))
+	}
+	// After: the conversions (from 10s on), more views and clicks, and a
+	// flush record on every partition of every input.
+	after := load(three)
+	more := append(batch("v", 12_500, 20_000), flushRecords(2)...)
+	produce(t, views.in, more)
+	vrecs = append(vrecs, more...)
+	more = append(batch("c", 12_500, 20_000), flushRecords(2)...)
+	produce(t, clicks.in, more)
+	crecs = append(crecs, more...)
+	nrecs := append(batch("n", 10_000, 20_000), flushRecords(2)...)
+	produce(t, convs.in, nrecs)
+	inst = views.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd (three inputs)"})
+	inst.waitListening(t)
+	for _, e := range []*env{views, &clicks, &convs} {
+		e.waitCommitted(t, 60*time.Second)
+	}
+	want := map[string]string{}
+	closed := replayInputs(t, before, map[string][]input{views.in: vrecs[:nBefore], clicks.in: crecs[:nBefore]}, 2)
+	for w, agg := range replayInputs(t, after, map[string][]input{views.in: vrecs, clicks.in: crecs, convs.in: nrecs}, 2) {
+		start, _ := strconv.ParseInt(strings.Split(w, "/")[1], 10, 64)
+		if start < base+10_000 {
+			agg = closed[w]
+		}
+		want[w] = agg
+	}
+	out := views.reader(views.out)
+	readFinals(out, want, 40*time.Second)
+	late := views.reader(views.late)
+	late.poll(time.Second)
+	res := checkDelivery(views, want, out.got, late.got, false)
+	partial := 0
+	for _, r := range out.got {
+		if strings.Contains(r.value, `"partial":["convs"]`) {
+			partial++
+		}
+	}
+	if partial == 0 {
+		res.problems = append(res.problems, "no pane of a window open at the change marks convs partial")
+	}
+	t.Logf("%d + %d + %d input records, %d windows; output: %d pane records, %d distinct pane ids, %d marking convs partial",
+		len(vrecs), len(crecs), len(nrecs), len(want), res.records, res.distinct, partial)
+	if len(res.problems) > 0 {
+		t.Fatalf("after adding an input:\n%s\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 20))
+	}
+}
