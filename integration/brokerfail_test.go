@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 )
 
@@ -174,12 +177,16 @@ func (m *stallMeter) longest() (time.Duration, int32, time.Time) {
 // test: two windowd processes of one group, the lockstep stream, and the
 // stall meter on the group's offsets.
 type clusterPipeline struct {
-	de    *deliveryEnv
-	sp    *steadyProducer
-	insts map[string]*instance
-	envs  map[string]*env
-	meter *stallMeter
-	names map[*instance]string
+	de *deliveryEnv
+	sp *steadyProducer
+	// clicks and cp (newClusterInputsPipeline): the second input topic
+	// and its stream; de's topic is the first.
+	clicks *env
+	cp     *steadyProducer
+	insts  map[string]*instance
+	envs   map[string]*env
+	meter  *stallMeter
+	names  map[*instance]string
 }
 
 func newClusterPipeline(t *testing.T, delivery string) *clusterPipeline {
@@ -192,6 +199,54 @@ func newClusterPipeline(t *testing.T, delivery string) *clusterPipeline {
 		cp.start(t, name)
 	}
 	cp.meter = newStallMeter(t, de.env)
+	return cp
+}
+
+// newClusterInputsPipeline is a pipeline over two input topics of 4
+// partitions each (inputsYAML: repartition: true, allowed_lateness 0s),
+// two windowd processes, a stream on each topic, the stall meter on the
+// first topic's offsets (stage 1's group).
+func newClusterInputsPipeline(t *testing.T, delivery string) *clusterPipeline {
+	const parts = 4
+	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), partitions: parts, delivery: delivery}
+	clicks := *views
+	clicks.in = uniqueName(t, "clicks")
+	createTopic(t, views.in, parts)
+	createTopic(t, clicks.in, parts)
+	write := func(stateDir string) string {
+		path := filepath.Join(t.TempDir(), "windowd.yaml")
+		yaml := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), stateDir, views.group, views.in, clicks.in,
+			views.out, views.late, views.dlq, delivery)
+		writeFile(t, path, strings.Replace(yaml, "session_timeout: 6s", "session_timeout: "+clusterSession.String(), 1))
+		return path
+	}
+	views.stateDir = filepath.Join(t.TempDir(), "state")
+	views.cfgPath = write(views.stateDir)
+	cfg, err := config.Load(views.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views.cfg = cfg
+	cp := &clusterPipeline{de: &deliveryEnv{env: views, session: clusterSession.String()}, clicks: &clicks,
+		insts: map[string]*instance{}, envs: map[string]*env{}, names: map[*instance]string{}}
+	logTroubles(t, cp.names)
+	record := func(kind string) func(rng *rand.Rand, p int32, n int, ts int64) input {
+		return func(rng *rand.Rand, p int32, n int, ts int64) input {
+			u := fmt.Sprintf("u%d", rng.Intn(40))
+			return input{partition: p, key: fmt.Sprintf("%s%d", kind, n), value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
+		}
+	}
+	cp.sp = startProducer(t, views, 5353, record("v"))
+	cp.cp = startProducer(t, &clicks, 5454, record("c"))
+	for _, name := range []string{"a", "b"} {
+		m := *views
+		m.stateDir = filepath.Join(t.TempDir(), "state-"+name)
+		m.cfgPath = write(m.stateDir)
+		cp.envs[name] = &m
+		cp.start(t, name)
+	}
+	cp.meter = newStallMeter(t, views)
 	return cp
 }
 
@@ -219,7 +274,20 @@ func (cp *clusterPipeline) finish(t *testing.T) {
 	t.Helper()
 	e := cp.de.env
 	recs := cp.sp.finish(e)
-	res, want := checkReplayFinals(t, e, recs, 60*time.Second, cp.de.delivery == "exactly_once")
+	var res *deliveryResult
+	var want map[string]string
+	if cp.clicks == nil {
+		res, want = checkReplayFinals(t, e, recs, 60*time.Second, cp.de.delivery == "exactly_once")
+	} else {
+		crecs := cp.cp.finish(cp.clicks)
+		want = replayInputs(t, &e.cfg.Pipelines[0], map[string][]input{e.in: recs, cp.clicks.in: crecs}, int(e.partitions))
+		out := e.reader(e.out)
+		readFinals(out, want, 60*time.Second)
+		late := e.reader(e.late)
+		late.poll(time.Second)
+		res = checkDelivery(e, want, out.got, late.got, cp.de.delivery == "exactly_once")
+		recs = append(recs, crecs...)
+	}
 	if len(want) < 300 {
 		t.Fatalf("test stream too small: replay has %d windows", len(want))
 	}
@@ -267,13 +335,30 @@ func coordinator(t *testing.T, group string) string {
 func TestBrokerFailures(t *testing.T) {
 	cluster := onCluster(t)
 	windowdBinary(t)
+	brokerFailures(t, cluster, newClusterPipeline(t, "at_least_once"), newClusterPipeline(t, "exactly_once"))
+}
+
+// TestBrokerFailuresInputs is TestBrokerFailures for an exactly_once
+// pipeline over two input topics (repartition: true): both stages, the
+// internal topic and both inputs' offsets through each node's failure.
+func TestBrokerFailuresInputs(t *testing.T) {
+	cluster := onCluster(t)
+	windowdBinary(t)
+	brokerFailures(t, cluster, newClusterInputsPipeline(t, "exactly_once"))
+}
+
+// brokerFailures runs the schedule of TestBrokerFailures on pipes.
+func brokerFailures(t *testing.T, cluster func(args ...string), pipes ...*clusterPipeline) {
 	began := time.Now()
-	pipes := []*clusterPipeline{newClusterPipeline(t, "at_least_once"), newClusterPipeline(t, "exactly_once")}
 	coordinators := func() string {
-		return fmt.Sprintf("group coordinators: at_least_once %s, exactly_once %s", coordinator(t, pipes[0].de.group), coordinator(t, pipes[1].de.group))
+		var cs []string
+		for _, cp := range pipes {
+			cs = append(cs, cp.de.delivery+" "+coordinator(t, cp.de.group))
+		}
+		return "group coordinators: " + strings.Join(cs, ", ")
 	}
 	adm := kadm.NewClient(newClient(t))
-	waitFor(t, "both pipelines to commit", 90*time.Second, func() bool {
+	waitFor(t, "every pipeline to commit", 90*time.Second, func() bool {
 		for _, cp := range pipes {
 			cp.alive(t)
 			if cp.de.committedPartitions(adm) < int(cp.de.partitions) {
