@@ -60,12 +60,13 @@ func (l Layout) Source(u int32) Source {
 // Upstream is the upstream partition of input partition s, as this layout
 // numbers it; false when the layout does not have it: an input this
 // pipeline does not read, or a partition added since the layout was made
-// (written by an instance started later).
+// (written by an instance started later; with one input too, unlike Has).
 func (l Layout) Upstream(s Source) (int32, bool) {
 	if s.In < 0 || int(s.In) >= len(l.first) || !l.Has(int(s.In), s.P) {
 		return 0, false
 	}
-	return l.ID(int(s.In), s.P), true
+	u := l.ID(int(s.In), s.P)
+	return u, u < l.total
 }
 
 // Counts is the partition count of each input, in order: NewLayout(l.Counts())

@@ -94,7 +94,10 @@ func TestLayoutSources(t *testing.T) {
 		t.Error("[4 2] equals [6 2]")
 	}
 	one := NewLayout([]int32{3})
-	if u, ok := one.Upstream(Source{P: 7}); !ok || u != 7 {
-		t.Errorf("one input: partition 7 is upstream %d %v (one input takes every partition)", u, ok)
+	if u, ok := one.Upstream(Source{P: 2}); !ok || u != 2 {
+		t.Errorf("one input: partition 2 is upstream %d %v", u, ok)
+	}
+	if u, ok := one.Upstream(Source{P: 3}); ok {
+		t.Errorf("one input of 3 partitions: partition 3 is upstream %d (added since: stage 2 has no table entry for it)", u)
 	}
 }

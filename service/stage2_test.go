@@ -164,9 +164,13 @@ pipelines:
 		{data(0, 10, "1500"), 1000, 3}, // stage 1 wrote it again: dropped
 		{data(0, 11, "1600"), 1000, 3}, //
 		{data(0, 12, "1700"), 1000, 4}, // new again
-		{marker(0, 3000, true), 2000, 4},
-		{marker(1, 2500, true), 3000, 4}, // all idle: the largest
-		{marker(1, 100, false), 3000, 4}, // a lower marker never moves it back
+		// Of an input partition added since the start (stage 1 of an
+		// instance started later): processed as it is, never dropped.
+		{data(2, 0, "1750"), 1000, 5},
+		{marker(2, 9000, false), 1000, 5}, // ignored
+		{marker(0, 3000, true), 2000, 5},
+		{marker(1, 2500, true), 3000, 5}, // all idle: the largest
+		{marker(1, 100, false), 3000, 5}, // a lower marker never moves it back
 	}
 	for i, s := range steps {
 		if err := p.handleLocked(s.r, 0); err != nil {
@@ -182,8 +186,8 @@ pipelines:
 			t.Errorf("step %d: position %d, want %d", i, st.position, s.r.Offset+1)
 		}
 	}
-	if got := testutil.ToFloat64(st.in); got != 4 {
-		t.Errorf("records_in counted %v, want the 4 data records", got)
+	if got := testutil.ToFloat64(st.in); got != 5 {
+		t.Errorf("records_in counted %v, want the 5 data records", got)
 	}
 	if got := testutil.ToFloat64(p.m.duplicates.WithLabelValues("r")); got != 2 {
 		t.Errorf("duplicates %v, want 2", got)
