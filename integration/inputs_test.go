@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -430,5 +431,60 @@ func TestInputsAddedOnRestart(t *testing.T) {
 		len(vrecs), len(crecs), len(nrecs), len(want), res.records, res.distinct, partial)
 	if len(res.problems) > 0 {
 		t.Fatalf("after adding an input:\n%s\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 20))
+	}
+}
+
+// TestResetInputs: `windowd reset --to earliest` on a pipeline of two
+// inputs sets the group's offsets of both topics to their start (before,
+// only the first input's: the next start windowed the second input's new
+// records without the first's).
+func TestResetInputs(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd reset of a pipeline over two input topics")
+	}
+	parallel(t, 8*time.Second)
+	windowdBinary(t)
+	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), partitions: 2, delivery: "at_least_once"}
+	clicks := *views
+	clicks.in = uniqueName(t, "clicks")
+	createTopic(t, views.in, 2)
+	createTopic(t, clicks.in, 2)
+	views.stateDir = filepath.Join(t.TempDir(), "state")
+	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
+	writeFile(t, views.cfgPath, fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
+		views.out, views.late, views.dlq, "at_least_once"))
+	var recs []input
+	for i := range 40 {
+		u := fmt.Sprintf("u%d", i%3)
+		recs = append(recs, input{partition: int32(i % 2), key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":1}`, u, base+int64(i)*100)})
+	}
+	produce(t, views.in, recs)
+	produce(t, clicks.in, recs)
+	inst := views.spawn(nil)
+	logTroubles(t, map[*instance]string{inst: "windowd"})
+	inst.waitListening(t)
+	views.waitCommitted(t, 60*time.Second)
+	clicks.waitCommitted(t, 60*time.Second)
+	if err := inst.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, stderrTail(inst, 20))
+	}
+	out, err := exec.Command(windowdBinary(t), "reset", "--config", views.cfgPath, "--to", "earliest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("windowd reset: %v\n%s", err, out)
+	}
+	adm := kadm.NewClient(newClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	committed, err := adm.FetchOffsets(ctx, views.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{views.in, clicks.in} {
+		for p := range int32(2) {
+			if o, ok := committed.Lookup(topic, p); !ok || o.At != 0 {
+				t.Errorf("after reset --to earliest: %s[%d] committed at %d (found %v), want 0\n%s", topic, p, o.At, ok, out)
+			}
+		}
 	}
 }

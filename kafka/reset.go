@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -100,20 +101,30 @@ func ResetPipeline(ctx context.Context, cfg *config.Config, brokers []string, p 
 	}
 
 	if to.Earliest || to.Latest || to.At > 0 {
+		// Every input's offsets: a pipeline of several inputs that
+		// started one of them over and resumed another would window
+		// the second's records without the first's.
+		inputs := []string{p.Input.Topic}
+		if p.Inputs != nil {
+			inputs = inputs[:0]
+			for _, in := range p.Inputs {
+				inputs = append(inputs, in.Topic)
+			}
+		}
 		var listed kadm.ListedOffsets
 		switch {
 		case to.Earliest:
-			listed, err = adm.ListStartOffsets(ctx, p.Input.Topic)
+			listed, err = adm.ListStartOffsets(ctx, inputs...)
 		case to.Latest:
-			listed, err = adm.ListEndOffsets(ctx, p.Input.Topic)
+			listed, err = adm.ListEndOffsets(ctx, inputs...)
 		default:
-			listed, err = adm.ListOffsetsAfterMilli(ctx, to.At, p.Input.Topic)
+			listed, err = adm.ListOffsetsAfterMilli(ctx, to.At, inputs...)
 		}
 		if err == nil {
 			err = listed.Error()
 		}
 		if err != nil {
-			return fmt.Errorf("list offsets of %s: %w", p.Input.Topic, err)
+			return fmt.Errorf("list offsets of %s: %w", strings.Join(inputs, ", "), err)
 		}
 		committed, err := adm.CommitOffsets(ctx, p.Input.Group, listed.Offsets())
 		if err == nil {
