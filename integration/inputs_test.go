@@ -232,7 +232,8 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 // partition numbers are its own, so after the restart clicks' partitions
 // have other numbers than before, while the repartition topic still holds
 // records and markers stage 1 wrote under the old numbers: stage 2 reads
-// them again (kill -9, nothing committed yet: commit_interval 30s). Each
+// them again (kill -9, nothing committed yet: commit_interval 30s; under
+// exactly_once 5s, the most it may be). Each
 // names its input and partition, so every record counts for its own input
 // (before, a click written as upstream partition 4 was read back as a view
 // of the new views partition 4). Every final pane equals replay's, nothing
@@ -241,10 +242,16 @@ func TestInputsGrowRestart(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process over two input topics, one of which grows")
 	}
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) { inputsGrowRestart(t, delivery) })
+	}
+}
+
+func inputsGrowRestart(t *testing.T, delivery string) {
 	parallel(t, 20*time.Second)
 	windowdBinary(t)
 	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: 4, delivery: "at_least_once"}
+		group: uniqueName(t, "g"), partitions: 4, delivery: delivery}
 	clicks := *views
 	clicks.in, clicks.partitions = uniqueName(t, "clicks"), 2
 	createTopic(t, views.in, 4)
@@ -252,8 +259,11 @@ func TestInputsGrowRestart(t *testing.T) {
 	views.stateDir = filepath.Join(t.TempDir(), "state")
 	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
 	yaml := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
-		views.out, views.late, views.dlq, "at_least_once")
-	writeFile(t, views.cfgPath, strings.Replace(yaml, "commit_interval: 200ms", "commit_interval: 30s", 1))
+		views.out, views.late, views.dlq, delivery)
+	// Nothing committed before the kill: at_least_once for sure, exactly_once
+	// (at most 5s) most likely, its open transaction aborted.
+	interval := map[string]string{"at_least_once": "30s", "exactly_once": "5s"}[delivery]
+	writeFile(t, views.cfgPath, strings.Replace(yaml, "commit_interval: 200ms", "commit_interval: "+interval, 1))
 	cfg, err := config.Load(views.cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +318,7 @@ func TestInputsGrowRestart(t *testing.T) {
 	readFinals(out, want, 60*time.Second)
 	late := views.reader(views.late)
 	late.poll(time.Second)
-	res := checkDelivery(views, want, out.got, late.got, false)
+	res := checkDelivery(views, want, out.got, late.got, delivery == "exactly_once")
 	if details, err := adm.ListTopics(ctx, views.repartitionTopic()); err != nil {
 		t.Fatal(err)
 	} else if n := len(details[views.repartitionTopic()].Partitions); n != 4 {
