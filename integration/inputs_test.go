@@ -233,8 +233,8 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 // have other numbers than before, while the repartition topic still holds
 // records and markers stage 1 wrote under the old numbers: stage 2 reads
 // them again (kill -9, nothing committed yet: commit_interval 30s; under
-// exactly_once 5s, the most it may be). Each
-// names its input and partition, so every record counts for its own input
+// exactly_once 5s, the most it may be). Each names its input and
+// partition, so every record counts for its own input
 // (before, a click written as upstream partition 4 was read back as a view
 // of the new views partition 4). Every final pane equals replay's, nothing
 // is late, and the repartition topic keeps its 4 partitions.
