@@ -434,6 +434,16 @@ func TestInputsAddedOnRestart(t *testing.T) {
 			partial++
 		}
 	}
+	// Stage 2 labels an input partition as stage 1 does: <topic>/<partition>.
+	labels := map[string]bool{}
+	for _, smp := range inst.samples("windowd_upstream_watermark_ms", "pipeline", "p") {
+		labels[smp.labels["upstream"]] = true
+	}
+	for _, want := range []string{views.in + "/0", clicks.in + "/1", convs.in + "/0", convs.in + "/1"} {
+		if !labels[want] {
+			res.problems = append(res.problems, fmt.Sprintf("no windowd_upstream_watermark_ms{upstream=%q}; have %v", want, labels))
+		}
+	}
 	if partial == 0 {
 		res.problems = append(res.problems, "no pane of a window open at the change marks convs partial")
 	}

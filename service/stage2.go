@@ -56,6 +56,7 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 type stage2 struct {
 	inputs int32                        // upstream (input) partitions
 	layout repartition.Layout           // the input topics' partitions as upstream partitions
+	topics []string                     // the input topics when there are several (metric labels)
 	ups    map[int32]*repartition.Table // per repartition partition
 
 	lastPurge time.Time
@@ -208,7 +209,10 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 			}
 			return true, nil
 		}
-		label := strconv.Itoa(int(m.Upstream))
+		label := strconv.Itoa(int(src.P)) // as stage 1 labels its input partitions
+		if t := p.mu.rp.topics; t != nil {
+			label = t[src.In] + "/" + label
+		}
 		wm, _, _ := u.Upstream(m.Upstream)
 		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
 		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
