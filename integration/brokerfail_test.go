@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/kafka"
 )
 
@@ -207,28 +205,11 @@ func newClusterPipeline(t *testing.T, delivery string) *clusterPipeline {
 // two windowd processes, a stream on each topic, the stall meter on the
 // first topic's offsets (stage 1's group).
 func newClusterInputsPipeline(t *testing.T, delivery string) *clusterPipeline {
-	const parts = 4
-	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: parts, delivery: delivery}
-	clicks := *views
-	clicks.in = uniqueName(t, "clicks")
-	createTopic(t, views.in, parts)
-	createTopic(t, clicks.in, parts)
-	write := func(stateDir string) string {
-		path := filepath.Join(t.TempDir(), "windowd.yaml")
-		yaml := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), stateDir, views.group, views.in, clicks.in,
-			views.out, views.late, views.dlq, delivery)
-		writeFile(t, path, strings.Replace(yaml, "session_timeout: 6s", "session_timeout: "+clusterSession.String(), 1))
-		return path
-	}
-	views.stateDir = filepath.Join(t.TempDir(), "state")
-	views.cfgPath = write(views.stateDir)
-	cfg, err := config.Load(views.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views.cfg = cfg
-	cp := &clusterPipeline{de: &deliveryEnv{env: views, session: clusterSession.String()}, clicks: &clicks,
+	ie := newInputsEnv(t, delivery, 4, 4, func(y string) string {
+		return strings.Replace(y, "session_timeout: 6s", "session_timeout: "+clusterSession.String(), 1)
+	})
+	views, clicks := ie.views, ie.clicks
+	cp := &clusterPipeline{de: &deliveryEnv{env: views, session: clusterSession.String()}, clicks: clicks,
 		insts: map[string]*instance{}, envs: map[string]*env{}, names: map[*instance]string{}}
 	logTroubles(t, cp.names)
 	record := func(kind string) func(rng *rand.Rand, p int32, n int, ts int64) input {
@@ -238,12 +219,9 @@ func newClusterInputsPipeline(t *testing.T, delivery string) *clusterPipeline {
 		}
 	}
 	cp.sp = startProducer(t, views, 5353, record("v"))
-	cp.cp = startProducer(t, &clicks, 5454, record("c"))
+	cp.cp = startProducer(t, clicks, 5454, record("c"))
 	for _, name := range []string{"a", "b"} {
-		m := *views
-		m.stateDir = filepath.Join(t.TempDir(), "state-"+name)
-		m.cfgPath = write(m.stateDir)
-		cp.envs[name] = &m
+		cp.envs[name] = ie.member(name)
 		cp.start(t, name)
 	}
 	cp.meter = newStallMeter(t, views)

@@ -55,6 +55,63 @@ pipelines:
     watermark_interval: 200ms
 `
 
+// inputsEnv is a pipeline of two inputs (inputsYAML): views (the env the
+// harness knows: group, output, config) and clicks, their topics made.
+type inputsEnv struct {
+	t             *testing.T
+	views, clicks *env
+	// edit, when set, changes the configuration's text before it is written.
+	edit func(yaml string) string
+}
+
+// newInputsEnv makes the topics, of viewParts and clickParts partitions,
+// and a configuration on state dir "state" (views.cfgPath, views.cfg).
+func newInputsEnv(t *testing.T, delivery string, viewParts, clickParts int32, edit func(string) string) *inputsEnv {
+	t.Helper()
+	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
+		group: uniqueName(t, "g"), partitions: viewParts, delivery: delivery}
+	clicks := *views
+	clicks.in, clicks.partitions = uniqueName(t, "clicks"), clickParts
+	createTopic(t, views.in, viewParts)
+	createTopic(t, clicks.in, clickParts)
+	ie := &inputsEnv{t: t, views: views, clicks: &clicks, edit: edit}
+	views.stateDir = filepath.Join(t.TempDir(), "state")
+	views.cfgPath = ie.write(views.stateDir)
+	cfg, err := config.Load(views.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views.cfg = cfg
+	return ie
+}
+
+// yaml is the configuration on state dir stateDir.
+func (ie *inputsEnv) yaml(stateDir string) string {
+	v := ie.views
+	y := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), stateDir, v.group, v.in, ie.clicks.in, v.out, v.late, v.dlq, v.delivery)
+	if ie.edit != nil {
+		y = ie.edit(y)
+	}
+	return y
+}
+
+// write writes the configuration on state dir stateDir to a file of its
+// own and returns its path.
+func (ie *inputsEnv) write(stateDir string) string {
+	path := filepath.Join(ie.t.TempDir(), "windowd.yaml")
+	writeFile(ie.t, path, ie.yaml(stateDir))
+	return path
+}
+
+// member is the env of one more windowd process: its own state dir and
+// configuration file.
+func (ie *inputsEnv) member(name string) *env {
+	m := *ie.views
+	m.stateDir = filepath.Join(ie.t.TempDir(), "state-"+name)
+	m.cfgPath = ie.write(m.stateDir)
+	return &m
+}
+
 // TestInputsKill: two windowd processes share a pipeline over two input
 // topics of 4 and 2 partitions (repartition: true, at_least_once), fed a
 // steady stream on both, users on every partition of both; mid-stream one
@@ -84,31 +141,9 @@ func inputsKill(t *testing.T, delivery string, clickParts int32) {
 	windowdBinary(t)
 	began := time.Now()
 	const parts = 4
-	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: parts, delivery: delivery}
-	clicks := *views
-	clicks.in, clicks.partitions = uniqueName(t, "clicks"), clickParts
-	createTopic(t, views.in, parts)
-	createTopic(t, clicks.in, clickParts)
-	write := func(stateDir string) string {
-		path := filepath.Join(t.TempDir(), "windowd.yaml")
-		writeFile(t, path, fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), stateDir, views.group, views.in, clicks.in,
-			views.out, views.late, views.dlq, delivery))
-		return path
-	}
-	views.stateDir = filepath.Join(t.TempDir(), "state")
-	views.cfgPath = write(views.stateDir)
-	cfg, err := config.Load(views.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views.cfg = cfg
-	member := func(name string) *env {
-		m := *views
-		m.stateDir = filepath.Join(t.TempDir(), "state-"+name)
-		m.cfgPath = write(m.stateDir)
-		return &m
-	}
+	ie := newInputsEnv(t, delivery, parts, clickParts, nil)
+	views, clicks, cfg := ie.views, *ie.clicks, ie.views.cfg
+	member := ie.member
 	aEnv := member("a")
 	a := aEnv.spawn(nil)
 	b := member("b").spawn(nil)
@@ -250,25 +285,13 @@ func TestInputsGrowRestart(t *testing.T) {
 func inputsGrowRestart(t *testing.T, delivery string) {
 	parallel(t, 20*time.Second)
 	windowdBinary(t)
-	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: 4, delivery: delivery}
-	clicks := *views
-	clicks.in, clicks.partitions = uniqueName(t, "clicks"), 2
-	createTopic(t, views.in, 4)
-	createTopic(t, clicks.in, 2)
-	views.stateDir = filepath.Join(t.TempDir(), "state")
-	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
-	yaml := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
-		views.out, views.late, views.dlq, delivery)
 	// Nothing committed before the kill: at_least_once for sure, exactly_once
 	// (at most 5s) most likely, its open transaction aborted.
 	interval := map[string]string{"at_least_once": "30s", "exactly_once": "5s"}[delivery]
-	writeFile(t, views.cfgPath, strings.Replace(yaml, "commit_interval: 200ms", "commit_interval: "+interval, 1))
-	cfg, err := config.Load(views.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views.cfg = cfg
+	ie := newInputsEnv(t, delivery, 4, 2, func(y string) string {
+		return strings.Replace(y, "commit_interval: 200ms", "commit_interval: "+interval, 1)
+	})
+	views, clicks, cfg := ie.views, *ie.clicks, ie.views.cfg
 	// Records of users u0..u6 on every partition of both inputs, 100 ms
 	// apart in event time.
 	batch := func(parts int32, kind string, from, to int64) []input {
@@ -345,17 +368,12 @@ func TestInputsAddedOnRestart(t *testing.T) {
 	}
 	parallel(t, 15*time.Second)
 	windowdBinary(t)
-	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: 2, delivery: "at_least_once"}
-	clicks, convs := *views, *views
-	clicks.in, convs.in = uniqueName(t, "clicks"), uniqueName(t, "convs")
-	for _, topic := range []string{views.in, clicks.in, convs.in} {
-		createTopic(t, topic, 2)
-	}
-	views.stateDir = filepath.Join(t.TempDir(), "state")
-	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
-	two := fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
-		views.out, views.late, views.dlq, "at_least_once")
+	ie := newInputsEnv(t, "at_least_once", 2, 2, nil)
+	views, clicks := ie.views, *ie.clicks
+	convs := *ie.clicks
+	convs.in = uniqueName(t, "convs")
+	createTopic(t, convs.in, 2)
+	two := ie.yaml(views.stateDir)
 	three := strings.Replace(two, "      - {topic: "+clicks.in+", as: clicks}\n",
 		"      - {topic: "+clicks.in+", as: clicks}\n      - {topic: "+convs.in+", as: convs}\n", 1)
 	three = strings.Replace(three, "      - {name: ctr, op: ratio, of: clicks, to: views}\n",
@@ -464,16 +482,8 @@ func TestResetInputs(t *testing.T) {
 	}
 	parallel(t, 8*time.Second)
 	windowdBinary(t)
-	views := &env{t: t, in: uniqueName(t, "views"), out: uniqueName(t, "out"), late: uniqueName(t, "late"), dlq: uniqueName(t, "dlq"),
-		group: uniqueName(t, "g"), partitions: 2, delivery: "at_least_once"}
-	clicks := *views
-	clicks.in = uniqueName(t, "clicks")
-	createTopic(t, views.in, 2)
-	createTopic(t, clicks.in, 2)
-	views.stateDir = filepath.Join(t.TempDir(), "state")
-	views.cfgPath = filepath.Join(t.TempDir(), "windowd.yaml")
-	writeFile(t, views.cfgPath, fmt.Sprintf(inputsYAML, strings.Join(quoteAll(brokers), ", "), views.stateDir, views.group, views.in, clicks.in,
-		views.out, views.late, views.dlq, "at_least_once"))
+	ie := newInputsEnv(t, "at_least_once", 2, 2, nil)
+	views, clicks := ie.views, ie.clicks
 	var recs []input
 	for i := range 40 {
 		u := fmt.Sprintf("u%d", i%3)
