@@ -407,6 +407,19 @@ type Pipeline struct {
 // MaxInputs bounds a pipeline's inputs.
 const MaxInputs = 8
 
+// InputTopics is the pipeline's input topics, in the order of Inputs (one
+// input: Input.Topic).
+func (p *Pipeline) InputTopics() []string {
+	if p.Inputs == nil {
+		return []string{p.Input.Topic}
+	}
+	topics := make([]string, len(p.Inputs))
+	for i, in := range p.Inputs {
+		topics[i] = in.Topic
+	}
+	return topics
+}
+
 // ForInput returns the pipeline as the records of Inputs[i] see it: its
 // topic, format, filter, key and timestamp, and in SkipAggregates the
 // aggregates of the other inputs. Without Inputs it returns p.

@@ -175,13 +175,7 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 		}
 		d.Aggregates = append(d.Aggregates, g)
 	}
-	d.Topics = []string{p.Input.Topic}
-	if p.Inputs != nil {
-		d.Topics = d.Topics[:0]
-		for _, in := range p.Inputs {
-			d.Topics = append(d.Topics, in.Topic)
-		}
-	}
+	d.Topics = p.InputTopics()
 	if p.Inputs != nil {
 		// Each input's key: a change of any is a change of the key.
 		keys := make([]string, len(p.Inputs))

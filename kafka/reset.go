@@ -104,13 +104,7 @@ func ResetPipeline(ctx context.Context, cfg *config.Config, brokers []string, p 
 		// Every input's offsets: a pipeline of several inputs that
 		// started one of them over and resumed another would window
 		// the second's records without the first's.
-		inputs := []string{p.Input.Topic}
-		if p.Inputs != nil {
-			inputs = inputs[:0]
-			for _, in := range p.Inputs {
-				inputs = append(inputs, in.Topic)
-			}
-		}
+		inputs := p.InputTopics()
 		var listed kadm.ListedOffsets
 		switch {
 		case to.Earliest:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,15 +40,8 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for _, p := range cfg.Pipelines {
-		topics := []string{p.Input.Topic}
-		if p.Inputs != nil {
-			topics = topics[:0]
-			for _, in := range p.Inputs {
-				topics = append(topics, in.Topic)
-			}
-		}
 		var counts []int32
-		for _, topic := range topics {
+		for _, topic := range p.InputTopics() {
 			n, err := waitInput(ctx, adm, cfg, &p, topic, log)
 			if err != nil {
 				return nil, err
@@ -458,11 +452,7 @@ func offsetsWithoutChangelog(ctx context.Context, adm *kadm.Client, p *config.Pi
 	}
 	n := 0
 	offs.Each(func(o kadm.OffsetResponse) {
-		input := o.Topic == p.Input.Topic
-		for _, in := range p.Inputs {
-			input = input || o.Topic == in.Topic
-		}
-		if input && o.Err == nil && o.At >= 0 {
+		if slices.Contains(p.InputTopics(), o.Topic) && o.Err == nil && o.At >= 0 {
 			n++
 		}
 	})

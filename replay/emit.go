@@ -40,8 +40,8 @@ type emitter struct {
 
 func newEmitter(p *config.Pipeline, partitions int) emitter {
 	e := emitter{p: p, panes: windowing.NewPaneJSON(p.Spec.Aggregates), layout: layoutOf(p, partitions)}
-	for _, in := range p.Inputs {
-		e.topics = append(e.topics, in.Topic)
+	if p.Inputs != nil {
+		e.topics = p.InputTopics()
 	}
 	if k := p.Spec.Window.Kind; p.Join == nil && k != windowing.Session && k != windowing.Transaction && k != windowing.CountWindow { // count windows drop nothing as late
 		e.windows = windowing.NewAssigner(p.Spec.Window)

@@ -317,8 +317,8 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 	if cfg.Repartition != nil {
 		layout := repartition.NewLayout(inputCounts(topics))
 		rp = &stage2{inputs: layout.Total(), layout: layout, ups: map[int32]*repartition.Table{}}
-		for _, in := range cfg.Inputs {
-			rp.topics = append(rp.topics, in.Topic)
+		if cfg.Inputs != nil {
+			rp.topics = cfg.InputTopics()
 		}
 		cfg = stage2Config(cfg)
 	}

@@ -68,10 +68,7 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg, layout: repartition.NewLayout(inputs),
 	}
-	r.decs = newDecoders(cfg).each
-	for i := range r.decs {
-		r.topics = append(r.topics, cfg.ForInput(i).Input.Topic)
-	}
+	r.decs, r.topics = newDecoders(cfg).each, cfg.InputTopics()
 	if cfg.Input.Format != config.JSON && cfg.Inputs == nil {
 		r.decs[0].WithSchemas(cfg, reg)
 		// Before the client joins the group: its callbacks read it.
