@@ -54,7 +54,6 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 // stage2 is the repartition state of a stage-2 pipeline, the poll loop's:
 // only methods named …Locked touch it.
 type stage2 struct {
-	inputs int32                        // upstream (input) partitions
 	layout repartition.Layout           // the input topics' partitions as upstream partitions
 	topics []string                     // the input topics when there are several (metric labels)
 	ups    map[int32]*repartition.Table // per repartition partition
@@ -109,10 +108,10 @@ const (
 // upstream returns q's table, creating it.
 func (s *stage2) upstream(q int32) *repartition.Table {
 	u := s.ups[q]
-	if u == nil || u.Inputs() != int(s.inputs) {
+	if u == nil || u.Inputs() != int(s.layout.Total()) {
 		// A table of another upstream count (the input grew) starts over:
 		// its partitions must all be heard from again.
-		u = repartition.NewTable(int(s.inputs))
+		u = repartition.NewTable(int(s.layout.Total()))
 		s.ups[q] = u
 	}
 	return u

@@ -19,13 +19,13 @@ import (
 )
 
 func TestUpstreamStateRoundTrip(t *testing.T) {
-	s := &stage2{inputs: 3, layout: repartition.NewLayout([]int32{3}), ups: map[int32]*repartition.Table{}}
+	s := &stage2{layout: repartition.NewLayout([]int32{3}), ups: map[int32]*repartition.Table{}}
 	u := s.upstream(4)
 	u.Apply(repartition.Marker{Upstream: 0, Watermark: 100})
 	u.Apply(repartition.Marker{Upstream: 2, Watermark: -7, Idle: true})
 	u.SetNext(1, 1<<40)
 	s.upstream(0).SetNext(2, 9)
-	got := &stage2{inputs: 3, layout: s.layout, ups: map[int32]*repartition.Table{}}
+	got := &stage2{layout: s.layout, ups: map[int32]*repartition.Table{}}
 	if err := got.decode(s.encode(), nil); err != nil || !reflect.DeepEqual(got.ups, s.ups) {
 		t.Fatalf("round trip: %+v, %v", got.ups, err)
 	}
@@ -39,7 +39,7 @@ func TestUpstreamStateRoundTrip(t *testing.T) {
 		t.Errorf("a truncated upstream table was accepted")
 	}
 	// A table of another input count starts over.
-	s.inputs = 5
+	s.layout = repartition.NewLayout([]int32{5})
 	if v := s.upstream(4); v.Inputs() != 5 || v.Next(1) != 0 {
 		t.Errorf("table after the input grew: %d inputs, next %d", v.Inputs(), v.Next(1))
 	}
@@ -53,7 +53,7 @@ func TestUpstreamStateRoundTrip(t *testing.T) {
 // Before, the tables started over: the click was processed twice.
 func TestUpstreamTablesFollowTheLayout(t *testing.T) {
 	before, after := repartition.NewLayout([]int32{4, 2}), repartition.NewLayout([]int32{6, 2})
-	s := &stage2{inputs: before.Total(), layout: before, ups: map[int32]*repartition.Table{}}
+	s := &stage2{layout: before, ups: map[int32]*repartition.Table{}}
 	u := s.upstream(3)
 	clicks0, _ := before.Upstream(repartition.Source{In: 1, P: 0})
 	u.Apply(repartition.Marker{Upstream: clicks0, Watermark: 100})
@@ -84,7 +84,7 @@ func TestUpstreamTablesFollowTheLayout(t *testing.T) {
 		}
 	}
 	// Local state.
-	got := &stage2{inputs: after.Total(), layout: after, ups: map[int32]*repartition.Table{}}
+	got := &stage2{layout: after, ups: map[int32]*repartition.Table{}}
 	from, err := decodeLayout(s.encodeLayout())
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ pipelines:
 		t.Fatalf("stage 2 config: %+v", pc.Input)
 	}
 	p := &pipeline{setup: setup{cfg: pc, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()), now: time.Now}}
-	p.mu.rp, p.mu.dec = &stage2{inputs: 2, layout: repartition.NewLayout([]int32{2}), ups: map[int32]*repartition.Table{}}, newDecoders(pc)
+	p.mu.rp, p.mu.dec = &stage2{layout: repartition.NewLayout([]int32{2}), ups: map[int32]*repartition.Table{}}, newDecoders(pc)
 	p.mu.parts = map[int32]*partition{}
 	p.mu.eng, err = windowing.New(pc.Spec, pc.Watermark, db, p, windowing.Options{ShardByPartition: true})
 	if err != nil {
