@@ -316,10 +316,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 	var rp *stage2
 	if cfg.Repartition != nil {
 		layout := repartition.NewLayout(inputCounts(topics))
-		rp = &stage2{layout: layout, ups: map[int32]*repartition.Table{}}
-		if cfg.Inputs != nil {
-			rp.topics = cfg.InputTopics()
-		}
+		rp = &stage2{layout: layout, topics: cfg.InputTopics(), ups: map[int32]*repartition.Table{}}
 		cfg = stage2Config(cfg)
 	}
 	p := &pipeline{setup: setup{

@@ -108,14 +108,21 @@ func (r *repartitioner) partitionState(u int32) *partition {
 		return st
 	}
 	i, part := r.layout.Input(u)
-	label := strconv.Itoa(int(part))
-	if len(r.topics) > 1 {
-		label = r.topics[i] + "/" + label
-	}
+	label := inputPartitionLabel(r.topics, i, part)
 	st := newPartition(r.m.repartitioned.WithLabelValues(r.cfg.Name, label), r.m.deadLetters.WithLabelValues(r.cfg.Name, label), nil,
 		r.m.filtered.WithLabelValues(r.cfg.Name, label))
 	r.mu.parts[u] = st
 	return st
+}
+
+// inputPartitionLabel is the metrics' label of partition p of input i of
+// topics: the partition, <topic>/<partition> with several inputs.
+func inputPartitionLabel(topics []string, i int, p int32) string {
+	label := strconv.Itoa(int(p))
+	if len(topics) > 1 {
+		label = topics[i] + "/" + label
+	}
+	return label
 }
 
 // upstreams returns the upstream partitions of the partitions of each

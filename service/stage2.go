@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,7 +54,7 @@ func stage2Config(p *config.Pipeline) *config.Pipeline {
 // only methods named …Locked touch it.
 type stage2 struct {
 	layout repartition.Layout           // the input topics' partitions as upstream partitions
-	topics []string                     // the input topics when there are several (metric labels)
+	topics []string                     // the input topics (metric labels)
 	ups    map[int32]*repartition.Table // per repartition partition
 
 	lastPurge time.Time
@@ -208,10 +207,7 @@ func (p *pipeline) stage2RecordLocked(r *kgo.Record, now int64) (bool, error) {
 			}
 			return true, nil
 		}
-		label := strconv.Itoa(int(src.P)) // as stage 1 labels its input partitions
-		if t := p.mu.rp.topics; t != nil {
-			label = t[src.In] + "/" + label
-		}
+		label := inputPartitionLabel(p.mu.rp.topics, int(src.In), src.P) // as stage 1's
 		wm, _, _ := u.Upstream(m.Upstream)
 		p.m.upstreamWatermark.WithLabelValues(p.cfg.Name, label).Set(msGauge(wm))
 		p.m.markerLag.WithLabelValues(p.cfg.Name, label).Set(float64(now - m.Time))
