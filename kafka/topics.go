@@ -52,20 +52,10 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		changelog := ChangelogTopic(&p)
 		internal, stateParts := "", partitions
 		if p.Repartition != nil {
-			internal, stateParts = RepartitionTopic(&p), RepartitionPartitions(&p, partitions)
-			if p.Repartition.Partitions == 0 {
-				// The count follows the input's only when the topic is
-				// made: the state is keyed by its partitions, so an input
-				// that grew since keeps it.
-				have, err := existingPartitions(ctx, adm, internal)
-				if err != nil {
-					return nil, err
-				}
-				if have > 0 && have != stateParts {
-					log.Info("the input's partition count changed; the repartition topic keeps its count, which the state is keyed by (repartition_partitions sets it)",
-						zap.String("pipeline", p.Name), zap.String("topic", internal), zap.Int32("partitions", have), zap.Int32("input_partitions", partitions))
-					stateParts = have
-				}
+			internal = RepartitionTopic(&p)
+			var err error
+			if stateParts, err = repartitionCount(ctx, adm, &p, partitions, log); err != nil {
+				return nil, err
 			}
 		}
 		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
@@ -109,10 +99,6 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 				}
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				switch topic {
-				case internal:
-					if err := checkPartitions(ctx, adm, topic, n); err != nil {
-						return nil, err
-					}
 				case changelog:
 					// The input grew while windowd was down (or before
 					// it ever ran): partition p's state needs changelog
@@ -207,19 +193,27 @@ func existingPartitions(ctx context.Context, adm *kadm.Client, topic string) (in
 	return int32(len(d.Partitions)), nil
 }
 
-// checkPartitions refuses an existing repartition topic with another
-// partition count than configured (stage 1 would write keys where stage 2's
-// state does not expect them).
-func checkPartitions(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+// repartitionCount is the partition count of p's repartition topic, which
+// the state is keyed by: repartition_partitions, else the input's count
+// (partitions) when the topic is made, and the count it has once it
+// exists, whatever the input grew to since. An existing topic of another
+// count than repartition_partitions is refused (stage 1 would write keys
+// where stage 2's state does not expect them).
+func repartitionCount(ctx context.Context, adm *kadm.Client, p *config.Pipeline, partitions int32, log *zap.Logger) (int32, error) {
+	topic, want := RepartitionTopic(p), RepartitionPartitions(p, partitions)
 	have, err := existingPartitions(ctx, adm, topic)
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		return 0, err
+	case have == 0 || have == want:
+		return want, nil
+	case p.Repartition.Partitions > 0:
+		return 0, fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
+			topic, have, want, have)
 	}
-	if have > 0 && have != partitions {
-		return fmt.Errorf("repartition topic %s has %d partitions, the pipeline needs %d: set repartition_partitions: %d, or delete the topic (and the changelog) to start over",
-			topic, have, partitions, have)
-	}
-	return nil
+	log.Info("the input's partition count changed; the repartition topic keeps its count, which the state is keyed by (repartition_partitions sets it)",
+		zap.String("pipeline", p.Name), zap.String("topic", topic), zap.Int32("partitions", have), zap.Int32("input_partitions", partitions))
+	return have, nil
 }
 
 // GrowTopic makes topic have at least need partitions.

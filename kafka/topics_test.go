@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/internal/brokerlock"
@@ -169,5 +170,77 @@ func TestWaitLeadersAsksTheBroker(t *testing.T) {
 	}
 	if tds, err := adm.ListTopics(ctx, topic); err != nil || len(tds[topic].Partitions) != 3 {
 		t.Fatalf("after WaitLeaders the client's listing still misses the topic: %v, %v", tds, err)
+	}
+}
+
+// TestRepartitionTopicCount: the repartition topic is made with the
+// input's count; after the input grew it keeps that count, which the
+// state is keyed by (and so does the changelog); an explicit
+// repartition_partitions of another count than the topic's is refused
+// before the changelog is touched.
+func TestRepartitionTopicCount(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const yaml = `kafka: {brokers: ["x:9092"]}
+pipelines:
+  - name: r
+    input: {topic: in, group: g}
+    key: {field: user}
+    timestamp: {field: ts}
+    window: {type: tumbling, size: 1m}
+    aggregates: [{name: n, op: count}]
+    output: {topic: out}
+    repartition: true
+`
+	ensure := func(text string) (Topics, error) {
+		t.Helper()
+		cfg, err := config.Parse("c.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got, err := EnsureTopics(ctx, cfg, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, zap.NewNop())
+		return got["r"], err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	count := func(topic string) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n, err := existingPartitions(ctx, adm, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	if got, err := ensure(yaml); err != nil || got.Repartition != 4 {
+		t.Fatalf("first start: %+v, %v; want 4 repartition partitions", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 2, "in"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ensure(yaml); err != nil || got.Repartition != 4 || got.Partitions != 6 {
+		t.Fatalf("after the input grew to 6: %+v, %v; want the repartition topic's 4", got, err)
+	}
+	if n := count("g-r-changelog"); n != 4 {
+		t.Errorf("changelog: %d partitions, want 4", n)
+	}
+	_, err = ensure(strings.Replace(yaml, "    repartition: true\n", "    repartition: true\n    repartition_partitions: 8\n", 1))
+	if err == nil || !strings.Contains(err.Error(), "has 4 partitions, the pipeline needs 8: set repartition_partitions: 4") {
+		t.Fatalf("repartition_partitions 8 on a topic of 4: %v", err)
+	}
+	if n := count("g-r-changelog"); n != 4 {
+		t.Errorf("changelog after the refusal: %d partitions, want 4 (untouched)", n)
 	}
 }
