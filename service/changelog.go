@@ -74,9 +74,9 @@ func encodeMarker(m marker) []byte {
 	w.Varint(m.position).Varint(m.gen.MaxTS).Varint(m.gen.Seen).Varint(m.gen.Watermark).Varint(m.frontier)
 	if m.upstream != nil {
 		m.upstream.Encode(w)
-	}
-	if m.layout != nil && m.upstream != nil {
-		m.layout.Encode(w)
+		if m.layout != nil {
+			m.layout.Encode(w)
+		}
 	}
 	return w.Bytes()
 }
