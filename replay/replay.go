@@ -175,7 +175,7 @@ func Run(opts Options) (Summary, error) {
 // runJoin replays the input through p.Join's Joiner and returns its counts.
 func (r *runner) runJoin(wmSpec watermark.Spec) (windowing.Stats, error) {
 	je := newJoinEmitter(&r.em)
-	j, err := windowing.NewJoiner(*r.opts.Pipeline.Join, wmSpec, je)
+	j, err := windowing.NewJoiner(*r.opts.Pipeline.Join, wmSpec, je, windowing.JoinOptions{})
 	if err != nil {
 		return windowing.Stats{}, err
 	}

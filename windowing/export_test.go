@@ -77,4 +77,10 @@ func (e *Engine) Windows() ([]WindowView, bool) {
 }
 
 // EarlyTimers is the number of early-row timers j keeps (TestJoinEarlyTimersBounded).
-func (j *Joiner) EarlyTimers() int { return len(j.early) }
+func (j *Joiner) EarlyTimers() int {
+	n := 0
+	for _, sh := range j.shards {
+		n += len(sh.early)
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/windowd/windowd/watermark"
 )
@@ -99,21 +100,19 @@ type joinRec struct {
 	matched bool // a match was emitted
 	early   bool // its unmatched row was shown early and not retracted
 	shown   Timing
-	gone    bool // expired
+	gone    bool  // let go, or dropped with its shard or key
+	seq     int64 // arrival order: its timers fire in it
+	earlyAt int64 // the processing time its early row is due (0: none)
 }
 
 // joinBucket holds a key's records: of one window (window join), in
 // arrival order, or all of the key's (interval join), in time order.
 type joinBucket struct {
-	key        string
+	k          *joinKey
 	start, end int64
 	recs       [2][]*joinRec
-	gone       int // expired records still in recs (interval join)
-}
-
-type bucketID struct {
-	key   string
-	start int64
+	gone       int  // records let go still in recs (interval join)
+	over       bool // expired, or dropped with its key (window join)
 }
 
 // joinTimer is an expiry (rec nil: the bucket's) or, early, an early
@@ -140,55 +139,84 @@ func (h *joinTimers) Pop() any {
 	return t
 }
 
+// JoinOptions say where a Joiner keeps its records.
+type JoinOptions struct {
+	// ShardByPartition keeps each partition's records in a shard of
+	// their own, whose expiries fire only while the partition is
+	// assigned, as Options.ShardByPartition does for an engine (the
+	// Kafka service). Otherwise every record is in one shard (replay).
+	ShardByPartition bool
+	// Store, when set, holds the Joiner's records durably
+	// (joinstate.go): each changed key's at Flush and Checkpoint, read
+	// back when the Joiner is made. Nil: memory only (replay).
+	Store Store
+	// MaxPendingBytes: NeedsCheckpoint reports true once the store has
+	// that much uncommitted (DefaultMaxPendingBytes when 0).
+	MaxPendingBytes int
+}
+
 // Joiner runs a join.
 type Joiner struct {
 	spec    JoinSpec
+	opts    JoinOptions
 	wm      *watermark.Frontier
 	f       int64
 	emit    JoinEmitter
 	windows Assigner
 	spans   []Span
-	buckets map[bucketID]*joinBucket
-	expiry  joinTimers // by frontier
-	early   joinTimers // by processing time
+	shards  map[uint32]*joinShard
+	// owned: shards whose expiries and early rows may fire
+	// (ShardByPartition); catching: shards of partitions that joined
+	// behind the frontier and run on their own (CatchUp).
+	owned    map[uint32]bool
+	catching map[uint32]bool
+	// recheck: a shard may have expiries due that no step of the
+	// frontier would fire (restored or released).
+	recheck bool
+	dirty   []*joinKey // keys changed since the last Flush (with a Store)
 	seq     int64
 	stats   Stats
 	row     JoinRow
 	held    int // records held
+	bytes   int // estimate of the memory the held records take
 }
 
-// NewJoiner returns a Joiner of spec at frontier minus infinity.
-func NewJoiner(spec JoinSpec, wm watermark.Spec, emit JoinEmitter) (*Joiner, error) {
+// NewJoiner returns a Joiner of spec at frontier minus infinity, or, with
+// opts.Store, at the frontier and with the records the store holds.
+func NewJoiner(spec JoinSpec, wm watermark.Spec, emit JoinEmitter, opts JoinOptions) (*Joiner, error) {
 	if spec.Interval && spec.Lower > spec.Upper {
 		return nil, fmt.Errorf("join: interval lower bound %d above upper %d", spec.Lower, spec.Upper)
 	}
 	if !spec.Interval && spec.Window.Kind != Tumbling && spec.Window.Kind != Hopping {
 		return nil, fmt.Errorf("join: a window join takes tumbling or hopping windows, not %s", spec.Window.Kind)
 	}
-	j := &Joiner{spec: spec, wm: watermark.NewFrontier(wm), f: watermark.MinTime, emit: emit, buckets: map[bucketID]*joinBucket{}}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	j := &Joiner{spec: spec, opts: opts, wm: watermark.NewFrontier(wm), f: watermark.MinTime, emit: emit,
+		shards: map[uint32]*joinShard{}, owned: map[uint32]bool{}, catching: map[uint32]bool{}}
 	if !spec.Interval {
 		j.windows = NewAssigner(spec.Window)
+	}
+	if opts.Store != nil {
+		if err := j.load(); err != nil {
+			return nil, err
+		}
 	}
 	return j, nil
 }
 
-// Assign adds upstream partition p to the frontier.
-func (j *Joiner) Assign(p int32, now int64, caughtUp bool) { j.wm.Assign(p, now, caughtUp) }
-
 // Frontier is the current frontier.
 func (j *Joiner) Frontier() int64 { return j.f }
+
+// Watermarks is the frontier's state: every partition's generator.
+func (j *Joiner) Watermarks() *watermark.Frontier { return j.wm }
 
 // Stats returns the counts so far (Panes: the rows emitted, by timing).
 func (j *Joiner) Stats() Stats { return j.stats }
 
 // Held is the number of records the Joiner holds.
 func (j *Joiner) Held() int { return j.held }
-
-// NeedsCheckpoint is false: a Joiner's state is in memory.
-func (j *Joiner) NeedsCheckpoint() bool { return false }
-
-// Checkpoint does nothing: a Joiner's state is in memory.
-func (j *Joiner) Checkpoint(bool) error { return nil }
 
 // side returns the side of ev's input, or -1 for another input.
 func (j *Joiner) side(ev *Event) int {
@@ -206,7 +234,14 @@ func (j *Joiner) side(ev *Event) int {
 func (j *Joiner) Record(ev *Event, now int64) error {
 	j.stats.Records++
 	if s := j.side(ev); s >= 0 {
-		ok, err := j.take(ev, s, now)
+		sh := j.shard(ev.Partition)
+		f := j.f
+		if j.catching[sh.id] {
+			// Against the partition's own frontier (CatchUp).
+			j.f = j.catchingFrontier(sh.id)
+		}
+		ok, err := j.take(sh, ev, s, now)
+		j.f = f
 		if err != nil || !ok {
 			return err
 		}
@@ -217,7 +252,7 @@ func (j *Joiner) Record(ev *Event, now int64) error {
 
 // take matches and holds ev, or drops it; ok is false for a record
 // without a representable window, which moves no watermark.
-func (j *Joiner) take(ev *Event, s int, now int64) (ok bool, err error) {
+func (j *Joiner) take(sh *joinShard, ev *Event, s int, now int64) (ok bool, err error) {
 	if j.spec.Interval {
 		lo, hi := j.bounds(s, ev.Time)
 		if lo == watermark.MinTime || hi == watermark.MaxTime {
@@ -230,7 +265,7 @@ func (j *Joiner) take(ev *Event, s int, now int64) (ok bool, err error) {
 			j.stats.LateDropped++
 			return true, j.emit.Dropped(ev, DropExpired, Span{Start: lo, End: hi})
 		}
-		b := j.bucket(ev.Key, 0, 0)
+		b := j.bucket(sh, ev.Key, 0, 0)
 		return true, j.hold(b, ev, s, now, lo, hi, addSat(hi, j.spec.AllowedLateness))
 	}
 	j.spans = j.windows.Windows(j.spans[:0], ev.Time)
@@ -244,7 +279,7 @@ func (j *Joiner) take(ev *Event, s int, now int64) (ok bool, err error) {
 			continue
 		}
 		took = true
-		b := j.bucket(ev.Key, sp.Start, sp.End)
+		b := j.bucket(sh, ev.Key, sp.Start, sp.End)
 		if err := j.hold(b, ev, s, now, sp.Start, sp.End, watermark.MinTime); err != nil {
 			return true, err
 		}
@@ -283,19 +318,24 @@ func addClamped(a, b int64) int64 {
 	return a + b
 }
 
-// bucket returns the bucket of key and window start (interval joins: 0),
-// making it.
-func (j *Joiner) bucket(key string, start, end int64) *joinBucket {
-	id := bucketID{key, start}
-	if b := j.buckets[id]; b != nil {
-		return b
+// bucket returns key's bucket of window start (interval joins: its one
+// bucket) in shard sh, making it.
+func (j *Joiner) bucket(sh *joinShard, key string, start, end int64) *joinBucket {
+	k := sh.keys[key]
+	if k == nil {
+		k = &joinKey{key: strings.Clone(key), sh: sh}
+		sh.keys[k.key] = k
 	}
-	key = strings.Clone(key)
-	b := &joinBucket{key: key, start: start, end: end}
-	j.buckets[bucketID{key, start}] = b
+	for _, b := range k.buckets {
+		if b.start == start {
+			return b
+		}
+	}
+	b := &joinBucket{k: k, start: start, end: end}
+	k.buckets = append(k.buckets, b)
 	if !j.spec.Interval {
 		j.seq++
-		heap.Push(&j.expiry, joinTimer{at: addSat(end, j.spec.AllowedLateness), seq: j.seq, b: b})
+		heap.Push(&sh.expiry, joinTimer{at: addSat(end, j.spec.AllowedLateness), seq: j.seq, b: b})
 	}
 	return b
 }
@@ -304,7 +344,9 @@ func (j *Joiner) bucket(key string, start, end int64) *joinBucket {
 // records there ([lo, hi) of their times for an interval join) and keeps
 // it; expireAt: its own expiry (interval joins).
 func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int64) error {
-	r := &joinRec{JoinRecord: JoinRecord{Time: ev.Time, Value: strings.Clone(ev.Value), Partition: ev.Partition, Offset: ev.Offset}, side: s, b: b}
+	j.seq++
+	r := &joinRec{JoinRecord: JoinRecord{Time: ev.Time, Value: strings.Clone(ev.Value), Partition: ev.Partition, Offset: ev.Offset}, side: s, b: b, seq: j.seq}
+	j.changed(b.k)
 	others := b.recs[1-s]
 	if j.spec.Interval {
 		// An interval join's records are in time order: only those in
@@ -335,39 +377,58 @@ func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int
 			return err
 		}
 	}
+	j.insert(b, r)
 	if j.spec.Interval {
-		// After the records of its time that came before it.
+		heap.Push(&b.k.sh.expiry, joinTimer{at: expireAt, seq: r.seq, rec: r})
+	}
+	if j.spec.EarlyEvery > 0 && !r.matched && j.outer(s) {
+		r.earlyAt = addSat(now, j.spec.EarlyEvery)
+		j.armEarly(r)
+	}
+	return nil
+}
+
+// insert adds r to its bucket: an interval join's after the records of
+// its time already there, a window join's last.
+func (j *Joiner) insert(b *joinBucket, r *joinRec) {
+	s := r.side
+	if j.spec.Interval {
 		b.recs[s] = slices.Insert(b.recs[s], searchTime(b.recs[s], addClamped(r.Time, 1)), r)
 	} else {
 		b.recs[s] = append(b.recs[s], r)
 	}
+	b.k.sh.held++
 	j.held++
-	j.seq++
-	if j.spec.Interval {
-		heap.Push(&j.expiry, joinTimer{at: expireAt, seq: j.seq, rec: r})
+	j.bytes += recBytes(r)
+}
+
+// recBytes estimates what a held record takes in memory.
+func recBytes(r *joinRec) int {
+	return int(unsafe.Sizeof(joinRec{})) + len(r.Value) + 2*int(unsafe.Sizeof(joinTimer{}))
+}
+
+// armEarly pushes r's early timer.
+func (j *Joiner) armEarly(r *joinRec) {
+	sh := r.b.k.sh
+	if len(sh.early) > 2*sh.held+64 {
+		sh.pruneEarly()
 	}
-	if j.spec.EarlyEvery > 0 && !r.matched && j.outer(s) {
-		if len(j.early) > 2*j.held+64 {
-			j.pruneEarly()
-		}
-		heap.Push(&j.early, joinTimer{at: addSat(now, j.spec.EarlyEvery), seq: j.seq, rec: r})
-	}
-	return nil
+	heap.Push(&sh.early, joinTimer{at: r.earlyAt, seq: r.seq, rec: r})
 }
 
 // pruneEarly drops the early timers of records matched or let go: while
 // processing time stands still (a replay without clock lines) they would
 // pile up with the stream.
-func (j *Joiner) pruneEarly() {
-	kept := j.early[:0]
-	for _, t := range j.early {
+func (sh *joinShard) pruneEarly() {
+	kept := sh.early[:0]
+	for _, t := range sh.early {
 		if !t.rec.gone && !t.rec.matched {
 			kept = append(kept, t)
 		}
 	}
-	clear(j.early[len(kept):])
-	j.early = kept
-	heap.Init(&j.early)
+	clear(sh.early[len(kept):])
+	sh.early = kept
+	heap.Init(&sh.early)
 }
 
 // timing is a row's timing at frontier f, as a pane's (docs/SEMANTICS.md,
@@ -390,7 +451,7 @@ func (j *Joiner) outer(s int) bool {
 
 func (j *Joiner) match(left, right *joinRec, late bool) error {
 	r := &j.row
-	*r = JoinRow{Key: left.b.key, Left: &left.JoinRecord, Right: &right.JoinRecord, Final: true}
+	*r = JoinRow{Key: left.b.k.key, Left: &left.JoinRecord, Right: &right.JoinRecord, Final: true}
 	r.Start, r.End = left.b.start, left.b.end
 	if j.spec.Interval {
 		r.Start, r.End = j.bounds(0, left.Time)
@@ -412,8 +473,9 @@ func (j *Joiner) span(x *joinRec) (start, end int64) {
 
 // unmatched emits x's unmatched row.
 func (j *Joiner) unmatched(x *joinRec, timing Timing, final, retraction bool) error {
+	j.changed(x.b.k)
 	r := &j.row
-	*r = JoinRow{Key: x.b.key, Timing: timing, Final: final, Retraction: retraction}
+	*r = JoinRow{Key: x.b.k.key, Timing: timing, Final: final, Retraction: retraction}
 	if x.side == 0 {
 		r.Left = &x.JoinRecord
 	} else {
@@ -428,16 +490,21 @@ func (j *Joiner) unmatched(x *joinRec, timing Timing, final, retraction bool) er
 	return j.emit.Row(r)
 }
 
-// Tick moves processing time to now: early unmatched rows due, then
-// idleness and the frontier.
+// Tick moves processing time to now: early unmatched rows due (of
+// shards that may fire), then idleness and the frontier.
 func (j *Joiner) Tick(now int64) error {
-	for len(j.early) > 0 && j.early[0].at <= now {
-		t := heap.Pop(&j.early).(joinTimer)
-		if x := t.rec; !x.gone && !x.matched && !x.early {
-			_, end := j.span(x)
-			x.early, x.shown = true, timing(j.f, end, true)
-			if err := j.unmatched(x, x.shown, false, false); err != nil {
-				return err
+	for id, sh := range j.shards {
+		if !j.mayFire(id) {
+			continue
+		}
+		for len(sh.early) > 0 && sh.early[0].at <= now {
+			t := heap.Pop(&sh.early).(joinTimer)
+			if x := t.rec; !x.gone && !x.matched && !x.early {
+				_, end := j.span(x)
+				x.early, x.shown, x.earlyAt = true, timing(j.f, end, true), 0
+				if err := j.unmatched(x, x.shown, false, false); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -449,27 +516,61 @@ func (j *Joiner) Tick(now int64) error {
 // chance passes.
 func (j *Joiner) Finish() error {
 	if j.wm.Finish() {
-		return j.expire(j.wm.Value())
+		j.f = j.wm.Value()
+		return j.expireAll()
 	}
 	return nil
 }
 
+// advance takes in the frontier's step, if any, and fires the expiries
+// due.
 func (j *Joiner) advance() error {
-	if !j.wm.Advance() {
+	moved := j.wm.Advance()
+	if moved {
+		j.f = j.wm.Value()
+	}
+	if !moved && !j.recheck && len(j.catching) == 0 {
 		return nil
 	}
-	return j.expire(j.wm.Value())
+	return j.expireAll()
 }
 
-// expire moves the frontier to f and lets go of every record (interval
-// joins) or window (window joins) whose last chance it passed, emitting
-// the unmatched rows, in the order of their last chances, then arrival.
-func (j *Joiner) expire(f int64) error {
-	prev := j.f
-	j.f = f
-	for len(j.expiry) > 0 && j.expiry[0].at <= f {
-		t := heap.Pop(&j.expiry).(joinTimer)
+// expireAll fires the expiries due in every shard that may fire: at the
+// frontier, or, catching up, at its own.
+func (j *Joiner) expireAll() error {
+	j.recheck = false
+	for id, sh := range j.shards {
+		switch {
+		case j.catching[id]:
+			if err := j.expire(sh, j.catchingFrontier(id)); err != nil {
+				return err
+			}
+		case j.mayFire(id):
+			if err := j.expire(sh, j.f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expire lets go of every record (interval joins) or window (window
+// joins) of sh whose last chance f has passed, emitting the unmatched
+// rows, in the order of their last chances, then arrival. f is the
+// frontier sh runs at: the Joiner's, or its own while it catches up.
+func (j *Joiner) expire(sh *joinShard, f int64) error {
+	if len(sh.expiry) == 0 || sh.expiry[0].at > f {
+		sh.done = max(sh.done, f)
+		return nil
+	}
+	prev := sh.done
+	sh.done = max(sh.done, f)
+	for len(sh.expiry) > 0 && sh.expiry[0].at <= f {
+		t := heap.Pop(&sh.expiry).(joinTimer)
 		if x := t.rec; x != nil {
+			if x.gone {
+				continue // dropped with its key
+			}
 			if err := j.let(x, prev); err != nil {
 				return err
 			}
@@ -480,6 +581,10 @@ func (j *Joiner) expire(f int64) error {
 			continue
 		}
 		b := t.b
+		if b.over {
+			continue
+		}
+		b.over = true
 		for s := range 2 {
 			for _, x := range b.recs[s] {
 				if err := j.let(x, prev); err != nil {
@@ -487,7 +592,7 @@ func (j *Joiner) expire(f int64) error {
 				}
 			}
 		}
-		delete(j.buckets, bucketID{b.key, b.start})
+		j.removeBucket(b)
 	}
 	return nil
 }
@@ -496,14 +601,22 @@ func (j *Joiner) expire(f int64) error {
 // prev: its final unmatched row when it has no match and its side's are
 // emitted, ON_TIME when the step passed its end, else LATE.
 func (j *Joiner) let(x *joinRec, prev int64) error {
-	x.gone = true
-	j.held--
+	j.release(x)
+	j.changed(x.b.k)
 	if !x.matched && j.outer(x.side) {
 		x.early = false
 		_, end := j.span(x)
 		return j.unmatched(x, timing(prev, end, false), true, false)
 	}
 	return nil
+}
+
+// release marks x gone and takes it off the counts.
+func (j *Joiner) release(x *joinRec) {
+	x.gone = true
+	x.b.k.sh.held--
+	j.held--
+	j.bytes -= recBytes(x)
 }
 
 // compact drops b's expired records; an empty bucket goes.
@@ -520,6 +633,18 @@ func (j *Joiner) compact(b *joinBucket) {
 	}
 	b.gone = 0
 	if len(b.recs[0])+len(b.recs[1]) == 0 {
-		delete(j.buckets, bucketID{b.key, b.start})
+		j.removeBucket(b)
+	}
+}
+
+// removeBucket takes b off its key; a key left without a bucket goes
+// (with a Store, at the next Flush, which deletes its stored records).
+func (j *Joiner) removeBucket(b *joinBucket) {
+	k := b.k
+	if i := slices.Index(k.buckets, b); i >= 0 {
+		k.buckets = slices.Delete(k.buckets, i, i+1)
+	}
+	if len(k.buckets) == 0 && !k.dirty {
+		k.forget()
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
 )
@@ -90,7 +93,7 @@ func TestJoinEqualsBruteForce(t *testing.T) {
 						spec.EarlyEvery = 3
 					}
 					log := &joinLog{dropped: map[string]bool{}}
-					j, err := windowing.NewJoiner(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.IntN(6))}, log)
+					j, err := windowing.NewJoiner(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.IntN(6))}, log, windowing.JoinOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -245,7 +248,7 @@ func TestJoinEqualsBruteForce(t *testing.T) {
 func TestJoinEarlyTimersBounded(t *testing.T) {
 	log := &joinLog{dropped: map[string]bool{}}
 	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 10, EarlyEvery: 1000},
-		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log)
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +267,162 @@ func TestJoinEarlyTimersBounded(t *testing.T) {
 	}
 	if most > 200 {
 		t.Fatalf("%d early timers at most, holding %d records", most, j.Held())
+	}
+}
+
+// TestJoinRestoredEqualsUninterrupted: a Joiner that keeps its records in
+// a store (the Kafka service's), checkpointed and made again from the
+// store at random points (a restart), and whose partitions' records move
+// out and back through KeyState, DropShard and RestoreKey (a rebalance),
+// emits the same rows, timings and flags included, as one that ran
+// without a break, for every join kind, interval and window joins, with
+// early rows.
+func TestJoinRestoredEqualsUninterrupted(t *testing.T) {
+	shapes := []windowing.JoinSpec{
+		{Interval: true, Lower: -5, Upper: 10},
+		{Window: windowing.WindowSpec{Kind: windowing.Hopping, Size: 20, Hop: 5}},
+	}
+	for _, spec := range shapes {
+		for _, kind := range []windowing.JoinKind{windowing.InnerJoin, windowing.LeftJoin, windowing.FullJoin} {
+			for seed := uint64(1); seed <= 20; seed++ {
+				t.Run(fmt.Sprintf("interval=%v/%s/%d", spec.Interval, kind, seed), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(seed, 7))
+					spec := spec
+					spec.Kind, spec.Left, spec.Right = kind, 0, 1
+					spec.AllowedLateness = int64(rng.IntN(3)) * 4
+					spec.EarlyEvery = int64(rng.IntN(2)) * 3
+					wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: int64(rng.IntN(6))}
+					const parts = 3
+					type in struct {
+						ev   windowing.Event
+						tick int64 // processing time after the record (0: none)
+						op   int   // 1: restart after it, 2: move a partition after it
+					}
+					var ins []in
+					now, base := int64(0), [2]int64{}
+					for i := range 150 {
+						s := rng.IntN(2)
+						base[s] += int64(rng.IntN(4))
+						k := rng.IntN(5)
+						x := in{ev: windowing.Event{Partition: int32(k % parts), Offset: int64(i), Key: fmt.Sprint("k", k),
+							Time: base[s] - int64(rng.IntN(12)), Input: int32(s), Value: fmt.Sprintf("%c%d", "LR"[s], i)}}
+						if rng.IntN(4) == 0 {
+							now += int64(rng.IntN(4))
+							x.tick = now
+						}
+						if rng.IntN(15) == 0 {
+							x.op = 1 + rng.IntN(2)
+						}
+						ins = append(ins, x)
+					}
+					text := func(rows []windowing.JoinRow) []string {
+						var out []string
+						for _, r := range rows {
+							out = append(out, fmt.Sprintf("%s %s|%s [%d,%d) %s final=%v retraction=%v",
+								r.Key, side(r.Left), side(r.Right), r.Start, r.End, r.Timing, r.Final, r.Retraction))
+						}
+						slices.Sort(out)
+						return out
+					}
+					step := func(j *windowing.Joiner, x *in) {
+						ev := x.ev
+						if err := j.Record(&ev, x.tick); err != nil {
+							t.Fatal(err)
+						}
+						if x.tick > 0 {
+							if err := j.Tick(x.tick); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					// Without a break.
+					want := &joinLog{dropped: map[string]bool{}}
+					j, err := windowing.NewJoiner(spec, wm, want, windowing.JoinOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want.j = j
+					for p := range int32(parts) {
+						j.Assign(p, 0, true)
+					}
+					for i := range ins {
+						step(j, &ins[i])
+					}
+					if err := j.Finish(); err != nil {
+						t.Fatal(err)
+					}
+					// With restarts and moves.
+					db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer db.Close()
+					got := &joinLog{dropped: map[string]bool{}}
+					open := func() *windowing.Joiner {
+						j, err := windowing.NewJoiner(spec, wm, got, windowing.JoinOptions{ShardByPartition: true, Store: db})
+						if err != nil {
+							t.Fatal(err)
+						}
+						got.j = j
+						for p := range int32(parts) {
+							j.Assign(p, 0, true)
+						}
+						if err := j.FireDue(); err != nil {
+							t.Fatal(err)
+						}
+						return j
+					}
+					j = open()
+					restarts, moves := 0, 0
+					for i := range ins {
+						step(j, &ins[i])
+						switch ins[i].op {
+						case 1:
+							if err := j.Checkpoint(false); err != nil {
+								t.Fatal(err)
+							}
+							j = open()
+							restarts++
+						case 2:
+							p := int32(rng.IntN(parts))
+							values := map[string][]byte{}
+							for k := range 5 {
+								key := fmt.Sprint("k", k)
+								if v, err := j.KeyState(p, key); err != nil {
+									t.Fatal(err)
+								} else if v != nil {
+									values[key] = v
+								}
+							}
+							g, _ := j.Watermarks().Generator(p)
+							j.Revoke(p)
+							if err := j.DropShard(p); err != nil {
+								t.Fatal(err)
+							}
+							for key, v := range values {
+								if err := j.RestoreKey(p, key, v); err != nil {
+									t.Fatal(err)
+								}
+							}
+							j.Watermarks().RestoreGenerator(p, g)
+							j.Assign(p, ins[i].tick, true)
+							if err := j.FireDue(); err != nil {
+								t.Fatal(err)
+							}
+							moves++
+						}
+					}
+					if err := j.Finish(); err != nil {
+						t.Fatal(err)
+					}
+					if j.Held() != 0 {
+						t.Fatalf("%d records held at the end", j.Held())
+					}
+					if w, g := text(want.rows), text(got.rows); !slices.Equal(w, g) {
+						t.Fatalf("after %d restarts and %d moves the rows differ\n got: %s\nwant: %s", restarts, moves, strings.Join(g, "; "), strings.Join(w, "; "))
+					}
+				})
+			}
+		}
 	}
 }
