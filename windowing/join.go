@@ -19,8 +19,9 @@ import (
 // before. With early.every an unmatched row is shown early (not final)
 // and retracted if a match comes after all.
 //
-// The Joiner holds its state in memory (replay); it is pure like the
-// engine: no Kafka, no Pebble, no wall clock.
+// The Joiner holds its records in memory, by partition, and with a Store
+// also durably (joinstate.go); it is pure like the engine: no Kafka, no
+// Pebble of its own, no wall clock.
 
 // JoinKind is inner, left or full.
 type JoinKind uint8
