@@ -57,15 +57,21 @@ func (e *emitter) Pane(p *windowing.Pane) error {
 	return err
 }
 
+// inputPartition is the input partition ev was read from: when the
+// pipeline repartitions, the engine sees the repartition partition.
+func (e *emitter) inputPartition(ev *windowing.Event) int32 {
+	if e.rp != nil {
+		return e.rp.input
+	}
+	return ev.Partition
+}
+
 // Dropped implements windowing.Emitter: a record with no representable
 // window is a dead letter; a late one is reported on the error stream,
 // with or without a late_topic, with the window it missed and the frontier
 // that expired it (docs/SEMANTICS.md, Replay: nothing is dropped unseen).
 func (e *emitter) Dropped(ev *windowing.Event, reason windowing.DropReason) error {
-	part := ev.Partition
-	if e.rp != nil {
-		part = e.rp.input // report the input partition, not the repartition one
-	}
+	part := e.inputPartition(ev)
 	if reason == windowing.DropOutOfRange {
 		return e.deadLetter(reason.String(), part, ev.Offset, e.cur)
 	}

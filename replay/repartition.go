@@ -53,7 +53,7 @@ func (rp *repartitioner) downstreamSpec() watermark.Spec { return repartition.Do
 
 // start assigns every partition of both stages and broadcasts the first
 // markers (no watermark yet).
-func (rp *repartitioner) start(eng *windowing.Engine, now int64) error {
+func (rp *repartitioner) start(eng stepper, now int64) error {
 	for p := int32(0); p < rp.inputs; p++ {
 		rp.stage1.Watermarks().Assign(p, now, true)
 	}
@@ -68,7 +68,7 @@ func (rp *repartitioner) start(eng *windowing.Engine, now int64) error {
 // partitions whose watermark or idleness changed; all: of every one) to
 // every repartition partition, and marks each repartition partition's
 // watermark in the engine.
-func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
+func (rp *repartitioner) broadcast(eng stepper, all bool) {
 	rp.markers = rp.stage1.Markers(rp.markers[:0], 0, all)
 	for _, m := range rp.markers {
 		rp.down.Apply(m)
@@ -84,7 +84,7 @@ func (rp *repartitioner) broadcast(eng *windowing.Engine, all bool) {
 }
 
 // record sends a decoded record through both stages.
-func (rp *repartitioner) record(eng *windowing.Engine, ev *windowing.Event, now int64) error {
+func (rp *repartitioner) record(eng stepper, ev *windowing.Event, now int64) error {
 	p := ev.Partition
 	rp.input = p
 	ev.Partition = repartition.KeyPartition(ev.Key, rp.parts)
@@ -104,7 +104,7 @@ func (rp *repartitioner) record(eng *windowing.Engine, ev *windowing.Event, now 
 
 // tick moves stage 1's processing time (idleness) and broadcasts; the
 // engine's Tick that follows fires what the markers allow.
-func (rp *repartitioner) tick(eng *windowing.Engine, now int64) {
+func (rp *repartitioner) tick(eng stepper, now int64) {
 	rp.stage1.Watermarks().Tick(now)
 	rp.broadcast(eng, true)
 }

@@ -211,12 +211,16 @@ type stepper interface {
 	NeedsCheckpoint() bool
 	Frontier() int64
 	Stats() windowing.Stats
+	// For the repartitioner: stage 1's markers set the partitions'
+	// watermarks.
+	Watermarks() *watermark.Frontier
+	Advance() error
 }
 
 func (r *runner) run(eng stepper) error {
 	n := r.opts.Partitions
 	if r.rp != nil {
-		if err := r.rp.start(eng.(*windowing.Engine), 0); err != nil {
+		if err := r.rp.start(eng, 0); err != nil {
 			return err
 		}
 	} else {
@@ -361,13 +365,13 @@ func noLineEnd(line, at int64) error {
 func (r *runner) step(eng stepper, o *lineOut, line []byte) error {
 	if o.kind == lineClock {
 		if r.rp != nil {
-			r.rp.tick(eng.(*windowing.Engine), o.clock)
+			r.rp.tick(eng, o.clock)
 		}
 		return eng.Tick(o.clock)
 	}
 	r.em.line, r.em.cur = r.line, line
 	if r.rp != nil {
-		return r.rp.record(eng.(*windowing.Engine), &o.ev, r.set.seq.now)
+		return r.rp.record(eng, &o.ev, r.set.seq.now)
 	}
 	return eng.Record(&o.ev, r.set.seq.now)
 }
