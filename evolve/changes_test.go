@@ -352,3 +352,53 @@ func TestInputGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinChanges: a join's held records were taken and matched under
+// its join: another kind, interval, window or side is refused; its early
+// rows and allowed_lateness change as a pane pipeline's trigger and
+// lateness do; the same join plans no change.
+func TestJoinChanges(t *testing.T) {
+	parse := func(join, extra string) *evolve.Definition {
+		t.Helper()
+		cfg, err := config.Parse("c.yaml", []byte(`pipelines:
+  - name: unpaid
+    inputs: [{topic: orders}, {topic: payments, as: paid}]
+    key: {field: id}
+    timestamp: {field: ts}
+    repartition: true
+    join: `+join+`
+    output: {topic: out}
+`+extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evolve.Of(&cfg.Pipelines[0], 0)
+	}
+	base := parse("{type: interval, left: orders, right: paid, between: [0s, 15m], kind: left}", "")
+	for _, c := range []struct {
+		name, join, extra string
+		what              string
+		class             evolve.Class
+	}{
+		{"same", "{type: interval, left: orders, right: paid, between: [0s, 15m], kind: left}", "", "", 0},
+		{"kind", "{type: interval, left: orders, right: paid, between: [0s, 15m], kind: full}", "", "join", evolve.Incompatible},
+		{"interval", "{type: interval, left: orders, right: paid, between: [0s, 30m], kind: left}", "", "join", evolve.Incompatible},
+		{"sides", "{type: interval, left: paid, right: orders, between: [0s, 15m], kind: left}", "", "join", evolve.Incompatible},
+		{"window join", "{type: window, left: orders, right: paid, kind: left}", "    window: {type: tumbling, size: 15m}\n", "join", evolve.Incompatible},
+		{"early", "{type: interval, left: orders, right: paid, between: [0s, 15m], kind: left}", "    trigger: {early: {every: 1m}}\n", "trigger", evolve.Applied},
+		{"lateness", "{type: interval, left: orders, right: paid, between: [0s, 15m], kind: left}", "    allowed_lateness: 1m\n", "allowed_lateness", evolve.Rule},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := evolve.Compare(base, parse(c.join, c.extra))
+			if c.what == "" {
+				if len(plan.Changes) != 0 {
+					t.Fatalf("changes %+v, want none", plan.Changes)
+				}
+				return
+			}
+			if len(plan.Changes) != 1 || plan.Changes[0].What != c.what || plan.Changes[0].Class != c.class {
+				t.Fatalf("changes %+v, want one %s change, %s", plan.Changes, c.what, c.class)
+			}
+		})
+	}
+}

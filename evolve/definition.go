@@ -35,6 +35,9 @@ type Definition struct {
 	Sealed       *int64 `json:"sealed_through,omitempty"`
 	Trigger      string `json:"trigger"`
 	Accumulation string `json:"accumulation"`
+	// Join: the join a join's held records were taken under (absent: not
+	// a join).
+	Join string `json:"join,omitempty"`
 	// Topics: the input topics, in the order of `inputs` (absent: stored
 	// before windowd kept them). The state holds their offsets.
 	Topics []string `json:"input_topics,omitempty"`
@@ -175,6 +178,10 @@ func Of(p *config.Pipeline, partitions int32) *Definition {
 		}
 		d.Aggregates = append(d.Aggregates, g)
 	}
+	if j := p.Join; j != nil {
+		d.Join = joinText(p)
+		d.Trigger = "early_every=" + strconv.FormatInt(j.EarlyEvery, 10) + "ms"
+	}
 	d.Topics = p.InputTopics()
 	if p.Inputs != nil {
 		// Each input's key: a change of any is a change of the key.
@@ -260,6 +267,18 @@ func windowText(w windowing.WindowSpec) string {
 		add("step", w.Step)
 	}
 	return s
+}
+
+// joinText describes p's join: its kind, what matches and its sides.
+func joinText(p *config.Pipeline) string {
+	j := p.Join
+	s := j.Kind.String()
+	if j.Interval {
+		s += " interval [" + strconv.FormatInt(j.Lower, 10) + "ms, " + strconv.FormatInt(j.Upper, 10) + "ms]"
+	} else {
+		s += " window " + windowText(j.Window)
+	}
+	return s + " left=" + p.Inputs[j.Left].As + " right=" + p.Inputs[j.Right].As
 }
 
 func triggerText(t windowing.TriggerSpec) string {

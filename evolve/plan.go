@@ -143,6 +143,10 @@ func Compare(old, new *Definition) *Plan {
 					"(a pipeline of several inputs may add inputs after the last one, each earlier input kept in its place with its key)"})
 		}
 	}
+	if old.Join != new.Join {
+		add(Change{What: "join", From: old.Join, To: new.Join, Class: Incompatible,
+			Rule: "the held records were taken, matched and emitted under the old join (or are not records at all); run the new one on fresh state or under another group"})
+	}
 	if old.Repartition != new.Repartition {
 		add(Change{What: "repartition", From: fmt.Sprint(old.Repartition), To: fmt.Sprint(new.Repartition), Class: Incompatible,
 			Rule: "state is partitioned by another topic"})

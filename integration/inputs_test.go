@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/windowd/windowd/config"
@@ -131,17 +132,48 @@ func TestInputsKillExactlyOnce(t *testing.T) {
 	inputsKill(t, "exactly_once", 4)
 }
 
+// joinYAML makes inputsYAML's pipeline a left interval join of views and
+// clicks (docs/SEMANTICS.md, Joins): a view matches the clicks of its user
+// up to 500 ms after it; a view without one is an unmatched row at its
+// last chance.
+func joinYAML(y string) string {
+	at := strings.Index(y, "    window:")
+	end := strings.Index(y, "    output:")
+	return y[:at] + "    allowed_lateness: 0s\n    join: {type: interval, left: views, right: clicks, between: [0s, 500ms], kind: left}\n" + y[end:]
+}
+
+// TestJoinKill is TestInputsKill for a join, both delivery modes, two
+// inputs of 4 partitions: after a kill -9 and a restart of one of two
+// instances, the rows are replay's rows, each at least once
+// (at_least_once) or exactly once (exactly_once, read_committed), and
+// nothing is late. The held records of the killed instance's partitions
+// come back from the changelog: a view it held is matched by a later
+// click, or emitted unmatched, on the instance that takes it over.
+func TestJoinKill(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			parallel(t, 18*time.Second)
+			inputsKill(t, delivery, 4, joinYAML)
+		})
+	}
+}
+
 // inputsKill runs the test with the clicks topic of clickParts partitions
 // (the views topic has 4): topics of different partition counts need no
-// co-partitioning, stage 1 repartitions both.
-func inputsKill(t *testing.T, delivery string, clickParts int32) {
+// co-partitioning, stage 1 repartitions both. join, when set, makes the
+// pipeline a join (joinYAML).
+func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(string) string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes in two consumer groups over two input topics")
 	}
 	windowdBinary(t)
 	began := time.Now()
 	const parts = 4
-	ie := newInputsEnv(t, delivery, parts, clickParts, nil)
+	var edit func(string) string
+	if len(join) > 0 {
+		edit = join[0]
+	}
+	ie := newInputsEnv(t, delivery, parts, clickParts, edit)
 	views, clicks, cfg := ie.views, *ie.clicks, ie.views.cfg
 	member := ie.member
 	aEnv := member("a")
@@ -161,7 +193,8 @@ func inputsKill(t *testing.T, delivery string, clickParts int32) {
 	record := func(kind string) func(rng *rand.Rand, p int32, n int, ts int64) input {
 		return func(rng *rand.Rand, p int32, n int, ts int64) input {
 			u := fmt.Sprintf("u%d", rng.Intn(40))
-			return input{partition: p, key: fmt.Sprintf("%s%d", kind, n), value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, ts, rng.Intn(100))}
+			id := fmt.Sprintf("%s%d", kind, n)
+			return input{partition: p, key: id, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d,"id":%q}`, u, ts, rng.Intn(100), id)}
 		}
 	}
 	vp := startProducer(t, views, 4343, record("v"))
@@ -226,6 +259,16 @@ func inputsKill(t *testing.T, delivery string, clickParts int32) {
 	crecs := cp.finish(&clicks)
 	alive(b)
 	at("streams stopped, flushed; every input record committed by stage 1")
+	if edit != nil {
+		checkJoinRows(t, &cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, out, delivery == "exactly_once")
+		for _, inst := range []*instance{a, b} {
+			if err := inst.signal(t, syscall.SIGTERM); err != nil {
+				t.Errorf("instance %s after SIGTERM: %v\n%s", names[inst], err, stderrTail(inst, 30))
+			}
+		}
+		t.Logf("%d + %d input records; %.1fs in all", len(vrecs), len(crecs), time.Since(began).Seconds())
+		return
+	}
 
 	want := replayInputs(t, &cfg.Pipelines[0], map[string][]input{views.in: vrecs, clicks.in: crecs}, parts)
 	if len(want) < 50 {
@@ -260,6 +303,85 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 	}
 	panes, errs := runReplayInput(t, p, in.String(), partitions)
 	return finals(t, panes, errs)
+}
+
+// checkJoinRows reads the join's output until it holds every row replay
+// writes for recs (the flush records' rows left out: their last chance
+// never passes in run) or 40 s pass, then checks that the rows are
+// replay's: each at least once, and under exactly_once exactly once; and
+// that nothing went to the late topic.
+func checkJoinRows(t *testing.T, p *config.Pipeline, e *env, recs map[string][]input, partitions int, out *topicReader, exactlyOnce bool) {
+	t.Helper()
+	var in strings.Builder
+	for topic, rs := range recs {
+		for _, r := range rs {
+			fmt.Fprintf(&in, `{"topic":%q,"partition":%d,"key":%s,"value":%s}`+"\n", topic, r.partition, strconv.Quote(r.key), strconv.Quote(r.value))
+		}
+	}
+	rows, errs := runReplayInput(t, p, in.String(), partitions)
+	if len(errs) > 0 {
+		t.Fatalf("replay reported errors (the stream should have no late or bad record): %v", errs[:min(len(errs), 5)])
+	}
+	flush := func(row string) bool { return strings.HasPrefix(gjson.Get(row, "key").Str, "flush") }
+	want := map[string]int{}
+	matched := 0
+	for _, r := range rows {
+		if !flush(r) {
+			want[r]++
+			if gjson.Get(r, "matched").Bool() {
+				matched++
+			}
+		}
+	}
+	if matched < 100 || len(want)-matched < 20 {
+		t.Fatalf("test stream too small: replay has %d matches and %d unmatched rows", matched, len(want)-matched)
+	}
+	got := map[string]int{}
+	read := 0
+	complete := func() bool {
+		for ; read < len(out.got); read++ {
+			if v := out.got[read].value; !flush(v) {
+				got[v]++
+			}
+		}
+		for r := range want {
+			if got[r] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(40 * time.Second); !complete() && time.Now().Before(deadline); {
+		out.poll(200 * time.Millisecond)
+	}
+	out.poll(time.Second)
+	complete()
+	var problems []string
+	dups := 0
+	for r, n := range want {
+		switch g := got[r]; {
+		case g == 0:
+			problems = append(problems, "missing: "+r)
+		case g > n && exactlyOnce:
+			problems = append(problems, fmt.Sprintf("%d times, replay has it %d: %s", g, n, r))
+		case g > n:
+			dups += g - n
+		}
+	}
+	for r := range got {
+		if want[r] == 0 {
+			problems = append(problems, "not in replay: "+r)
+		}
+	}
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	if len(late.got) > 0 {
+		problems = append(problems, fmt.Sprintf("%d records on the late topic, the first: %s", len(late.got), late.got[0].value))
+	}
+	t.Logf("replay: %d rows (%d matches); output: %d row records, %d repeats", len(want), matched, read, dups)
+	if len(problems) > 0 {
+		t.Fatalf("join rows after a kill -9 differ from replay's (%d problems):\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
 }
 
 // userRecords is a record of each of parts partitions every 100 ms of event

@@ -26,14 +26,18 @@ func newDecoders(cfg *config.Pipeline) *decoders {
 }
 
 // of returns the decoder of r's input.
-func (ds *decoders) of(r *kgo.Record) *source.Decoder {
+func (ds *decoders) of(r *kgo.Record) *source.Decoder { return ds.each[ds.input(r)] }
+
+// input returns the index of r's input in the pipeline's inputs (0 for a
+// pipeline of one).
+func (ds *decoders) input(r *kgo.Record) int32 {
 	if len(ds.each) == 1 {
-		return ds.each[0]
+		return 0
 	}
 	if _, up := repartitionHeaders(r); up != nil {
 		if src, _, ok := repartition.DecodeUpstream(up); ok && int(src.In) < len(ds.each) {
-			return ds.each[src.In]
+			return src.In
 		}
 	}
-	return ds.each[0] // not written by stage 1: read as the first input's
+	return 0 // not written by stage 1: read as the first input's
 }

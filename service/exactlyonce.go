@@ -291,7 +291,7 @@ func (p *pipeline) rollbackLocked() error {
 	if err := p.loadMetaLocked(); err != nil {
 		return err
 	}
-	eng, err := windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
+	eng, err := p.newEngineLocked()
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 
 // TestRunRefusesInputs: run reads several input topics through
 // repartition: true; without it a pipeline with several is refused before
-// anything starts, with the reason, and so is a join.
+// anything starts, with the reason, a join too.
 func TestRunRefusesInputs(t *testing.T) {
 	cfg, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
 pipelines:
@@ -43,7 +43,7 @@ pipelines:
 		t.Fatal(err)
 	}
 	err = Run(context.Background(), join, Options{Log: zap.NewNop()})
-	if err == nil || !strings.Contains(err.Error(), "pipeline unpaid: a join replays with windowd replay") {
+	if err == nil || !strings.Contains(err.Error(), "pipeline unpaid: windowd run reads several input topics through repartition: true in this version") {
 		t.Fatalf("join: got %v", err)
 	}
 }

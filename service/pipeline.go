@@ -155,7 +155,7 @@ type writerState struct {
 // (pipeline.mu). A method named …Locked runs with it held.
 type loopState struct {
 	sync.Mutex
-	eng   *windowing.Engine
+	eng   engine
 	store *trackingStore // db, recording the keys each cycle changes
 	dec   *decoders      // decode a record outside a poll's (handleLocked)
 	// def: the definition the state is kept under (definition.go),
@@ -385,7 +385,7 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 	if err := p.planState(pl.topics.Partitions, dir); err != nil {
 		return "", err
 	}
-	p.mu.eng, err = windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
+	p.mu.eng, err = p.newEngineLocked()
 	if err == nil {
 		err = p.storeDefinitionLocked()
 	}

@@ -199,6 +199,8 @@ func mountQueryAPI(mux *http.ServeMux, st *status, m *metrics) {
 				err = unavailable("pipeline %q is starting", req.pipeline)
 			} else if p == nil {
 				err = &queryError{status: http.StatusNotFound, msg: fmt.Sprintf("no pipeline %q is configured", req.pipeline)}
+			} else if p.cfg.Join != nil {
+				err = &queryError{status: http.StatusNotFound, msg: fmt.Sprintf("pipeline %q is a join: it has no windows to query; its rows are in its output topic (docs/SEMANTICS.md, Joins)", req.pipeline)}
 			}
 		}
 		var ans *windowsAnswer

@@ -63,7 +63,10 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 	part.in.Inc()
 	p.mu.cycleRecords++
 	ev := &d.ev
-	ev.Source = r                  // for Dropped (emit.go)
+	ev.Source = r // for Dropped (emit.go)
+	if p.cfg.Join != nil {
+		ev.Input = p.mu.dec.input(r) // the join's side
+	}
 	skip := p.mu.skip[r.Partition] // nil unless restored keys are ahead of this partition
 	if d.err == source.ErrFiltered {
 		part.filtered.Inc()

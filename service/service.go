@@ -421,14 +421,12 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) 
 }
 
 // Runnable says why run cannot run pipeline p in this version, or nil: a
-// pipeline with several input topics runs through repartition: true, with
-// JSON inputs and without watermark alignment; a join replays only
-// (docs/SEMANTICS.md, Several inputs, Joins).
+// pipeline with several input topics (a join too) runs through
+// repartition: true, with JSON inputs and without watermark alignment
+// (docs/SEMANTICS.md, Several inputs).
 func Runnable(p *config.Pipeline) error {
 	why, section := "", "Several inputs"
 	switch {
-	case p.Join != nil:
-		why, section = "a join replays with windowd replay; windowd run does not run joins in this version", "Joins"
 	case p.Inputs == nil:
 	case p.Repartition == nil:
 		why = "windowd run reads several input topics through repartition: true in this version (each input keyed by a field)"

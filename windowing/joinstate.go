@@ -476,3 +476,31 @@ func (j *Joiner) DropShard(p int32) error {
 	j.HoldTimers(p)
 	return nil
 }
+
+// What an engine's service-facing methods are about and a join has not:
+// aggregate layouts, sealed windows, drains and queryable windows.
+
+// Drained is false: a join has no drain of a previous window.
+func (j *Joiner) Drained() bool { return false }
+
+// Sealed is MinTime: a join seals no window (Engine.Sealed).
+func (j *Joiner) Sealed() int64 { return watermark.MinTime }
+
+// Seal does nothing: a record's last chance follows allowed_lateness as
+// configured now.
+func (j *Joiner) Seal(int64) {}
+
+// AddLayouts refuses aggregate layouts: a join has no aggregates.
+func (j *Joiner) AddLayouts(ls map[uint32]*Layout) error {
+	if len(ls) > 0 {
+		return fmt.Errorf("join: state written under %d aggregate layouts; a join keeps records, not aggregates", len(ls))
+	}
+	return nil
+}
+
+// FinishLayouts does nothing: no key waits for a layout.
+func (j *Joiner) FinishLayouts(int32) error { return nil }
+
+// Reader is nil: a join's rows are in its output, it has no windows to
+// query.
+func (j *Joiner) Reader() *Reader { return nil }
