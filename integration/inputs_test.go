@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,6 +263,16 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	at("streams stopped, flushed; every input record committed by stage 1")
 	if edit != nil {
 		checkJoinRows(t, &cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, out, delivery == "exactly_once")
+		// A join has no windows to query.
+		resp, err := http.Get("http://" + b.httpAddr + "/api/windows?pipeline=p&key=u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "is a join: it has no windows to query") {
+			t.Errorf("query of a join: %d %s, want 404 saying it is a join", resp.StatusCode, body)
+		}
 		for _, inst := range []*instance{a, b} {
 			if err := inst.signal(t, syscall.SIGTERM); err != nil {
 				t.Errorf("instance %s after SIGTERM: %v\n%s", names[inst], err, stderrTail(inst, 30))
