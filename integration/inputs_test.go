@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/service"
 )
 
 // inputsYAML is a pipeline over two input topics (docs/SEMANTICS.md,
@@ -636,4 +638,46 @@ func TestResetInputs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestJoinRollback: under exactly_once, transactions of a join's pipeline
+// abort (every other one of the first 40, both stages), and each rollback
+// makes the Joiner again from the last committed state (its held records
+// and what was emitted of them), while 8 KiB of uncommitted state writes
+// end commit cycles inside polls. The rows, read read_committed, are
+// replay's, each exactly once.
+func TestJoinRollback(t *testing.T) {
+	parallel(t, 3*time.Second)
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): transactions")
+	}
+	const parts = 3
+	ie := newInputsEnv(t, "exactly_once", parts, parts, joinYAML)
+	views, clicks := ie.views, ie.clicks
+	vrecs := append(userRecords(parts, 20, "v", 0, 30_000), flushRecords(parts)...)
+	var crecs []input
+	for _, r := range userRecords(parts, 20, "c", 37, 30_037) {
+		if u := gjson.Get(r.value, "user").Str; u >= "u5" || len(u) > 2 { // users u0..u4 never click
+			crecs = append(crecs, r)
+		}
+	}
+	crecs = append(crecs, flushRecords(parts)...)
+	produce(t, views.in, vrecs)
+	produce(t, clicks.in, crecs)
+	var calls, aborts atomic.Int64
+	inst := views.startInProcessWith(service.Faults{MaxPendingBytes: 8 << 10, AbortTxn: func() bool {
+		if n := calls.Add(1); n <= 40 && n%2 == 1 {
+			aborts.Add(1)
+			return true
+		}
+		return false
+	}})
+	checkJoinRows(t, &views.cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, views.reader(views.out), true)
+	if err := inst.stop(); err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	if n := aborts.Load(); n < 10 {
+		t.Fatalf("only %d transactions aborted (%d commit cycles): the faults did not reach the rollback path often enough", n, calls.Load())
+	}
+	t.Logf("%d commit cycles, %d aborted", calls.Load(), aborts.Load())
 }

@@ -175,6 +175,9 @@ type Joiner struct {
 	// frontier would fire (restored or released).
 	recheck bool
 	dirty   []*joinKey // keys changed since the last Flush (with a Store)
+	// unflushed estimates what the next Flush writes: the records taken
+	// since the last one, and a record's worth of every other change.
+	unflushed int
 	seq     int64
 	stats   Stats
 	row     JoinRow
@@ -348,6 +351,9 @@ func (j *Joiner) hold(b *joinBucket, ev *Event, s int, now, lo, hi, expireAt int
 	j.seq++
 	r := &joinRec{JoinRecord: JoinRecord{Time: ev.Time, Value: strings.Clone(ev.Value), Partition: ev.Partition, Offset: ev.Offset}, side: s, b: b, seq: j.seq}
 	j.changed(b.k)
+	if j.opts.Store != nil {
+		j.unflushed += len(r.Value) + 64
+	}
 	others := b.recs[1-s]
 	if j.spec.Interval {
 		// An interval join's records are in time order: only those in

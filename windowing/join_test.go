@@ -426,3 +426,41 @@ func TestJoinRestoredEqualsUninterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinNeedsCheckpoint: with a store, the records a Joiner took since
+// its last Flush count against MaxPendingBytes, so a long poll of a join
+// ends its commit cycle as an engine's does; a checkpoint starts over.
+func TestJoinNeedsCheckpoint(t *testing.T) {
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log := &joinLog{dropped: map[string]bool{}}
+	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1000},
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{ShardByPartition: true, Store: db, MaxPendingBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	value := `{"pad":"` + strings.Repeat("x", 100) + `"}`
+	n := 0
+	for ; !j.NeedsCheckpoint(); n++ {
+		if n > 100 {
+			t.Fatalf("no checkpoint needed after %d records of %d bytes", n, len(value))
+		}
+		if err := j.Record(&windowing.Event{Key: fmt.Sprint("k", n%3), Time: int64(n), Value: value}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("a checkpoint needed after %d records of %d bytes, below 4 KiB", n, len(value))
+	}
+	if err := j.Checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	if j.NeedsCheckpoint() {
+		t.Fatal("a checkpoint still needed after one")
+	}
+}

@@ -73,6 +73,7 @@ func (j *Joiner) changed(k *joinKey) {
 	if j.opts.Store != nil && !k.dirty {
 		k.dirty = true
 		j.dirty = append(j.dirty, k)
+		j.unflushed += 64 + len(k.key)
 	}
 }
 
@@ -182,10 +183,10 @@ func (j *Joiner) OpenWindows() int64 { return int64(j.held) }
 // CacheBytes estimates the memory the held records take.
 func (j *Joiner) CacheBytes() int { return j.bytes }
 
-// NeedsCheckpoint reports whether the store has more uncommitted writes
-// than it should keep.
+// NeedsCheckpoint reports whether the store has, or the next Flush would
+// give it, more uncommitted writes than it should keep.
 func (j *Joiner) NeedsCheckpoint() bool {
-	return j.opts.Store != nil && j.opts.Store.PendingBytes() >= j.opts.MaxPendingBytes
+	return j.opts.Store != nil && j.opts.Store.PendingBytes()+j.unflushed >= j.opts.MaxPendingBytes
 }
 
 // Checkpoint writes every changed key and the frontier's state to the
@@ -235,6 +236,7 @@ func (j *Joiner) Flush() error {
 		}
 	}
 	j.dirty = j.dirty[:0]
+	j.unflushed = 0
 	return nil
 }
 
