@@ -178,11 +178,11 @@ type Joiner struct {
 	// unflushed estimates what the next Flush writes: the records taken
 	// since the last one, and a record's worth of every other change.
 	unflushed int
-	seq     int64
-	stats   Stats
-	row     JoinRow
-	held    int // records held
-	bytes   int // estimate of the memory the held records take
+	seq       int64
+	stats     Stats
+	row       JoinRow
+	held      int // records held
+	bytes     int // estimate of the memory the held records take
 }
 
 // NewJoiner returns a Joiner of spec at frontier minus infinity, or, with
