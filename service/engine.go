@@ -50,8 +50,16 @@ type engine interface {
 func (p *pipeline) newEngineLocked() (engine, error) {
 	if j := p.cfg.Join; j != nil {
 		rows := &joinRows{p: p, w: sink.NewJoinRows(p.cfg.Inputs[j.Left].As, p.cfg.Inputs[j.Right].As, j.Interval)}
+		ev := p.engOpts.Evolve
+		if ev != nil && p.mu.eng != nil {
+			// A rollback: the sealed bound is the one the start set, not
+			// one from the later frontier the Joiner is made again at.
+			c := *ev
+			c.Rearm, c.Sealed = false, p.mu.eng.Sealed()
+			ev = &c
+		}
 		return windowing.NewJoiner(*j, p.cfg.Watermark, rows, windowing.JoinOptions{
-			ShardByPartition: true, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes})
+			ShardByPartition: true, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: ev})
 	}
 	return windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
 }

@@ -76,6 +76,15 @@ func (e *Engine) Windows() ([]WindowView, bool) {
 	return out, e.stats.Evictions == 0
 }
 
+// ExpiryTimers is the number of expiry timers j keeps (TestJoinRestoreKeyTimersBounded).
+func (j *Joiner) ExpiryTimers() int {
+	n := 0
+	for _, sh := range j.shards {
+		n += len(sh.expiry)
+	}
+	return n
+}
+
 // EarlyTimers is the number of early-row timers j keeps (TestJoinEarlyTimersBounded).
 func (j *Joiner) EarlyTimers() int {
 	n := 0

@@ -154,6 +154,10 @@ type JoinOptions struct {
 	// MaxPendingBytes: NeedsCheckpoint reports true once the store has
 	// that much uncommitted (DefaultMaxPendingBytes when 0).
 	MaxPendingBytes int
+	// Evolve: the configuration changed since the store's records were
+	// written (nil: it did not). Its Sealed bound and a changed
+	// allowed_lateness (Rearm) apply as for an engine's windows.
+	Evolve *Evolution
 }
 
 // Joiner runs a join.
@@ -178,11 +182,14 @@ type Joiner struct {
 	// unflushed estimates what the next Flush writes: the records taken
 	// since the last one, and a record's worth of every other change.
 	unflushed int
-	seq       int64
-	stats     Stats
-	row       JoinRow
-	held      int // records held
-	bytes     int // estimate of the memory the held records take
+	// sealed: a record (window) ending at or before it may have had
+	// partners let go under a smaller allowed_lateness: it is not taken.
+	sealed int64
+	seq    int64
+	stats  Stats
+	row    JoinRow
+	held   int // records held
+	bytes  int // estimate of the memory the held records take
 }
 
 // NewJoiner returns a Joiner of spec at frontier minus infinity, or, with
@@ -198,13 +205,24 @@ func NewJoiner(spec JoinSpec, wm watermark.Spec, emit JoinEmitter, opts JoinOpti
 		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	j := &Joiner{spec: spec, opts: opts, wm: watermark.NewFrontier(wm), f: watermark.MinTime, emit: emit,
-		shards: map[uint32]*joinShard{}, owned: map[uint32]bool{}, catching: map[uint32]bool{}}
+		shards: map[uint32]*joinShard{}, owned: map[uint32]bool{}, catching: map[uint32]bool{}, sealed: watermark.MinTime}
 	if !spec.Interval {
 		j.windows = NewAssigner(spec.Window)
 	}
 	if opts.Store != nil {
 		if err := j.load(); err != nil {
 			return nil, err
+		}
+	}
+	if ev := opts.Evolve; ev != nil {
+		j.sealed = ev.Sealed
+		// Records let go under the prior lateness at the frontier the
+		// state was left at stay gone: a record that could have matched
+		// one of them is not taken, also once the lateness grows. Held
+		// records take the new lateness (their expiries are armed when
+		// read, with it).
+		if ev.Rearm && ev.PriorLateness != spec.AllowedLateness && j.f != watermark.MinTime && j.f != watermark.MaxTime {
+			j.sealed = max(j.sealed, j.f-ev.PriorLateness)
 		}
 	}
 	return j, nil
@@ -264,8 +282,10 @@ func (j *Joiner) take(sh *joinShard, ev *Event, s int, now int64) (ok bool, err 
 			return false, j.emit.Dropped(ev, DropOutOfRange, Span{})
 		}
 		// The record's own last chance passed: a record of the other
-		// side that it matches is gone, or will be dropped too.
-		if expired(j.f, addSat(ev.Time, 1), j.spec.AllowedLateness) {
+		// side that it matches is gone, or will be dropped too. Behind
+		// the sealed bound, a record it matches may have been let go
+		// under a smaller allowed_lateness (Seal).
+		if expired(j.f, addSat(ev.Time, 1), j.spec.AllowedLateness) || addSat(ev.Time, 1) <= j.sealed {
 			j.stats.LateDropped++
 			return true, j.emit.Dropped(ev, DropExpired, Span{Start: lo, End: hi})
 		}
@@ -279,7 +299,7 @@ func (j *Joiner) take(sh *joinShard, ev *Event, s int, now int64) (ok bool, err 
 	}
 	took := false
 	for _, sp := range j.spans {
-		if expired(j.f, sp.End, j.spec.AllowedLateness) {
+		if expiredOrSealed(j.f, sp.End, j.spec.AllowedLateness, j.sealed) {
 			continue
 		}
 		took = true
@@ -330,18 +350,27 @@ func (j *Joiner) bucket(sh *joinShard, key string, start, end int64) *joinBucket
 		k = &joinKey{key: strings.Clone(key), sh: sh}
 		sh.keys[k.key] = k
 	}
-	for _, b := range k.buckets {
-		if b.start == start {
-			return b
+	if j.spec.Interval {
+		if len(k.buckets) == 0 {
+			k.buckets = append(k.buckets, &joinBucket{k: k})
 		}
+		return k.buckets[0]
+	}
+	if b := sh.windows[bucketID{key, start}]; b != nil {
+		return b
 	}
 	b := &joinBucket{k: k, start: start, end: end}
 	k.buckets = append(k.buckets, b)
-	if !j.spec.Interval {
-		j.seq++
-		heap.Push(&sh.expiry, joinTimer{at: addSat(end, j.spec.AllowedLateness), seq: j.seq, b: b})
-	}
+	sh.windows[bucketID{k.key, start}] = b
+	j.seq++
+	heap.Push(&sh.expiry, joinTimer{at: addSat(end, j.spec.AllowedLateness), seq: j.seq, b: b})
 	return b
+}
+
+// bucketID names a window join's bucket in its shard.
+type bucketID struct {
+	key   string
+	start int64
 }
 
 // hold matches a record of side s in bucket b with the other side's
@@ -650,6 +679,9 @@ func (j *Joiner) removeBucket(b *joinBucket) {
 	k := b.k
 	if i := slices.Index(k.buckets, b); i >= 0 {
 		k.buckets = slices.Delete(k.buckets, i, i+1)
+	}
+	if !j.spec.Interval && k.sh.windows[bucketID{k.key, b.start}] == b {
+		delete(k.sh.windows, bucketID{k.key, b.start})
 	}
 	if len(k.buckets) == 0 && !k.dirty {
 		k.forget()

@@ -274,9 +274,9 @@ func TestJoinEarlyTimersBounded(t *testing.T) {
 // a store (the Kafka service's), checkpointed and made again from the
 // store at random points (a restart), and whose partitions' records move
 // out and back through KeyState, DropShard and RestoreKey (a rebalance),
-// emits the same rows, timings and flags included, as one that ran
-// without a break, for every join kind, interval and window joins, with
-// early rows.
+// emits the same rows, timings and flags included, each key's in the same
+// order, as one that ran without a break, for every join kind, interval
+// and window joins, with early rows.
 func TestJoinRestoredEqualsUninterrupted(t *testing.T) {
 	shapes := []windowing.JoinSpec{
 		{Interval: true, Lower: -5, Upper: 10},
@@ -315,13 +315,19 @@ func TestJoinRestoredEqualsUninterrupted(t *testing.T) {
 						}
 						ins = append(ins, x)
 					}
+					// The rows in the order each key's came (the order across
+					// keys is the shards').
 					text := func(rows []windowing.JoinRow) []string {
-						var out []string
+						byKey := map[string][]string{}
 						for _, r := range rows {
-							out = append(out, fmt.Sprintf("%s %s|%s [%d,%d) %s final=%v retraction=%v",
-								r.Key, side(r.Left), side(r.Right), r.Start, r.End, r.Timing, r.Final, r.Retraction))
+							byKey[r.Key] = append(byKey[r.Key], fmt.Sprintf("%s|%s [%d,%d) %s final=%v retraction=%v",
+								side(r.Left), side(r.Right), r.Start, r.End, r.Timing, r.Final, r.Retraction))
 						}
-						slices.Sort(out)
+						var out []string
+						for k := range 5 {
+							key := fmt.Sprint("k", k)
+							out = append(out, key+": "+strings.Join(byKey[key], "; "))
+						}
 						return out
 					}
 					step := func(j *windowing.Joiner, x *in) {
@@ -462,5 +468,154 @@ func TestJoinNeedsCheckpoint(t *testing.T) {
 	}
 	if j.NeedsCheckpoint() {
 		t.Fatal("a checkpoint still needed after one")
+	}
+}
+
+// TestJoinRestoreKeyTimersBounded: a standby's shard never fires, and
+// RestoreKey replaces a key's records at every changelog batch that
+// changed it; the replaced records' expiry timers must not pile up with
+// the batches (they kept the records' values alive: memory grew with the
+// changelog's traffic).
+func TestJoinRestoreKeyTimersBounded(t *testing.T) {
+	for _, spec := range []windowing.JoinSpec{
+		{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1000},
+		{Kind: windowing.LeftJoin, Window: windowing.WindowSpec{Kind: windowing.Hopping, Size: 100, Hop: 10}},
+	} {
+		db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &joinLog{dropped: map[string]bool{}}
+		src, err := windowing.NewJoiner(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.j = src
+		src.Assign(0, 0, true)
+		for i := range 50 {
+			if err := src.Record(&windowing.Event{Key: "a", Time: int64(i), Value: "{}"}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		value, err := src.KeyState(0, "a")
+		if err != nil || value == nil {
+			t.Fatalf("key state: %v %v", value, err)
+		}
+		standby, err := windowing.NewJoiner(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log,
+			windowing.JoinOptions{ShardByPartition: true, Store: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		once := 0
+		for i := range 1000 {
+			if err := standby.RestoreKey(0, "a", value); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				once = standby.ExpiryTimers()
+			}
+		}
+		// Dropped timers go once they outnumber the live ones by 128:
+		// bounded by the key's records, not by the restores.
+		if standby.Held() != src.Held() || standby.ExpiryTimers() > 2*once+130 {
+			t.Fatalf("interval %v: after 1000 restores of one key: %d held (want %d), %d expiry timers (%d after one)",
+				spec.Interval, standby.Held(), src.Held(), standby.ExpiryTimers(), once)
+		}
+		db.Close()
+	}
+}
+
+// TestJoinSealedAfterLatenessGrows: allowed_lateness grows while a join
+// is stopped. A record whose partners may have been let go under the old
+// lateness is dropped as late instead of taken: a right record matching
+// a left one already emitted unmatched would otherwise be emitted
+// unmatched too (full join), though the two match.
+func TestJoinSealedAfterLatenessGrows(t *testing.T) {
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := windowing.JoinSpec{Kind: windowing.FullJoin, Interval: true, Lower: 0, Upper: 10, Left: 0, Right: 1}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
+	log := &joinLog{dropped: map[string]bool{}}
+	j, err := windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	for _, ev := range []windowing.Event{{Key: "a", Time: 0, Value: "L0"}, {Key: "b", Time: 100, Value: "L100"}} {
+		if err := j.Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(log.rows) != 1 || log.rows[0].Left.Value != "L0" {
+		t.Fatalf("rows %+v, want L0 unmatched", log.rows)
+	}
+	f := j.Frontier()
+	if err := j.Checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	spec.AllowedLateness = 200
+	j, err = windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db,
+		Evolve: &windowing.Evolution{Sealed: watermark.MinTime, Rearm: true, PriorLateness: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	if err := j.Record(&windowing.Event{Key: "a", Time: 5, Input: 1, Value: "R5"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !log.dropped["R5"] || len(log.rows) != 1 {
+		t.Fatalf("R5 dropped %v, rows %d: want R5 dropped as late, no row for it", log.dropped["R5"], len(log.rows))
+	}
+	if j.Sealed() != f { // the frontier minus the old lateness, 0
+		t.Fatalf("sealed %d, want the frontier %d", j.Sealed(), f)
+	}
+}
+
+// TestJoinRestartKeepsArrivalOrder: unmatched rows due at one frontier
+// step come in the order their records (window joins: their windows)
+// arrived, also when the Joiner was made again from its store in between
+// (it read the keys in key order).
+func TestJoinRestartKeepsArrivalOrder(t *testing.T) {
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := windowing.JoinSpec{Kind: windowing.LeftJoin, Window: windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10, Hop: 10}, Left: 0, Right: 1}
+	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
+	log := &joinLog{dropped: map[string]bool{}}
+	opts := windowing.JoinOptions{ShardByPartition: true, Store: db}
+	j, err := windowing.NewJoiner(spec, wm, log, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Assign(0, 0, true)
+	for i, key := range []string{"z", "m", "a"} {
+		if err := j.Record(&windowing.Event{Key: key, Time: int64(i), Value: key}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = windowing.NewJoiner(spec, wm, log, opts); err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	if err := j.Record(&windowing.Event{Key: "later", Time: 20, Value: "later"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range log.rows {
+		got = append(got, r.Key)
+	}
+	if strings.Join(got, ",") != "z,m,a" {
+		t.Fatalf("unmatched rows of [0,10) in the order %v, want z,m,a (arrival)", got)
 	}
 }

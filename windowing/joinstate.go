@@ -22,8 +22,13 @@ import (
 type joinShard struct {
 	id            uint32
 	keys          map[string]*joinKey
+	windows       map[bucketID]*joinBucket // a window join's buckets
 	expiry, early joinTimers
 	held          int
+	// stale: expiry timers of records and buckets dropped with their key
+	// (RestoreKey, which a standby calls for every changed key) still in
+	// expiry, which a shard that may not fire never pops.
+	stale int
 	// done is the frontier its expiries ran at: the step from done to
 	// the next frontier decides an unmatched row's timing.
 	done int64
@@ -60,7 +65,7 @@ func (j *Joiner) shardOf(id uint32) *joinShard {
 	if sh := j.shards[id]; sh != nil {
 		return sh
 	}
-	sh := &joinShard{id: id, keys: map[string]*joinKey{}, done: j.f}
+	sh := &joinShard{id: id, keys: map[string]*joinKey{}, windows: map[bucketID]*joinBucket{}, done: j.f}
 	if j.catching[id] {
 		sh.done = watermark.MinTime
 	}
@@ -342,8 +347,16 @@ func (j *Joiner) decodeKey(sh *joinShard, key string, value []byte) (*joinKey, e
 	}
 	for _, b := range k.buckets {
 		if !j.spec.Interval {
-			j.seq++
-			heap.Push(&sh.expiry, joinTimer{at: addSat(b.end, j.spec.AllowedLateness), seq: j.seq, b: b})
+			// Before its first record, as when it was made: buckets due
+			// at one time fire in the order they were made.
+			first := watermark.MaxTime
+			for s := range 2 {
+				if len(b.recs[s]) > 0 {
+					first = min(first, b.recs[s][0].seq)
+				}
+			}
+			heap.Push(&sh.expiry, joinTimer{at: addSat(b.end, j.spec.AllowedLateness), seq: first - 1, b: b})
+			sh.windows[bucketID{k.key, b.start}] = b
 		}
 		for s := range 2 {
 			for _, x := range b.recs[s] {
@@ -355,7 +368,7 @@ func (j *Joiner) decodeKey(sh *joinShard, key string, value []byte) (*joinKey, e
 					_, hi := j.bounds(x.side, x.Time)
 					heap.Push(&sh.expiry, joinTimer{at: addSat(hi, j.spec.AllowedLateness), seq: x.seq, rec: x})
 				}
-				if x.earlyAt != 0 && !x.matched && !x.early && j.outer(x.side) {
+				if j.spec.EarlyEvery > 0 && x.earlyAt != 0 && !x.matched && !x.early && j.outer(x.side) {
 					j.armEarly(x)
 				}
 			}
@@ -432,20 +445,49 @@ func (j *Joiner) RestoreNewKey(p int32, key string, value []byte) error {
 	return j.RestoreKey(p, key, value)
 }
 
-// dropKey forgets k and its records without emitting anything.
+// dropKey forgets k and its records without emitting anything; their
+// expiry timers stay in the shard's heap, skipped when popped, until
+// they outnumber the live ones (dropTimers).
 func (j *Joiner) dropKey(k *joinKey) {
 	k.dropped = true
+	sh := k.sh
 	for _, b := range k.buckets {
 		for s := range 2 {
 			for _, x := range b.recs[s] {
 				if !x.gone {
 					j.release(x)
+					if j.spec.Interval {
+						sh.stale++
+					}
 				}
+			}
+		}
+		if !b.over && !j.spec.Interval {
+			sh.stale++
+			if sh.windows[bucketID{k.key, b.start}] == b {
+				delete(sh.windows, bucketID{k.key, b.start})
 			}
 		}
 		b.over = true
 	}
 	k.forget()
+	if sh.stale > len(sh.expiry)/2+64 {
+		sh.dropTimers()
+	}
+}
+
+// dropTimers removes the expiry timers of dropped records and buckets.
+func (sh *joinShard) dropTimers() {
+	kept := sh.expiry[:0]
+	for _, t := range sh.expiry {
+		if (t.rec != nil && !t.rec.gone) || (t.b != nil && !t.b.over) {
+			kept = append(kept, t)
+		}
+	}
+	clear(sh.expiry[len(kept):])
+	sh.expiry = kept
+	heap.Init(&sh.expiry)
+	sh.stale = 0
 }
 
 // DropShard removes every record of partition p's shard, from memory and
@@ -479,18 +521,20 @@ func (j *Joiner) DropShard(p int32) error {
 	return nil
 }
 
+// Sealed is the bound at or before which a record (a window join: a
+// window) ending is not taken (JoinOptions.Evolve), to be stored with the
+// pipeline's definition, as Engine.Sealed.
+func (j *Joiner) Sealed() int64 { return j.sealed }
+
+// Seal raises the sealed bound to end (another instance's, read with its
+// changelog).
+func (j *Joiner) Seal(end int64) { j.sealed = max(j.sealed, end) }
+
 // What an engine's service-facing methods are about and a join has not:
-// aggregate layouts, sealed windows, drains and queryable windows.
+// aggregate layouts, drains and queryable windows.
 
 // Drained is false: a join has no drain of a previous window.
 func (j *Joiner) Drained() bool { return false }
-
-// Sealed is MinTime: a join seals no window (Engine.Sealed).
-func (j *Joiner) Sealed() int64 { return watermark.MinTime }
-
-// Seal does nothing: a record's last chance follows allowed_lateness as
-// configured now.
-func (j *Joiner) Seal(int64) {}
 
 // AddLayouts refuses aggregate layouts: a join has no aggregates.
 func (j *Joiner) AddLayouts(ls map[uint32]*Layout) error {
