@@ -91,6 +91,7 @@ func (p *pipeline) checkpointLocked(acks *kafka.Batch) error {
 		return fatalError{fmt.Errorf("state checkpoint: %w", err)}
 	}
 	p.publishQueryLocked()
+	p.rearmedLocked()
 	if p.mu.eng.Drained() && !p.mu.drainLogged {
 		p.mu.drainLogged = true
 		p.log.Info("drain finished: every window of the previous window definition has closed; drain may now be removed from the configuration")
@@ -140,4 +141,19 @@ func positions(parts map[int32]*partition) map[int32]int64 {
 // commitGroupLocked commits the positions of the assigned partitions to the group.
 func (p *pipeline) commitGroupLocked(ctx context.Context) error {
 	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.mu.parts))
+}
+
+// rearmedLocked notes, after a checkpoint, that a changed allowed_lateness
+// has been applied to the state: the windows' expiries moved, and the
+// sealed bound the start set. An engine made again from the state (an
+// exactly_once rollback, newEngineLocked) must not apply it again: it
+// would seal from the checkpoint's frontier, later than the start's, and
+// drop the records of windows the grown lateness keeps open
+// (TestLatenessGrownThenRollback).
+func (p *pipeline) rearmedLocked() {
+	if ev := p.engOpts.Evolve; ev != nil && ev.Rearm {
+		c := *ev
+		c.Rearm, c.Sealed = false, p.mu.eng.Sealed()
+		p.engOpts.Evolve = &c
+	}
 }

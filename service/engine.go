@@ -50,16 +50,8 @@ type engine interface {
 func (p *pipeline) newEngineLocked() (engine, error) {
 	if j := p.cfg.Join; j != nil {
 		rows := &joinRows{p: p, w: sink.NewJoinRows(p.cfg.Inputs[j.Left].As, p.cfg.Inputs[j.Right].As, j.Interval)}
-		ev := p.engOpts.Evolve
-		if ev != nil && p.mu.eng != nil {
-			// A rollback: the sealed bound is the one the start set, not
-			// one from the later frontier the Joiner is made again at.
-			c := *ev
-			c.Rearm, c.Sealed = false, p.mu.eng.Sealed()
-			ev = &c
-		}
 		return windowing.NewJoiner(*j, p.cfg.Watermark, rows, windowing.JoinOptions{
-			ShardByPartition: true, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: ev})
+			ShardByPartition: true, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: p.engOpts.Evolve})
 	}
 	return windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
 }
