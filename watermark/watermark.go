@@ -627,6 +627,18 @@ func (f *Frontier) RestoreGenerator(p int32, g Generator) {
 	f.stale = true
 }
 
+// Drop forgets p's generator (its state moved to another instance, or is
+// about to be restored from scratch), keeping the hold of a restore in
+// progress (HoldRestoring): a partition whose restore holds the frontier
+// goes on holding it until its state is back.
+func (f *Frontier) Drop(p int32) {
+	restoring := f.Restoring(p)
+	f.Forget(p)
+	if restoring {
+		f.HoldRestoring(p)
+	}
+}
+
 // Forget removes p entirely (its state moved to another instance).
 func (f *Frontier) Forget(p int32) {
 	i, ok := f.index(p)

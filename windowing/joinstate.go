@@ -510,13 +510,7 @@ func (j *Joiner) DropShard(p int32) error {
 		}
 		delete(j.shards, id)
 	}
-	// As Engine.DropShard: a restoring partition goes on holding the
-	// frontier.
-	restoring := j.wm.Restoring(p)
-	j.wm.Forget(p)
-	if restoring {
-		j.wm.HoldRestoring(p)
-	}
+	j.wm.Drop(p)
 	j.HoldTimers(p)
 	return nil
 }

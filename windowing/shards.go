@@ -67,11 +67,7 @@ func (e *Engine) DropShard(p int32) error {
 	// its state is back. Forgetting the hold let the frontier jump to the
 	// other partitions' watermarks meanwhile, expiring their windows in
 	// one step (TestDropShardKeepsRestoringHold).
-	restoring := e.wm.Restoring(p)
-	e.wm.Forget(p)
-	if restoring {
-		e.wm.HoldRestoring(p)
-	}
+	e.wm.Drop(p)
 	e.HoldTimers(p)
 	return nil
 }
