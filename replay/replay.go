@@ -69,24 +69,6 @@ type Summary struct {
 	Retractions int64
 }
 
-// ScanPartitions returns one more than the largest partition of a valid
-// record of p in r (at least 1): the partition count a replay without
-// --partitions uses. A line is read as Run reads it (clock lines
-// included, and the decoder's checks); a line Run would dead-letter adds no
-// partition, so an invalid line never changes the result (docs/SEMANTICS.md,
-// Replay). A partition must be below MaxPartitions. When records decode
-// whatever the lines before them (lineDecoder.orderFree), a line whose
-// partition is at most the largest found so far is not decoded
-// (lineDecoder.skipLine): it cannot change the result.
-func ScanPartitions(p *config.Pipeline, reg *schema.Registry, r io.Reader) (int, error) {
-	s := &runner{opts: Options{Pipeline: p, Partitions: MaxPartitions, Registry: reg}}
-	s.set = settler{sum: &s.sum, em: &s.em, scan: true, layout: layoutOf(p, MaxPartitions)}
-	if err := s.lines(nil, r); err != nil {
-		return 0, err
-	}
-	return int(s.set.largest) + 1, nil
-}
-
 type runner struct {
 	opts Options
 	out  *bufio.Writer

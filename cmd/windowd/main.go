@@ -241,7 +241,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cleanup()
 	n := *partitions
 	if n == 0 {
-		if n, err = replay.ScanPartitions(p, reg, replay.Interruptible(ctx, in)); err != nil {
+		if n, err = scanPartitions(ctx, p, reg, in, *workers); err != nil {
 			if ctx.Err() != nil {
 				return interrupted()
 			}
@@ -313,6 +313,18 @@ var spoolLimit int64 = replay.MaxSpoolBytes
 // openInput opens the replay input as a seekable file. Standard input is
 // spooled to a temporary file, at most spoolLimit bytes, when the partition
 // count must be scanned first.
+// scanPartitions counts in's partitions (a replay without --partitions):
+// a regular file (the spool of standard input too) in as many ranges at
+// once as the replay has workers, anything else in order.
+func scanPartitions(ctx context.Context, p *config.Pipeline, reg *schema.Registry, in io.ReadSeeker, workers int) (int, error) {
+	if f, ok := in.(*os.File); ok && workers > 1 {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			return replay.ScanPartitionsAt(p, reg, f, st.Size(), workers, func(r io.Reader) io.Reader { return replay.Interruptible(ctx, r) })
+		}
+	}
+	return replay.ScanPartitions(p, reg, replay.Interruptible(ctx, in))
+}
+
 func openInput(ctx context.Context, path string, stdin io.Reader, needSeek bool) (io.ReadSeeker, func(), error) {
 	if path != "-" {
 		f, err := os.Open(path)
