@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -419,7 +420,7 @@ func stateOrNoOffsets(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 		"was the pipeline renamed with its group kept? The open windows' state is in the old pipeline's changelog, and starting at those offsets would lose their records. "+
 		"Choices: (1) keep the old pipeline name; (2) start fresh on purpose: `windowd reset --config FILE --pipeline %s --to committed|earliest|latest|<RFC 3339 time>` "+
 		"(docs/OPERATIONS.md, Changing a deployed pipeline)",
-		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, p.Input.Topic, changelog, p.Name)
+		p.Name, ErrOffsetsWithoutState, p.Input.Group, n, strings.Join(p.InputTopics(), ", "), changelog, p.Name)
 }
 
 // offsetsWithoutChangelog returns how many partitions of p's input the
