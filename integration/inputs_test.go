@@ -679,13 +679,7 @@ func TestJoinRollback(t *testing.T) {
 	produce(t, views.in, vrecs)
 	produce(t, clicks.in, crecs)
 	var calls, aborts atomic.Int64
-	inst := views.startInProcessWith(service.Faults{MaxPendingBytes: 8 << 10, AbortTxn: func() bool {
-		if n := calls.Add(1); n <= 40 && n%2 == 1 {
-			aborts.Add(1)
-			return true
-		}
-		return false
-	}})
+	inst := views.startInProcessWith(service.Faults{MaxPendingBytes: 8 << 10, AbortTxn: abortEveryOther(40, &calls, &aborts)})
 	checkJoinRows(t, &views.cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, views.reader(views.out), true)
 	if err := inst.stop(); err != nil {
 		t.Fatalf("service: %v", err)

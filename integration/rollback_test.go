@@ -44,13 +44,7 @@ func TestExactlyOnceRollbackMidPoll(t *testing.T) {
 	produce(t, e.in, recs) // all before the start: polls hold records of every partition
 
 	var calls, aborts atomic.Int64
-	inst := e.startInProcessWith(service.Faults{MaxPendingBytes: 8 << 10, AbortTxn: func() bool {
-		if n := calls.Add(1); n <= 40 && n%2 == 1 {
-			aborts.Add(1)
-			return true
-		}
-		return false
-	}})
+	inst := e.startInProcessWith(service.Faults{MaxPendingBytes: 8 << 10, AbortTxn: abortEveryOther(40, &calls, &aborts)})
 	e.waitCommitted(t, 90*time.Second)
 	if err := inst.stop(); err != nil {
 		t.Fatalf("service: %v", err)
@@ -130,5 +124,18 @@ func TestExactlyOnceEndWithoutAnswer(t *testing.T) {
 	}
 	if len(late.got) > 0 {
 		t.Fatalf("%d records dropped as late with allowed_lateness 0s", len(late.got))
+	}
+}
+
+// abortEveryOther is an AbortTxn fault that aborts every other one of the
+// first n transactions (the first, the third, …), counting the
+// transactions in calls and the aborts in aborts.
+func abortEveryOther(n int64, calls, aborts *atomic.Int64) func() bool {
+	return func() bool {
+		if c := calls.Add(1); c <= n && c%2 == 1 {
+			aborts.Add(1)
+			return true
+		}
+		return false
 	}
 }
