@@ -163,8 +163,7 @@ func TestJoinKill(t *testing.T) {
 	}
 	// With a standby replica of every partition: standbys restore every
 	// changed key of a join at each changelog batch (RestoreKey), and the
-	// survivor promotes those it has when the other is killed (whether it
-	// has one by then depends on timing: the log says).
+	// survivor, which has them before the kill, promotes them.
 	t.Run("exactly_once_standby", func(t *testing.T) {
 		parallel(t, 18*time.Second)
 		inputsKill(t, "exactly_once", 4, func(y string) string {
@@ -230,10 +229,19 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 			len(s[stage2]) == 2 && s[stage2][0] > 0 && s[stage2][0]+s[stage2][1] == parts
 	})
 	out := views.reader(views.out)
+	// With standby replicas, b keeps a standby of a's partitions before
+	// the kill, so the kill exercises a promotion.
+	standing := func(inst *instance) bool {
+		if cfg.State.StandbyReplicas == 0 {
+			return true
+		}
+		n, _ := inst.metric(t, "windowd_standby_partitions")
+		return n > 0
+	}
 	for {
 		alive(a)
 		out.poll(200 * time.Millisecond)
-		if _, et := vp.progress(); et >= base+8_000 && len(out.got) > 0 {
+		if _, et := vp.progress(); et >= base+8_000 && len(out.got) > 0 && standing(b) {
 			break
 		}
 		if time.Since(began) > 60*time.Second {
@@ -277,7 +285,11 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	if edit != nil {
 		checkJoinRows(t, &cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, out, delivery == "exactly_once")
 		if cfg.State.StandbyReplicas > 0 {
-			t.Logf("standbys promoted by b: %d", strings.Count(b.stderr.String(), "standby promoted"))
+			if n := strings.Count(b.stderr.String(), "standby promoted"); n == 0 {
+				t.Error("b kept standbys of a's partitions before the kill but promoted none after it")
+			} else {
+				t.Logf("standbys promoted by b: %d", n)
+			}
 		}
 		// A join has no windows to query.
 		resp, err := http.Get("http://" + b.httpAddr + "/api/windows?pipeline=p&key=u1")
@@ -323,14 +335,20 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 // and returns window id -> final aggregates, as replayFinals does.
 func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, partitions int) map[string]string {
 	t.Helper()
+	panes, errs := runReplayInput(t, p, topicLines(recs), partitions)
+	return finals(t, panes, errs)
+}
+
+// topicLines is recs, by topic, as replay's input: one line per record,
+// naming its topic and partition.
+func topicLines(recs map[string][]input) string {
 	var in strings.Builder
 	for topic, rs := range recs {
 		for _, r := range rs {
 			fmt.Fprintf(&in, `{"topic":%q,"partition":%d,"key":%s,"value":%s}`+"\n", topic, r.partition, strconv.Quote(r.key), strconv.Quote(r.value))
 		}
 	}
-	panes, errs := runReplayInput(t, p, in.String(), partitions)
-	return finals(t, panes, errs)
+	return in.String()
 }
 
 // checkJoinRows reads the join's output until it holds every row replay
@@ -340,13 +358,7 @@ func replayInputs(t *testing.T, p *config.Pipeline, recs map[string][]input, par
 // that nothing went to the late topic.
 func checkJoinRows(t *testing.T, p *config.Pipeline, e *env, recs map[string][]input, partitions int, out *topicReader, exactlyOnce bool) {
 	t.Helper()
-	var in strings.Builder
-	for topic, rs := range recs {
-		for _, r := range rs {
-			fmt.Fprintf(&in, `{"topic":%q,"partition":%d,"key":%s,"value":%s}`+"\n", topic, r.partition, strconv.Quote(r.key), strconv.Quote(r.value))
-		}
-	}
-	rows, errs := runReplayInput(t, p, in.String(), partitions)
+	rows, errs := runReplayInput(t, p, topicLines(recs), partitions)
 	if len(errs) > 0 {
 		t.Fatalf("replay reported errors (the stream should have no late or bad record): %v", errs[:min(len(errs), 5)])
 	}
