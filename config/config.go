@@ -402,7 +402,15 @@ type Pipeline struct {
 	// internal topic <group>-<name>-repartition (docs/SEMANTICS.md,
 	// Repartitioning).
 	Repartition *Repartition
+	// Workers bounds the goroutines a pipeline's work runs on (0: unset,
+	// every core; docs/OPERATIONS.md, Workers): in run the poll loop, and
+	// above 1 a decoding and a pane-writing goroutine beside it; replay's
+	// default --workers.
+	Workers int
 }
+
+// MaxWorkers bounds a pipeline's workers (and replay's --workers).
+const MaxWorkers = 64
 
 // MaxInputs bounds a pipeline's inputs.
 const MaxInputs = 8

@@ -389,6 +389,8 @@ func TestValidVariants(t *testing.T) {
 			func(c *Config) any {
 				return c.Pipelines[0].Repartition != nil && c.Pipelines[0].Delivery == ExactlyOnce
 			}, true},
+		{"workers", with(nil, "    workers: 4"), func(c *Config) any { return c.Pipelines[0].Workers }, 4},
+		{"workers unset: every core", with(nil), func(c *Config) any { return c.Pipelines[0].Workers }, 0},
 		{"repartition off", with(nil, "    key: {field: user}", "    repartition: false"),
 			func(c *Config) any { return c.Pipelines[0].Repartition == nil }, true},
 		{"exactly_once with its own commit_interval", with(nil, "    delivery: exactly_once", "    commit_interval: 2s"),
@@ -462,6 +464,9 @@ c.yaml:11:5: pipelines[0].watermark_interval: only valid with repartition: true`
 		with(map[string]string{"input": "    input: {topic: in, partitions: 10001}"}, "    key: {field: user}", "    repartition: true", "    repartition_partitions: 2147483647"),
 		`c.yaml:4:36: pipelines[0].input.partitions: must be between 1 and 10000
 c.yaml:11:29: pipelines[0].repartition_partitions: must be between 1 and 10000`},
+	{"workers out of range",
+		with(nil, "    workers: 0"),
+		`c.yaml:9:14: pipelines[0].workers: must be between 1 and 64`},
 	{"unknown field",
 		with(nil, "    windw: {type: tumbling}"),
 		`c.yaml:9:5: pipelines[0].windw: unknown field "windw" (did you mean "window"?)`},

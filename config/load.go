@@ -102,7 +102,7 @@ var (
 	saslKeys      = []string{"mechanism", "username", "password", "password_file"}
 	stateKeys     = []string{"dir", "cache_bytes", "standby_replicas"}
 	httpKeys      = []string{"listen", "advertise"}
-	pipelineKeys  = []string{"name", "input", "inputs", "group", "join", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain"}
+	pipelineKeys  = []string{"name", "input", "inputs", "group", "join", "filter", "key", "timestamp", "watermark", "window", "allowed_lateness", "trigger", "accumulation", "aggregates", "output", "late_topic", "dead_letter_topic", "delivery", "commit_interval", "commit_interval_max", "repartition", "repartition_partitions", "watermark_interval", "drain", "workers"}
 	inputKeys     = []string{"topic", "group", "partitions", "format"}
 	sourceKeys    = []string{"topic", "as", "partitions", "format", "filter", "key", "timestamp"}
 	registryKeys  = []string{"url", "basic_auth", "tls"}

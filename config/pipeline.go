@@ -116,6 +116,8 @@ func (d *decoder) pipeline(it item, path string, seen map[string]int) Pipeline {
 			time.Duration(TransactionTimeout/2)*time.Millisecond, time.Duration(TransactionTimeout)*time.Millisecond)
 	}
 	p.Repartition = d.repartition(m, &p)
+	workers, _ := opt(m, "workers", 0, d.intIn(1, MaxWorkers))
+	p.Workers = int(workers)
 
 	// The topics windowd derives from the group and the name must be
 	// valid Kafka topic names too, or run fails where validate said OK.

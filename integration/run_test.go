@@ -196,7 +196,14 @@ func TestRunMatchesReplay(t *testing.T) {
 // cache never passes its budget: no eviction is counted.
 func TestRunSinglePartitionEveryPane(t *testing.T) {
 	parallel(t, 2*time.Second)
-	runSinglePartition(t, 0)
+	runSinglePartition(t, 0, 0)
+}
+
+// TestRunOneWorkerEveryPane: the same with workers: 1, where the poll
+// loop decodes every record and writes every pane itself.
+func TestRunOneWorkerEveryPane(t *testing.T) {
+	parallel(t, 2*time.Second)
+	runSinglePartition(t, 0, 1)
 }
 
 // TestRunTinyCacheEveryPane: the same with a one-byte window cache, so
@@ -205,18 +212,20 @@ func TestRunSinglePartitionEveryPane(t *testing.T) {
 // in windowd_cache_evictions_total.
 func TestRunTinyCacheEveryPane(t *testing.T) {
 	parallel(t, 2*time.Second)
-	runSinglePartition(t, 1)
+	runSinglePartition(t, 1, 0)
 }
 
 // runSinglePartition runs the single-partition pipeline with the cache
-// budget cacheBytes (0: the default) against replay's panes (default cache).
-func runSinglePartition(t *testing.T, cacheBytes int64) {
+// budget cacheBytes (0: the default) and workers (0: unset) against
+// replay's panes (default cache, one worker).
+func runSinglePartition(t *testing.T, cacheBytes int64, workers int) {
 	e := newEnv(t, 1, "")
 	s := newStream(2, 1, 150)
 	want, _, _ := expectedPanes(t, e, s)
 	if cacheBytes > 0 {
 		e.cfg.State.CacheBytes = cacheBytes // below config's 1 MiB minimum: set after replay ran
 	}
+	e.cfg.Pipelines[0].Workers = workers
 	inst := e.startInProcess()
 	feed(t, e, inst, s)
 	out := e.reader(e.out)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
@@ -44,7 +45,7 @@ const (
 	// with the workers and the writer.
 	inFlight = 4
 	// MaxWorkers bounds Options.Workers.
-	MaxWorkers = 64
+	MaxWorkers = config.MaxWorkers
 )
 
 // workers returns the number of engines a replay runs: 1 when it

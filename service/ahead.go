@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/expr"
 	"github.com/windowd/windowd/source"
 	"github.com/windowd/windowd/windowing"
@@ -75,8 +76,16 @@ type decodeAhead struct {
 	stop    chan struct{}
 }
 
-func newDecodeAhead(dec *decoders) *decodeAhead {
-	return &decodeAhead{dec: dec, parallel: runtime.GOMAXPROCS(0) > 1}
+// newDecodeAhead decodes with dec, ahead of the loop when parallel.
+func newDecodeAhead(dec *decoders, parallel bool) *decodeAhead {
+	return &decodeAhead{dec: dec, parallel: parallel}
+}
+
+// spreads reports whether pipeline cfg's work may leave its poll loop for
+// a decoding and a pane-writing goroutine: with more than one processor,
+// unless its workers are 1 (docs/OPERATIONS.md, Workers).
+func spreads(cfg *config.Pipeline) bool {
+	return runtime.GOMAXPROCS(0) > 1 && cfg.Workers != 1
 }
 
 // decodedPoll is one poll's records being decoded, as start hands them to

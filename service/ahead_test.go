@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -72,8 +73,7 @@ pipelines:
 		}
 		pc := &cfg.Pipelines[0]
 		for _, parallel := range []bool{true, false} {
-			a := newDecodeAhead(&decoders{each: []*source.Decoder{source.NewDecoder(pc)}})
-			a.parallel = parallel
+			a := newDecodeAhead(&decoders{each: []*source.Decoder{source.NewDecoder(pc)}}, parallel)
 			ref := source.NewDecoder(pc)
 			for _, poll := range []struct{ n, every, stopAt int }{
 				{1000, 1, -1}, {aheadMin - 1, 1, -1}, {3000, 3, -1}, {2000, 1, 700}, {aheadMin, 2, -1}, {0, 1, -1}, {1500, 1, -1},
@@ -121,6 +121,21 @@ pipelines:
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestSpreads: a pipeline's work leaves its poll loop only with more than
+// one processor and workers unset or above 1 (docs/OPERATIONS.md, Workers).
+func TestSpreads(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, c := range []struct {
+		procs, workers int
+		want           bool
+	}{{2, 0, true}, {2, 1, false}, {2, 2, true}, {4, 3, true}, {1, 0, false}, {1, 4, false}} {
+		runtime.GOMAXPROCS(c.procs)
+		if got := spreads(&config.Pipeline{Workers: c.workers}); got != c.want {
+			t.Errorf("GOMAXPROCS %d, workers %d: spreads %v, want %v", c.procs, c.workers, got, c.want)
 		}
 	}
 }

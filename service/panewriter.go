@@ -1,8 +1,6 @@
 package service
 
 import (
-	"runtime"
-
 	"github.com/windowd/windowd/windowing"
 )
 
@@ -31,8 +29,8 @@ type paneBatch struct {
 	sync   chan struct{} // not nil: no panes; closed once the batches before it are written
 }
 
-// paneWriter hands panes to write, on a goroutine of its own when there
-// is more than one processor (else write is called at once). add, flush and
+// paneWriter hands panes to write, on a goroutine of its own unless
+// inline (then write is called at once). add, flush and
 // sync are called by one side at a time (the pipeline's mu).
 type paneWriter struct {
 	write  func(*windowing.Pane) // builds and produces a pane's record
@@ -44,8 +42,8 @@ type paneWriter struct {
 	stopped chan struct{}
 }
 
-func newPaneWriter(write func(*windowing.Pane)) *paneWriter {
-	return &paneWriter{write: write, inline: runtime.GOMAXPROCS(0) == 1}
+func newPaneWriter(write func(*windowing.Pane), inline bool) *paneWriter {
+	return &paneWriter{write: write, inline: inline}
 }
 
 // add hands over a copy of pn: it is written after the panes added before

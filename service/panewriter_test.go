@@ -12,7 +12,7 @@ import (
 // order, with the values it had when added although the caller reuses the
 // pane and its values at once; after sync everything added is written,
 // also across batches, partial batches and reused batches; stop writes the
-// rest. Both on its goroutine and inline (one processor).
+// rest. Both on its goroutine and inline (one processor, or workers: 1).
 func TestPaneWriterOrderAndCopies(t *testing.T) {
 	for _, inline := range []bool{false, true} {
 		var mu sync.Mutex
@@ -21,8 +21,7 @@ func TestPaneWriterOrderAndCopies(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, fmt.Sprintf("%s/%d/%d/%v", pn.Key, pn.Start, pn.Index, pn.Values))
-		})
-		w.inline = inline
+		}, inline)
 		written := func() int {
 			mu.Lock()
 			defer mu.Unlock()

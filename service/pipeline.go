@@ -279,7 +279,7 @@ func newPipeline(pl plan, deps deps) (p *pipeline, err error) {
 	if p.mu.def.GrewFrom > 0 && p.mu.rp == nil {
 		p.q.byHash = false // a key's windows may be on its partition before the growth
 	}
-	p.mu.panes = newPaneWriter(p.writePane)
+	p.mu.panes = newPaneWriter(p.writePane, !spreads(p.cfg))
 	p.baseOpts = append(slices.Clip(deps.clientOpts), kafka.LoggerOpt(p.log))
 	if p.mu.rp != nil {
 		if p.up, err = newRepartitioner(p.orig, p.session, p.baseOpts, p.log, p.m, p.now, pl.topics.Repartition, deps.registry, inputCounts(pl.topics)); err != nil {
@@ -406,7 +406,7 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 func (p *pipeline) openDecoders(deps deps) {
 	cfg := p.cfg
 	p.mu.dec = newDecoders(cfg)
-	p.mu.ahead = newDecodeAhead(newDecoders(cfg))
+	p.mu.ahead = newDecodeAhead(newDecoders(cfg), spreads(cfg))
 	if cfg.Input.Format != config.JSON {
 		// One input (formats other than json with several are refused).
 		p.reg = deps.registry

@@ -42,7 +42,7 @@ pipelines:
 	}
 	return bareTestPipeline(t, &cfg.Pipelines[0], time.Now, func(p *pipeline) {
 		p.queryAddr = "self"
-		p.mu.panes = newPaneWriter(func(*windowing.Pane) {})
+		p.mu.panes = newPaneWriter(func(*windowing.Pane) {}, false)
 		p.q.byHash, p.q.partitions = true, 2
 	})
 }

@@ -41,7 +41,7 @@ pipelines:
 		t.Fatal(err)
 	}
 	return bareTestPipeline(t, &cfg.Pipelines[0], func() time.Time { return *now }, func(p *pipeline) {
-		p.mu.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) })
+		p.mu.panes = newPaneWriter(func(pn *windowing.Pane) { p.st.ring.add(pn, []byte(pn.Key), now.UnixMilli()) }, false)
 	})
 }
 

@@ -177,7 +177,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "directory for the replay's temporary Pebble state, a fresh subdirectory removed afterwards (default: the system's temporary directory)")
 	progress := fs.Bool("progress", false, "print progress lines among the panes (docs/SEMANTICS.md, Progress records)")
 	registryURL := fs.String("schema-registry", "", "schema registry URL for an avro or protobuf pipeline, whose lines' values are {\"base64\": \"...\"} (default: schema_registry.url of the configuration)")
-	workers := fs.Int("workers", 1, "engines the keys are spread over, 0: one per core; above 1 the panes of different keys come in another order (docs/SEMANTICS.md, Replay)")
+	workers := fs.Int("workers", 1, "engines the keys are spread over, 0: one per core (default: the pipeline's workers, else 1); above 1 the panes of different keys come in another order (docs/SEMANTICS.md, Replay)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -188,6 +188,8 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "windowd replay: --workers must be between 0 (one per core) and %d\n", replay.MaxWorkers)
 		return 2
 	}
+	workersSet := false
+	fs.Visit(func(f *flag.Flag) { workersSet = workersSet || f.Name == "workers" })
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "windowd replay: "+format+"\n", a...)
 		return 1
@@ -204,6 +206,9 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p, err := pickPipeline(cfg, *name)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if !workersSet && p.Workers > 0 {
+		*workers = p.Workers
 	}
 	var reg *schema.Registry
 	if p.Input.Format != config.JSON || *registryURL != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,47 @@ func TestReplayExampleA(t *testing.T) {
 		if !strings.Contains(errs, `{"summary":{"lines":5,"records":5,"clocks":0,"dead_letters":0,"filtered":0,"late_dropped":0,"panes":6,"retractions":0}}`) {
 			t.Fatalf("%v: summary missing from stderr: %s", args, errs)
 		}
+	}
+}
+
+// TestReplayConfigWorkers checks that a pipeline's workers set replay's
+// default --workers (docs/OPERATIONS.md, Workers), and that the flag
+// overrides it: the output is each worker count's own order of panes.
+func TestReplayConfigWorkers(t *testing.T) {
+	dir := t.TempDir()
+	yaml, err := os.ReadFile("testdata/example_a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withWorkers := filepath.Join(dir, "workers.yaml")
+	if err := os.WriteFile(withWorkers, bytes.Replace(yaml, []byte("    accumulation:"), []byte("    workers: 3\n    accumulation:"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&in, `{"partition":%d,"key":"k%d","value":{"ts":%d}}`+"\n", i%2, i%97, i*50)
+	}
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replay := func(config string, extra ...string) string {
+		t.Helper()
+		code, out, errs := runCLI(t, "", append([]string{"replay", "--config", config, "--input", input}, extra...)...)
+		if code != 0 {
+			t.Fatalf("%s %v: exit %d: %s", config, extra, code, errs)
+		}
+		return out
+	}
+	one, three := replay("testdata/example_a.yaml"), replay("testdata/example_a.yaml", "--workers", "3")
+	if one == three {
+		t.Fatal("test input too small: 1 and 3 workers print the panes in the same order")
+	}
+	if got := replay(withWorkers); got != three {
+		t.Error("workers: 3 in the configuration: the output is not --workers 3's")
+	}
+	if got := replay(withWorkers, "--workers", "1"); got != one {
+		t.Error("workers: 3 and --workers 1: the output is not one worker's")
 	}
 }
 
