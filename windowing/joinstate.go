@@ -424,7 +424,15 @@ func (j *Joiner) KeyState(p int32, key string) ([]byte, error) {
 // timers included. An expiry already due fires at the next step or
 // FireDue.
 func (j *Joiner) RestoreKey(p int32, key string, value []byte) error {
+	_, had := j.shards[j.shardID(p)]
 	sh := j.shard(p)
+	if !had {
+		// A shard a restore makes has let nothing go here: its records'
+		// last chances are judged from below, as on the instance that
+		// held them, not from this instance's frontier (with lateness 0
+		// an unmatched row is ON_TIME there, and must be here).
+		sh.done = watermark.MinTime
+	}
 	if old := sh.keys[key]; old != nil {
 		j.dropKey(old)
 	}
