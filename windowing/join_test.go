@@ -619,3 +619,53 @@ func TestJoinRestartKeepsArrivalOrder(t *testing.T) {
 		t.Fatalf("unmatched rows of [0,10) in the order %v, want z,m,a (arrival)", got)
 	}
 }
+
+// TestJoinNeedsCheckpointCountsWholeKey: a key's stored value is all its
+// held records, rewritten whole at every Flush that finds it changed, so
+// NeedsCheckpoint counts them all, not only the change. With one key
+// holding 1 MB of records, ten small records more must ask for a
+// checkpoint at a 16 KiB bound; it said no, and the Flush wrote 62 times
+// the bound (found by a review).
+func TestJoinNeedsCheckpointCountsWholeKey(t *testing.T) {
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const bound = 16 << 10
+	log := &joinLog{dropped: map[string]bool{}}
+	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1 << 40},
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{ShardByPartition: true, Store: db, MaxPendingBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	j.Assign(0, 0, true)
+	value := `{"pad":"` + strings.Repeat("x", 1000) + `"}`
+	n := 0
+	for ; n < 1000; n++ {
+		if err := j.Record(&windowing.Event{Key: "hot", Time: int64(n), Value: value}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if j.NeedsCheckpoint() {
+			if err := j.Checkpoint(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := j.Checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := j.Record(&windowing.Event{Key: "hot", Time: int64(n + i), Value: `{}`}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	needs := j.NeedsCheckpoint()
+	if err := j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if p := db.PendingBytes(); !needs && p >= bound {
+		t.Fatalf("NeedsCheckpoint false at a %d-byte bound, then Flush left %d bytes pending (%dx the bound)", bound, p, p/bound)
+	}
+}

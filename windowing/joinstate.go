@@ -73,12 +73,23 @@ func (j *Joiner) shardOf(id uint32) *joinShard {
 	return sh
 }
 
-// changed marks k to be written at the next Flush.
+// changed marks k to be written at the next Flush, which rewrites its
+// value whole: NeedsCheckpoint counts every record k holds, not only the
+// change.
 func (j *Joiner) changed(k *joinKey) {
 	if j.opts.Store != nil && !k.dirty {
 		k.dirty = true
 		j.dirty = append(j.dirty, k)
 		j.unflushed += 64 + len(k.key)
+		for _, b := range k.buckets {
+			for s := range 2 {
+				for _, x := range b.recs[s] {
+					if !x.gone {
+						j.unflushed += len(x.Value) + 64
+					}
+				}
+			}
+		}
 	}
 }
 
