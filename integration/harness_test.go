@@ -206,6 +206,7 @@ type env struct {
 	progress    bool   // the pipeline writes progress records every 100ms (rebalanceYAML tests)
 	standbys    int    // state.standby_replicas (rebalanceYAML tests)
 	recordKey   bool   // the pipeline's key is the record key, not the user field (rebalanceYAML tests)
+	window      string // the tumbling window's size (rebalanceYAML tests); "": 1s
 }
 
 func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {

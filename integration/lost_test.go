@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"fmt"
+	"math/rand"
 	"os"
 	"strings"
 	"syscall"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/windowd/windowd/config"
 )
 
 // TestLostPartitionsKeepState (issue: losing the group coordinator is not
@@ -102,5 +106,89 @@ func lostPartitionsKeepState(t *testing.T, delivery string) {
 	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids", len(recs), len(want), res.records, res.distinct)
 	if len(res.problems) > 0 {
 		t.Fatalf("after losing and getting back its partitions:\n%s\nlog after the loss:\n%s", strings.Join(res.problems, "\n"), stderrTail(inst, 25))
+	}
+}
+
+// TestLostPartitionsStandby: under at_least_once a member that loses its
+// partitions rolls back to its last checkpoint, which discards the
+// changelog batches its standbys applied since; its standby readers must
+// read again, or the standby misses those keys for good. b keeps standbys
+// of a's partitions; it is stopped past its 2 s session (it loses its
+// partitions, then rejoins); then a is killed and b promotes its standbys.
+// Every key holds one record in a 60 s window, written to the changelog
+// once, so a key a standby missed is a final pane missing. allowed_lateness
+// 0s: the output must be replay's, nothing late.
+func TestLostPartitionsStandby(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes stopped past their session and killed")
+	}
+	parallel(t, 30*time.Second)
+	windowdBinary(t)
+	de := newDeliveryEnvWith(t, 4, "at_least_once", "2s", "0s")
+	de.standbys, de.window = 1, "60s"
+	de.cfgPath = de.writeConfig(de.stateDir)
+	cfg, err := config.Load(de.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	de.cfg = cfg
+	e := de.env
+	a, b := de.instanceEnv("a").spawn(nil), de.instanceEnv("b").spawn(nil)
+	names := map[*instance]string{a: "a", b: "b"}
+	logTroubles(t, names)
+	t.Cleanup(func() { _ = b.cmd.Process.Signal(syscall.SIGCONT) })
+	a.waitListening(t)
+	b.waitListening(t)
+	// One key per record: its window's state is written once.
+	sp := startProducer(t, e, 5151, func(rng *rand.Rand, p int32, n int, ts int64) input {
+		return input{partition: p, key: fmt.Sprint(n), value: fmt.Sprintf(`{"user":"u%d-%d","ts":%d,"x":%d}`, p, n, ts, rng.Intn(100))}
+	})
+	standing := func(inst *instance) bool {
+		n, _ := inst.metric(t, "windowd_standby_partitions")
+		return n > 0
+	}
+	waitFor(t, "a and b to share the partitions, b with standbys", 60*time.Second, func() bool {
+		va, _ := a.metric(t, "windowd_assigned_partitions")
+		vb, _ := b.metric(t, "windowd_assigned_partitions")
+		return va > 0 && vb > 0 && va+vb == float64(e.partitions) && standing(b)
+	})
+	for _, et := sp.progress(); et < base+6_000; _, et = sp.progress() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	mark := len(b.stderr.String())
+	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // past the 2 s session: the group drops b
+	if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to lose its partitions, rejoin and keep standbys again", 60*time.Second, func() bool {
+		log := b.stderr.String()[mark:]
+		i := strings.Index(log, `"msg":"partitions lost"`)
+		return i >= 0 && strings.Contains(log[i:], `"msg":"partitions assigned"`) && standing(b)
+	})
+	_, resumed := sp.progress()
+	for _, et := sp.progress(); et < resumed+3_000; _, et = sp.progress() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = a.signal(t, syscall.SIGKILL)
+	waitFor(t, "b to own every partition", 45*time.Second, func() bool {
+		v, _ := b.metric(t, "windowd_assigned_partitions")
+		return v == float64(e.partitions)
+	})
+	_, owned := sp.progress()
+	for _, et := sp.progress(); et < owned+2_000; _, et = sp.progress() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	recs := sp.finish(e)
+	res, want := checkReplayFinals(t, e, recs, 30*time.Second, false)
+	if v, _ := b.metric(t, "windowd_late_dropped_total"); v != 0 {
+		res.problems = append(res.problems, "records dropped as late")
+	}
+	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids; standbys promoted by b: %d",
+		len(recs), len(want), res.records, res.distinct, strings.Count(b.stderr.String(), "standby promoted"))
+	if len(res.problems) > 0 {
+		t.Fatalf("after b lost its partitions and a was killed:\n%s", strings.Join(res.problems, "\n"))
 	}
 }

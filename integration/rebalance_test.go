@@ -111,6 +111,9 @@ func (e *env) writeSteadyConfig(stateDir, sessionTimeout, tail string) string {
 	if e.standbys > 0 {
 		yaml = strings.Replace(yaml, "state:\n", fmt.Sprintf("state:\n  standby_replicas: %d\n", e.standbys), 1)
 	}
+	if e.window != "" {
+		yaml = strings.Replace(yaml, "window: {type: tumbling, size: 1s}", "window: {type: tumbling, size: "+e.window+"}", 1)
+	}
 	if e.recordKey {
 		yaml = strings.Replace(yaml, "    key: {field: user}\n", "", 1)
 	}

@@ -56,8 +56,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // Batch is the outcome of the records of one commit cycle produced with
-// ProduceIn (the changelog's): the first failure, and the offset of the
-// last acknowledged record per partition among those Track selects.
+// ProduceIn (the changelog's): the first failure, the offset of the last
+// acknowledged record per partition among those Track selects, and the
+// lowest offset acknowledged per partition.
 type Batch struct {
 	what  string // names the records in the error
 	track func(*kgo.Record) bool
@@ -65,12 +66,13 @@ type Batch struct {
 	mu      sync.Mutex
 	err     error
 	offsets map[int32]int64
+	first   map[int32]int64
 }
 
 // NewBatch returns an empty batch of records named what (e.g. "changelog");
 // track selects the records whose offsets Offsets reports.
 func NewBatch(what string, track func(*kgo.Record) bool) *Batch {
-	return &Batch{what: what, track: track, offsets: map[int32]int64{}}
+	return &Batch{what: what, track: track, offsets: map[int32]int64{}, first: map[int32]int64{}}
 }
 
 // ProduceIn sends r without waiting, its outcome kept in b (not in p's
@@ -90,6 +92,9 @@ func (b *Batch) done(r *kgo.Record, err error) {
 	}
 	if b.track != nil && b.track(r) {
 		b.offsets[r.Partition] = r.Offset
+	}
+	if f, ok := b.first[r.Partition]; !ok || r.Offset < f {
+		b.first[r.Partition] = r.Offset
 	}
 }
 
@@ -116,4 +121,13 @@ func (b *Batch) Offsets() map[int32]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.offsets
+}
+
+// First is the lowest offset acknowledged in partition part, if any; read
+// it after the producer's Flush.
+func (b *Batch) First(part int32) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	off, ok := b.first[part]
+	return off, ok
 }

@@ -46,3 +46,37 @@ func TestAbortedRecordsAreNoFailure(t *testing.T) {
 		t.Fatalf("flush after an abort: %v", err)
 	}
 }
+
+// A batch reports the lowest offset acknowledged per partition: a commit
+// cycle compares it with where its previous cycle ended (another writer in
+// between, service/changelog.go).
+func TestBatchFirst(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := NewProducer(cl)
+	for round, want := range []int64{0, 3} {
+		b := NewBatch("log", func(r *kgo.Record) bool { return string(r.Value) == "marker" })
+		if _, ok := b.First(0); ok {
+			t.Fatal("an empty batch has a first offset")
+		}
+		for _, v := range []string{"k1", "k2", "marker"} {
+			p.ProduceIn(ctx, &kgo.Record{Value: []byte(v)}, b)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if first, ok := b.First(0); !ok || first != want || b.Offsets()[0] != want+2 {
+			t.Fatalf("round %d: first %d (%v), marker %d; want %d, %d", round, first, ok, b.Offsets()[0], want, want+2)
+		}
+	}
+}

@@ -239,10 +239,27 @@ func (p *pipeline) logDefinitionLocked(part int32, acks *kafka.Batch) {
 
 // changelogWrittenLocked records a cycle whose changelog records were all
 // acknowledged: its markers' offsets are what local state now holds.
+//
+// Unless another instance wrote to the partition since this one's last
+// cycle: at least once, a member paused past its session (a stopped
+// process, a long GC) finds on waking that its partitions went to another
+// member, but the cycle it was in still sends its records, after the other
+// member's. Local state then lacks the other member's changes, so it no
+// longer counts as the changelog's up to any offset: the partition is
+// restored from the whole changelog when it is next assigned here.
+// exactly_once fences such a writer, and its transaction markers take
+// offsets of their own.
 func (p *pipeline) changelogWrittenLocked(acks *kafka.Batch) {
 	p.m.stateWrites.WithLabelValues(p.cfg.Name).Add(float64(p.mu.store.writes - p.mu.loggedWrites))
 	p.mu.loggedWrites = p.mu.store.writes
 	for part, off := range acks.Offsets() {
+		prev, known := p.mu.clNext[part]
+		if first, ok := acks.First(part); ok && known && !p.eos && first > prev {
+			delete(p.mu.clNext, part)
+			p.log.Warn("another instance wrote this partition's changelog since this one's last commit cycle (it had lost the partition while paused): its local state is dropped when the partition is next assigned here, and restored from the whole changelog",
+				zap.Int32("partition", part), zap.Int64("expected_offset", prev), zap.Int64("first_offset", first))
+			continue
+		}
 		p.mu.clNext[part] = off + 1
 		if st := p.mu.parts[part]; st != nil {
 			st.marked = st.position
