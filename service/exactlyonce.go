@@ -291,6 +291,15 @@ func (p *pipeline) rollbackLocked() error {
 	if err := p.loadMetaLocked(); err != nil {
 		return err
 	}
+	if !p.eos {
+		// At least once, a rollback follows a loss of partitions
+		// (handOver), whose restores were cancelled; the batches the
+		// standbys applied since the checkpoint are discarded with the
+		// rest, so they read again from what local state holds.
+		// (exactly_once checkpoints restored batches at once,
+		// applyRestoresLocked: none is ever discarded.)
+		p.restartReadersLocked()
+	}
 	eng, err := p.newEngineLocked()
 	if err != nil {
 		return err

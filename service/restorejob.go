@@ -377,6 +377,18 @@ func (p *pipeline) endRestore(j *restoreJob) {
 	p.rs.Unlock()
 }
 
+// restartReadersLocked starts every changelog reader (restore or standby)
+// again from what local state holds: a rollback discarded the batches they
+// had applied since the checkpoint.
+func (p *pipeline) restartReadersLocked() {
+	for _, j := range p.rs.list() {
+		standby := j.standby.Load()
+		p.endRestore(j)
+		p.startReaderLocked(j.part, standby)
+		p.log.Info("changelog reader restarted: a rollback discarded what it had applied", zap.Int32("partition", j.part), zap.Bool("standby", standby))
+	}
+}
+
 // cancelRestoreLocked stops the restore of part, no longer assigned here,
 // if one runs, and lifts its pause. Its state is what its next assignment
 // restores from again.
