@@ -186,8 +186,8 @@ func TestLostPartitionsStandby(t *testing.T) {
 	if v, _ := b.metric(t, "windowd_late_dropped_total"); v != 0 {
 		res.problems = append(res.problems, "records dropped as late")
 	}
-	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids; standbys promoted by b: %d",
-		len(recs), len(want), res.records, res.distinct, strings.Count(b.stderr.String(), "standby promoted"))
+	t.Logf("%d input records, %d windows; output: %d pane records, %d distinct pane ids; standbys promoted by b: %d; partitions b found written by another after its pause: %d",
+		len(recs), len(want), res.records, res.distinct, strings.Count(b.stderr.String(), "standby promoted"), strings.Count(b.stderr.String(), "another instance wrote"))
 	if len(res.problems) > 0 {
 		t.Fatalf("after b lost its partitions and a was killed:\n%s", strings.Join(res.problems, "\n"))
 	}

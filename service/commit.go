@@ -37,6 +37,16 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	// After the cycle's panes, acknowledged above (docs/SEMANTICS.md,
 	// Progress records).
 	p.writeProgressLocked(ctx, p.closing.Load())
+	if since := p.now().Sub(time.Unix(0, p.lastCommitOK.Load())); since > p.session {
+		// No cycle succeeded within the session: the process may have
+		// been paused (stopped, a long GC, a VM suspended) and the group
+		// may have given its partitions to another member, whose
+		// changelog records this cycle's would follow. Before writing any,
+		// the group must still know this member (changelogWrittenLocked).
+		if err := p.probeMembershipLocked(ctx); err != nil {
+			return fmt.Errorf("no commit cycle for %s, more than the session: the group did not confirm this member, so no changelog record is written yet: %w", since.Round(time.Millisecond), err)
+		}
+	}
 	// State changes go to the changelog before anything is committed.
 	if err := p.mu.eng.Flush(); err != nil {
 		return fatalError{fmt.Errorf("state flush: %w", err)}
@@ -61,6 +71,20 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 	}
 	p.cycleDone(start)
 	return nil
+}
+
+// probeMembershipLocked asks the group whether it still knows this member
+// by committing again the offsets the member committed last, which changes
+// nothing: a member the group dropped gets UNKNOWN_MEMBER_ID or
+// ILLEGAL_GENERATION (its client then reports the partitions lost).
+func (p *pipeline) probeMembershipLocked(ctx context.Context) error {
+	last := map[int32]int64{}
+	for part, eo := range p.cl.CommittedOffsets()[p.cfg.Input.Topic] {
+		if eo.Offset >= 0 {
+			last[part] = eo.Offset
+		}
+	}
+	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, last)
 }
 
 // flushOutputLocked waits until every record produced so far is
