@@ -109,15 +109,16 @@ func lostPartitionsKeepState(t *testing.T, delivery string) {
 	}
 }
 
-// TestLostPartitionsStandby: under at_least_once a member that loses its
-// partitions rolls back to its last checkpoint, which discards the
-// changelog batches its standbys applied since; its standby readers must
-// read again, or the standby misses those keys for good. b keeps standbys
-// of a's partitions; it is stopped past its 2 s session (it loses its
-// partitions, then rejoins); then a is killed and b promotes its standbys.
-// Every key holds one record in a 60 s window, written to the changelog
-// once, so a key a standby missed is a final pane missing. allowed_lateness
-// 0s: the output must be replay's, nothing late.
+// TestLostPartitionsStandby: at least once, two members, b keeping
+// standbys of a's partitions. b is stopped past its 2 s session: a takes
+// b's partitions; b resumes, loses them (rolling back to its last
+// checkpoint, its standby readers reading again) and rejoins, getting them
+// back from a with the changelog's tail; then a is killed and b promotes
+// its standbys. Every key holds one record in a 60 s window, written to the
+// changelog once, so a key b's state misses is a final pane missing.
+// allowed_lateness 0s: the output must be replay's, nothing late. Before,
+// b's cycle under way at the stop wrote its changelog records after a's,
+// and b took the partitions back without a's windows (324 missing).
 func TestLostPartitionsStandby(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes stopped past their session and killed")

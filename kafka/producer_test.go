@@ -15,19 +15,7 @@ import (
 // exactly_once pipeline whose abort met buffered panes stopped with "output
 // not acknowledged" at its next commit).
 func TestAbortedRecordsAreNoFailure(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("t"),
-		kgo.DefaultProduceTopic("out"), kgo.ProducerLinger(time.Minute)) // the records stay buffered
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cl, ctx := fakeClient(t, "out", kgo.TransactionalID("t"), kgo.ProducerLinger(time.Minute)) // the records stay buffered
 	p := NewProducer(cl)
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
@@ -51,18 +39,7 @@ func TestAbortedRecordsAreNoFailure(t *testing.T) {
 // cycle compares it with where its previous cycle ended (another writer in
 // between, service/changelog.go).
 func TestBatchFirst(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cl, ctx := fakeClient(t, "log")
 	p := NewProducer(cl)
 	for round, want := range []int64{0, 3} {
 		b := NewBatch("log", func(r *kgo.Record) bool { return string(r.Value) == "marker" })
@@ -79,4 +56,24 @@ func TestBatchFirst(t *testing.T) {
 			t.Fatalf("round %d: first %d (%v), marker %d; want %d, %d", round, first, ok, b.Offsets()[0], want, want+2)
 		}
 	}
+}
+
+// fakeClient starts a one-broker kfake cluster with a one-partition topic
+// and returns a client of it producing there by default, with opts, and a
+// context of 30 s; both end with the test.
+func fakeClient(t *testing.T, topic string, opts ...kgo.Opt) (*kgo.Client, context.Context) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return cl, ctx
 }
