@@ -74,13 +74,16 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 }
 
 // probeMembershipLocked asks the group whether it still knows this member
-// by committing again the offsets the member committed last, which changes
-// nothing: a member the group dropped gets UNKNOWN_MEMBER_ID or
-// ILLEGAL_GENERATION (its client then reports the partitions lost).
+// by committing again the offsets the member committed last for the
+// partitions assigned to it, which changes nothing: a member the group
+// dropped gets UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION (its client then
+// reports the partitions lost). Only assigned partitions: the group does
+// not check whose a partition is, and another member's newer offset must
+// stay.
 func (p *pipeline) probeMembershipLocked(ctx context.Context) error {
 	last := map[int32]int64{}
 	for part, eo := range p.cl.CommittedOffsets()[p.cfg.Input.Topic] {
-		if eo.Offset >= 0 {
+		if _, mine := p.mu.parts[part]; mine && eo.Offset >= 0 {
 			last[part] = eo.Offset
 		}
 	}
