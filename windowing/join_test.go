@@ -437,18 +437,8 @@ func TestJoinRestoredEqualsUninterrupted(t *testing.T) {
 // its last Flush count against MaxPendingBytes, so a long poll of a join
 // ends its commit cycle as an engine's does; a checkpoint starts over.
 func TestJoinNeedsCheckpoint(t *testing.T) {
-	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := &joinLog{dropped: map[string]bool{}}
-	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1000},
-		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{ShardByPartition: true, Store: db, MaxPendingBytes: 4 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.j = j
+	j, _, _ := storedJoiner(t, windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1000},
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, windowing.JoinOptions{MaxPendingBytes: 4 << 10})
 	j.Assign(0, 0, true)
 	value := `{"pad":"` + strings.Repeat("x", 100) + `"}`
 	n := 0
@@ -627,19 +617,9 @@ func TestJoinRestartKeepsArrivalOrder(t *testing.T) {
 // checkpoint at a 16 KiB bound; it said no, and the Flush wrote 62 times
 // the bound (found by a review).
 func TestJoinNeedsCheckpointCountsWholeKey(t *testing.T) {
-	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	const bound = 16 << 10
-	log := &joinLog{dropped: map[string]bool{}}
-	j, err := windowing.NewJoiner(windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1 << 40},
-		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, log, windowing.JoinOptions{ShardByPartition: true, Store: db, MaxPendingBytes: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.j = j
+	j, _, db := storedJoiner(t, windowing.JoinSpec{Kind: windowing.LeftJoin, Interval: true, Lower: 0, Upper: 1 << 40},
+		watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, windowing.JoinOptions{MaxPendingBytes: bound})
 	j.Assign(0, 0, true)
 	value := `{"pad":"` + strings.Repeat("x", 1000) + `"}`
 	n := 0
@@ -668,4 +648,23 @@ func TestJoinNeedsCheckpointCountsWholeKey(t *testing.T) {
 	if p := db.PendingBytes(); !needs && p >= bound {
 		t.Fatalf("NeedsCheckpoint false at a %d-byte bound, then Flush left %d bytes pending (%dx the bound)", bound, p, p/bound)
 	}
+}
+
+// storedJoiner is a Joiner sharded by partition over an in-memory store
+// (closed with the test), with opts besides, and the log of its rows.
+func storedJoiner(t *testing.T, spec windowing.JoinSpec, wm watermark.Spec, opts windowing.JoinOptions) (*windowing.Joiner, *joinLog, *state.DB) {
+	t.Helper()
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	log := &joinLog{dropped: map[string]bool{}}
+	opts.ShardByPartition, opts.Store = true, db
+	j, err := windowing.NewJoiner(spec, wm, log, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.j = j
+	return j, log, db
 }

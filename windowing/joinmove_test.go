@@ -239,14 +239,7 @@ func TestJoinRestoredShardTiming(t *testing.T) {
 	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
 
 	// Instance A: p0 and p1.
-	logA := &joinLog{dropped: map[string]bool{}}
-	dbA, _ := state.Open("a", state.Options{FS: vfs.NewMem()})
-	defer dbA.Close()
-	a, err := windowing.NewJoiner(spec, wm, logA, windowing.JoinOptions{ShardByPartition: true, Store: dbA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logA.j = a
+	a, logA, _ := storedJoiner(t, spec, wm, windowing.JoinOptions{})
 	a.Assign(0, 0, true)
 	a.Assign(1, 0, true)
 	for _, ev := range []windowing.Event{
@@ -272,14 +265,7 @@ func TestJoinRestoredShardTiming(t *testing.T) {
 
 	// Instance B: its own p2 at 42; restores p0 as the service does
 	// (RestoreKey while held, RestoreGenerator, Assign, gateIfBehind, FireDue).
-	logB := &joinLog{dropped: map[string]bool{}}
-	dbB, _ := state.Open("b", state.Options{FS: vfs.NewMem()})
-	defer dbB.Close()
-	b, err := windowing.NewJoiner(spec, wm, logB, windowing.JoinOptions{ShardByPartition: true, Store: dbB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logB.j = b
+	b, logB, _ := storedJoiner(t, spec, wm, windowing.JoinOptions{})
 	b.Assign(2, 0, true)
 	if err := b.Record(&windowing.Event{Partition: 2, Key: "y", Time: 42, Value: "L42b"}, 0); err != nil {
 		t.Fatal(err)
