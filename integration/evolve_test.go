@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
@@ -169,12 +168,7 @@ func TestRefusedOnRestart(t *testing.T) {
 		want   string
 	}{
 		{"input grew while stopped", func(t *testing.T, e *env) {
-			adm := kadm.NewClient(newClient(t))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := adm.CreatePartitions(ctx, 1, e.in); err != nil {
-				t.Fatal(err)
-			}
+			addPartitions(t, e.in, 1)
 		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
 		// The state holds the old topic's offsets: on the new topic they
 		// would skip records.

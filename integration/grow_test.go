@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TestInputPartitionsAdded (docs/OPERATIONS.md): partitions added to the
@@ -52,12 +50,7 @@ func TestInputPartitionsAdded(t *testing.T) {
 	produce(t, e.in, append(recs, moved(0, 6050)))
 	inst.waitRecordsIn(t, len(recs)+1)
 
-	adm := kadm.NewClient(newClient(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := adm.CreatePartitions(ctx, 2, e.in); err != nil {
-		t.Fatal(err)
-	}
+	addPartitions(t, e.in, 2)
 	e.partitions = 4
 	// Records on the new partitions before windowd has seen them: they
 	// must be consumed from the partitions' start.
@@ -108,11 +101,7 @@ func TestInputPartitionsAdded(t *testing.T) {
 	if lateDropped != 0 {
 		res.problems = append(res.problems, fmt.Sprintf("%.0f records dropped as late", lateDropped))
 	}
-	tds, err := adm.ListTopics(ctx, e.group+"-p-changelog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(tds[e.group+"-p-changelog"].Partitions); n != 4 {
+	if n := partitionCount(t, e.group+"-p-changelog"); n != 4 {
 		res.problems = append(res.problems, fmt.Sprintf("the changelog has %d partitions, want 4 (one per input partition)", n))
 	}
 	if !strings.Contains(inst.stderr.String(), "input grew: added partitions to match") {

@@ -102,6 +102,43 @@ func createTopic(t *testing.T, name string, partitions int32) {
 	}
 }
 
+// addPartitions adds add partitions to topic and waits until the metadata
+// shows all of them led: a broker answers CreatePartitions before its
+// metadata has the new partitions, so a start right after would still read
+// the old count.
+func addPartitions(t *testing.T, topic string, add int) {
+	t.Helper()
+	n := partitionCount(t, topic)
+	cl := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreatePartitions(ctx, add, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("adding %d partitions to %s: %v", add, topic, err)
+	}
+	if err := kafka.WaitLeaders(ctx, cl, topic, int32(n+add)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// partitionCount is topic's number of partitions.
+func partitionCount(t *testing.T, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tds, err := kadm.NewClient(newClient(t)).ListTopics(ctx, topic)
+	if err == nil {
+		err = tds.Error()
+	}
+	if err != nil {
+		t.Fatalf("topic %s: %v", topic, err)
+	}
+	return len(tds[topic].Partitions)
+}
+
 // input is one record of a test stream, produced to an explicit partition.
 type input struct {
 	partition int32

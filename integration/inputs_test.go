@@ -479,12 +479,7 @@ func inputsGrowRestart(t *testing.T, delivery string) {
 	if err := inst.signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("windowd survived kill -9")
 	}
-	adm := kadm.NewClient(newClient(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if _, err := adm.CreatePartitions(ctx, 2, views.in); err != nil {
-		t.Fatal(err)
-	}
+	addPartitions(t, views.in, 2)
 	views.partitions = 6
 	more := userRecords(6, 7, "v", 10_000, 20_000)
 	produce(t, views.in, append(more, flushRecords(6)...))
@@ -507,9 +502,7 @@ func inputsGrowRestart(t *testing.T, delivery string) {
 	late := views.reader(views.late)
 	late.poll(time.Second)
 	res := checkDelivery(views, want, out.got, late.got, delivery == "exactly_once")
-	if details, err := adm.ListTopics(ctx, views.repartitionTopic()); err != nil {
-		t.Fatal(err)
-	} else if n := len(details[views.repartitionTopic()].Partitions); n != 4 {
+	if n := partitionCount(t, views.repartitionTopic()); n != 4 {
 		res.problems = append(res.problems, fmt.Sprintf("the repartition topic has %d partitions, want the 4 it was made with", n))
 	}
 	t.Logf("%d + %d input records, %d windows in replay; output: %d pane records, %d distinct pane ids", len(vrecs), len(crecs), len(want), res.records, res.distinct)
