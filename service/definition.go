@@ -127,7 +127,7 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	}
 	from := p.mu.def.Partitions
 	if err := p.mu.def.Grow(n); err != nil {
-		return fmt.Errorf("pipeline %s: partitions were added to its input while it ran: %w", p.cfg.Name, err)
+		return fmt.Errorf("pipeline %s: partitions were added to its input (seen at an assignment, after the start had read the old count): %w", p.cfg.Name, err)
 	}
 	p.log.Warn("the input grew while running: "+evolve.GrowthRule,
 		zap.Int32("from_partitions", from), zap.Int32("to_partitions", n), zap.Int32("pane_ids_with_partition_from", p.mu.def.PaneIDPartitionsFrom()))
