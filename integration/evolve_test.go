@@ -6,7 +6,9 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -299,4 +301,115 @@ func runAndStop(t *testing.T, e *env, recs []input) {
 		t.Fatalf("after SIGTERM: %v", err)
 	}
 	e.waitGroupEmpty(t, 30*time.Second)
+}
+
+// TestLatenessRaisedStateRestored (docs/OPERATIONS.md, Changing a deployed
+// pipeline): allowed_lateness goes from 0s to 30s across a restart whose
+// state comes only from the changelog (the state directory deleted, as on
+// a pod without a volume). As on a start on the state directory, windows
+// that had expired at the old frontier stay closed (their late records
+// go to the late topic), and an open window takes the new lateness. Before,
+// the restore kept neither: a late record reopened a closed window, and an
+// open one closed on its old deadline and reopened for a record within
+// the new lateness, each emitting a second final pane.
+//
+// Under exactly_once every other of the first transactions aborts: the
+// rollback's new engine must keep what the restore sealed.
+func TestLatenessRaisedStateRestored(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			parallel(t, 3*time.Second)
+			latenessRaisedRestored(t, delivery)
+		})
+	}
+}
+
+func latenessRaisedRestored(t *testing.T, delivery string) {
+	e, _ := evolveEnv(t, 1, 0)
+	e.editConfig(map[string]string{"    commit_interval: 200ms\n": "    commit_interval: 200ms\n    delivery: " + delivery + "\n"})
+	at := func(p int32, sec float64) input {
+		k := fmt.Sprintf("k%d", p)
+		return input{partition: p, key: k, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":1}`, k, base+int64(sec*1000))}
+	}
+	var first []input
+	for p := int32(0); p < e.partitions; p++ {
+		for s := 0; s <= 58; s++ {
+			first = append(first, at(p, float64(s)))
+		}
+	}
+	// Frontier 56 s (max_delay 2 s): windows up to [40 s, 50 s) final,
+	// [50 s, 60 s) open with nine records.
+	runAndStop(t, e, first)
+	if err := os.RemoveAll(e.stateDir); err != nil {
+		t.Fatal(err)
+	}
+	e.editConfig(map[string]string{"    allowed_lateness: 0s\n": "    allowed_lateness: 30s\n"})
+	var b *instance
+	var calls, aborts atomic.Int64
+	tail := func() string { return stderrTail(b, 20) }
+	if delivery == "exactly_once" {
+		b = e.startInProcessWith(service.Faults{AbortTxn: abortEveryOther(20, &calls, &aborts)})
+		tail = func() string { return fmt.Sprintf("the service: %v", b.stop()) }
+	} else {
+		b = e.startProcess()
+	}
+	var second []input
+	for p := int32(0); p < e.partitions; p++ {
+		second = append(second, at(p, 45), at(p, 55.5), at(p, 70), at(p, 72), at(p, 57))
+	}
+	produce(t, e.in, append(second, flushRecords(e.partitions)...))
+	e.waitCommitted(t, 60*time.Second)
+
+	out := e.reader(e.out)
+	finals := map[string][]string{} // window (key/start/end) -> its final panes' ids and aggregates
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		out.poll(500 * time.Millisecond)
+		finals = map[string][]string{}
+		for _, r := range out.got {
+			if id := r.headers["pane_id"]; !strings.HasPrefix(r.key, "flush") && gjson.Get(r.value, "pane.final").Bool() {
+				finals[windowOf(id)] = append(finals[windowOf(id)], id+" "+gjson.Get(r.value, "aggregates").Raw)
+			}
+		}
+		if len(finals) >= 14 { // 7 windows of each key
+			break
+		}
+	}
+	late := e.reader(e.late)
+	late.poll(2 * time.Second)
+	var problems []string
+	for w, panes := range finals {
+		if len(panes) > 1 {
+			problems = append(problems, fmt.Sprintf("window %s has %d final panes: %v", w, len(panes), panes))
+		}
+	}
+	for p := int32(0); p < e.partitions; p++ {
+		w := fmt.Sprintf("k%d/%d/%d", p, base+50_000, base+60_000)
+		if panes := finals[w]; len(panes) != 1 || gjson.Get(panes[0][strings.IndexByte(panes[0], ' ')+1:], "n").Int() != 11 {
+			problems = append(problems, fmt.Sprintf("%s: final %v, want n 11 (nine records, then 55.5 s and 57 s within the new lateness)", w, panes))
+		}
+	}
+	lateTS := 0
+	for _, r := range late.got {
+		if gjson.Get(r.value, "ts").Int() == base+45_000 {
+			lateTS++
+		}
+	}
+	if lateTS != int(e.partitions) {
+		problems = append(problems, fmt.Sprintf("%d records of 45 s in the late topic, want %d (their windows had closed under 0s)", lateTS, e.partitions))
+	}
+	if delivery == "exactly_once" && aborts.Load() == 0 {
+		problems = append(problems, "no transaction aborted: the rollback path was not reached")
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Fatalf("%s\n%s", strings.Join(problems, "\n"), tail())
+	}
+	t.Logf("%d windows with a final pane, %d records in the late topic, %d of %d transactions aborted", len(finals), len(late.got), aborts.Load(), calls.Load())
+	if delivery == "exactly_once" {
+		if err := b.stop(); err != nil {
+			t.Fatalf("the service: %v", err)
+		}
+		return
+	}
+	_ = b.signal(t, syscall.SIGTERM)
 }

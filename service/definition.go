@@ -14,6 +14,7 @@ import (
 	"github.com/windowd/windowd/evolve"
 	"github.com/windowd/windowd/kafka"
 	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
 )
 
 // The pipeline's definition (package evolve) is stored with its state: in
@@ -73,8 +74,12 @@ func (p *pipeline) storeDefinitionLocked() error {
 
 // adoptDefinitionLocked continues the state restored into part from a changelog
 // written under stored: refused as a start would be, or its
-// layouts and sealed bound taken in.
-func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte) error {
+// layouts and sealed bound taken in. Written under another
+// allowed_lateness (a fresh state directory after the change), what had
+// expired at the writer's frontier of the last marker mk (nil: none) is
+// sealed and the restored windows take the current lateness, as a start
+// on the state directory does (Definition.Evolution's Rearm).
+func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte, mk *marker) error {
 	if bytes.Equal(stored, p.mu.defBytes) {
 		return nil
 	}
@@ -92,10 +97,40 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte) error {
 	if r.Sealed != nil {
 		p.mu.eng.Seal(*r.Sealed)
 	}
+	if r.Lateness != p.mu.def.Lateness {
+		f := watermark.MinTime
+		if mk != nil {
+			f = mk.frontier
+		}
+		if err := p.mu.eng.Rearm(r.Lateness, f); err != nil {
+			return err
+		}
+	}
 	if p.mu.def.GrewFrom > 0 && p.mu.rp == nil {
 		p.startSplitDetectorLocked() // another instance saw the input grow
 	}
 	return p.storeDefinitionLocked()
+}
+
+// readoptDefinitionLocked gives eng, an engine made again by a rollback,
+// what the definition took in since the start (adoptDefinitionLocked): the
+// layouts and sealed bound of changelogs restored since. The engine
+// options hold only the start's, and restored keys written under those
+// layouts stay in local state (exactly_once checkpoints a restore at once).
+func (p *pipeline) readoptDefinitionLocked(eng engine) error {
+	if len(p.mu.def.Layouts) > 0 {
+		ls, err := evolve.Layouts(p.mu.def)
+		if err != nil {
+			return err
+		}
+		if err := eng.AddLayouts(ls); err != nil {
+			return err
+		}
+	}
+	if p.mu.def.Sealed != nil {
+		eng.Seal(*p.mu.def.Sealed)
+	}
+	return nil
 }
 
 // grewInputLocked checks, at every assignment, whether partitions were added to

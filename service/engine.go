@@ -40,6 +40,7 @@ type engine interface {
 	Drained() bool
 	Sealed() int64
 	Seal(end int64)
+	Rearm(prior, f int64) error
 	AddLayouts(ls map[uint32]*windowing.Layout) error
 	FinishLayouts(p int32) error
 	Reader() *windowing.Reader

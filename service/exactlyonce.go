@@ -301,6 +301,9 @@ func (p *pipeline) rollbackLocked() error {
 		p.restartReadersLocked()
 	}
 	eng, err := p.newEngineLocked()
+	if err == nil {
+		err = p.readoptDefinitionLocked(eng)
+	}
 	if err != nil {
 		return err
 	}

@@ -291,7 +291,7 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 		return false, nil
 	}
 	if b.def != nil {
-		if err := p.adoptDefinitionLocked(j.part, b.def); err != nil {
+		if err := p.adoptDefinitionLocked(j.part, b.def, b.mk); err != nil {
 			return false, err
 		}
 	}

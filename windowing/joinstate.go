@@ -549,6 +549,16 @@ func (j *Joiner) Seal(end int64) { j.sealed = max(j.sealed, end) }
 // Drained is false: a join has no drain of a previous window.
 func (j *Joiner) Drained() bool { return false }
 
+// Rearm seals what had expired at a writer's frontier f under the prior
+// allowed_lateness (Engine.Rearm); restored records already took the
+// current lateness for their expiry (RestoreKey).
+func (j *Joiner) Rearm(prior, f int64) error {
+	if prior != j.spec.AllowedLateness && f != watermark.MinTime && f != watermark.MaxTime {
+		j.sealed = max(j.sealed, f-prior)
+	}
+	return nil
+}
+
 // AddLayouts refuses aggregate layouts: a join has no aggregates.
 func (j *Joiner) AddLayouts(ls map[uint32]*Layout) error {
 	if len(ls) > 0 {

@@ -16,6 +16,26 @@ func (e *Engine) rearm(prior int64) error {
 	if e.f != watermark.MinTime && e.f != watermark.MaxTime {
 		e.sealed = max(e.sealed, e.f-prior)
 	}
+	return e.rearmTimers(prior)
+}
+
+// Rearm is rearm for state restored from a changelog written under the
+// prior allowed_lateness, at a writer's frontier f: windows ending at or
+// before f − prior had expired there and are sealed; the restored open
+// windows take the current lateness (windows already under it keep their
+// timers: only a timer at end + prior moves).
+func (e *Engine) Rearm(prior, f int64) error {
+	if prior == e.spec.AllowedLateness {
+		return nil
+	}
+	if f != watermark.MinTime && f != watermark.MaxTime {
+		e.sealed = max(e.sealed, f-prior)
+	}
+	return e.rearmTimers(prior)
+}
+
+// rearmTimers moves the timers of windows waiting out the prior lateness.
+func (e *Engine) rearmTimers(prior int64) error {
 	var all []Timer
 	var cursor *Timer
 	for {
