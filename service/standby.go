@@ -39,7 +39,8 @@ var errPromoted = errors.New("standby promoted")
 type standbyPlan struct {
 	sync.Mutex
 	parts   []int32
-	changed bool // parts not yet reconciled by the loop
+	keep    []int32 // the group gives them to this member: a running standby stays for its promotion
+	changed bool    // parts not yet reconciled by the loop
 }
 
 // planStandbys reads the group's assignment every standbyPlanEvery until
@@ -52,8 +53,14 @@ func (p *pipeline) planStandbys(ctx context.Context) {
 		if member != "" {
 			if all, err := kafka.GroupAssignment(ctx, p.adm, p.cfg.Input.Group, p.cfg.Input.Topic); err == nil {
 				parts := kafka.StandbysOf(all, member, p.standbys)
+				// The group may describe an assignment the poll loop has not
+				// been given yet: a standby of a partition it gives this
+				// member (its owner has just failed) is promoted a moment
+				// later, and stopping it now would make that promotion a
+				// restore from the changelog's start.
+				keep := all[member]
 				p.sb.Lock()
-				p.sb.parts, p.sb.changed = parts, true
+				p.sb.parts, p.sb.keep, p.sb.changed = parts, keep, true
 				p.sb.Unlock()
 			}
 		}
@@ -69,7 +76,7 @@ func (p *pipeline) planStandbys(ctx context.Context) {
 // yet and stops those it no longer wants.
 func (p *pipeline) reconcileStandbysLocked() {
 	p.sb.Lock()
-	want, changed := p.sb.parts, p.sb.changed
+	want, keep, changed := p.sb.parts, p.sb.keep, p.sb.changed
 	p.sb.changed = false
 	p.sb.Unlock()
 	if !changed {
@@ -77,7 +84,7 @@ func (p *pipeline) reconcileStandbysLocked() {
 	}
 	var stopped, started []int32
 	for _, j := range p.rs.list() {
-		if j.standby.Load() && !slices.Contains(want, j.part) {
+		if j.standby.Load() && !slices.Contains(want, j.part) && !slices.Contains(keep, j.part) {
 			p.stopStandbyLocked(j)
 			stopped = append(stopped, j.part)
 		}
