@@ -519,50 +519,64 @@ func TestJoinRestoreKeyTimersBounded(t *testing.T) {
 // is stopped. A record whose partners may have been let go under the old
 // lateness is dropped as late instead of taken: a right record matching
 // a left one already emitted unmatched would otherwise be emitted
-// unmatched too (full join), though the two match.
+// unmatched too (full join), though the two match. The bound comes from
+// the start's Evolution, or, for state taken from a changelog written
+// under the old lateness, from Rearm with the writer's frontier.
 func TestJoinSealedAfterLatenessGrows(t *testing.T) {
-	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	spec := windowing.JoinSpec{Kind: windowing.FullJoin, Interval: true, Lower: 0, Upper: 10, Left: 0, Right: 1}
-	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
-	log := &joinLog{dropped: map[string]bool{}}
-	j, err := windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.j = j
-	j.Assign(0, 0, true)
-	for _, ev := range []windowing.Event{{Key: "a", Time: 0, Value: "L0"}, {Key: "b", Time: 100, Value: "L100"}} {
-		if err := j.Record(&ev, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(log.rows) != 1 || log.rows[0].Left.Value != "L0" {
-		t.Fatalf("rows %+v, want L0 unmatched", log.rows)
-	}
-	f := j.Frontier()
-	if err := j.Checkpoint(false); err != nil {
-		t.Fatal(err)
-	}
-	spec.AllowedLateness = 200
-	j, err = windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db,
-		Evolve: &windowing.Evolution{Sealed: watermark.MinTime, Rearm: true, PriorLateness: 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.j = j
-	j.Assign(0, 0, true)
-	if err := j.Record(&windowing.Event{Key: "a", Time: 5, Input: 1, Value: "R5"}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !log.dropped["R5"] || len(log.rows) != 1 {
-		t.Fatalf("R5 dropped %v, rows %d: want R5 dropped as late, no row for it", log.dropped["R5"], len(log.rows))
-	}
-	if j.Sealed() != f { // the frontier minus the old lateness, 0
-		t.Fatalf("sealed %d, want the frontier %d", j.Sealed(), f)
+	for _, how := range []string{"start", "restore"} {
+		t.Run(how, func(t *testing.T) {
+			db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			spec := windowing.JoinSpec{Kind: windowing.FullJoin, Interval: true, Lower: 0, Upper: 10, Left: 0, Right: 1}
+			wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
+			log := &joinLog{dropped: map[string]bool{}}
+			j, err := windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.j = j
+			j.Assign(0, 0, true)
+			for _, ev := range []windowing.Event{{Key: "a", Time: 0, Value: "L0"}, {Key: "b", Time: 100, Value: "L100"}} {
+				if err := j.Record(&ev, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(log.rows) != 1 || log.rows[0].Left.Value != "L0" {
+				t.Fatalf("rows %+v, want L0 unmatched", log.rows)
+			}
+			f := j.Frontier()
+			if err := j.Checkpoint(false); err != nil {
+				t.Fatal(err)
+			}
+			spec.AllowedLateness = 200
+			opts := windowing.JoinOptions{ShardByPartition: true, Store: db}
+			if how == "start" {
+				opts.Evolve = &windowing.Evolution{Sealed: watermark.MinTime, Rearm: true, PriorLateness: 0}
+			}
+			j, err = windowing.NewJoiner(spec, wm, log, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.j = j
+			if how == "restore" {
+				if err := j.Rearm(0, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j.Assign(0, 0, true)
+			if err := j.Record(&windowing.Event{Key: "a", Time: 5, Input: 1, Value: "R5"}, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !log.dropped["R5"] || len(log.rows) != 1 {
+				t.Fatalf("R5 dropped %v, rows %d: want R5 dropped as late, no row for it", log.dropped["R5"], len(log.rows))
+			}
+			if j.Sealed() != f { // the frontier minus the old lateness, 0
+				t.Fatalf("sealed %d, want the frontier %d", j.Sealed(), f)
+			}
+		})
 	}
 }
 
