@@ -9,11 +9,13 @@ import (
 
 // Start plans a start of the pipeline defined as cur on a store: stored
 // is the definition stored with its state (nil: none), hasState whether it
-// holds state at all. It returns the plan (nil when nothing was stored),
+// holds state at all, logged whether the pipeline's changelog holds state
+// of an earlier run (which the start restores, with the changelog's own
+// definition, when the store has none). It returns the plan (nil when nothing was stored),
 // the definition to store once the engine runs, and the engine's
 // Evolution. A refused plan is returned with its error; where names the
 // state in the message.
-func Start(stored []byte, hasState bool, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
+func Start(stored []byte, hasState, logged bool, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
 	next := *cur
 	var plan *Plan
 	var prior *Definition
@@ -35,9 +37,11 @@ func Start(stored []byte, hasState bool, cur *Definition, where string) (*Plan, 
 		next.Layouts = map[uint32][]Aggregate{0: cur.Layout()}
 		next.History = []uint32{0}
 		next.Drain = nil
-	default:
+	case !logged:
 		next.Drain = nil // fresh state: no window to finish
 	}
+	// Otherwise the configured drain stays: the state to restore may be
+	// of the drain's window (Adopt compares the changelog's definition).
 	ev, err := next.Evolution(prior)
 	if err != nil {
 		return nil, nil, nil, err
@@ -83,18 +87,18 @@ func (d *Definition) Seal(end int64) {
 
 // Adopt continues under d the state a changelog partition holds, stored
 // under r: it refuses (with the plan's error) what Start would refuse,
-// and otherwise takes in r's layouts and sealed bound, returning the
-// engine's layouts for d.
-func (d *Definition) Adopt(r *Definition, where string) (map[uint32]*windowing.Layout, error) {
+// and otherwise takes in r's layouts and sealed bound, returning the plan
+// and the engine's layouts for d.
+func (d *Definition) Adopt(r *Definition, where string) (*Plan, map[uint32]*windowing.Layout, error) {
 	if r.Partitions > d.Partitions && d.Partitions > 0 && !d.Repartition {
 		// Written by an instance that saw the input grow first.
 		if err := d.Grow(r.Partitions); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	plan := Compare(r, d)
 	if plan.Refused() {
-		return nil, plan.Error(where)
+		return plan, nil, plan.Error(where)
 	}
 	if d.Layouts == nil {
 		d.Layouts = map[uint32][]Aggregate{}
@@ -115,5 +119,6 @@ func (d *Definition) Adopt(r *Definition, where string) (map[uint32]*windowing.L
 	if r.Sealed != nil {
 		d.Seal(*r.Sealed)
 	}
-	return Layouts(d)
+	ls, err := Layouts(d)
+	return plan, ls, err
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,9 +19,22 @@ import (
 // the cut, and nothing is dropped as late (allowed_lateness 0s). Without
 // the drain the start is refused (TestResetAfterRefusedChange).
 func TestDrainOnRestart(t *testing.T) {
-	parallel(t, 6*time.Second)
+	for _, keepDir := range []bool{true, false} {
+		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
+			parallel(t, 6*time.Second)
+			drainOnRestart(t, keepDir)
+		})
+	}
+}
+
+func drainOnRestart(t *testing.T, keepDir bool) {
 	e, halves := evolveEnv(t, 11, 80)
 	runAndStop(t, e, halves[0])
+	if !keepDir {
+		if err := os.RemoveAll(e.stateDir); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	old := e.cfg.Pipelines[0] // tumbling 10s
 	cut := base + 40_000      // the first half ends before it; a boundary of both windows
@@ -29,6 +43,7 @@ func TestDrainOnRestart(t *testing.T) {
 			"    drain: {window: {type: tumbling, size: 10s}, until: \"" + time.UnixMilli(cut).UTC().Format(time.RFC3339) + "\"}\n",
 	})
 	b := e.startProcess()
+	logTroubles(t, map[*instance]string{b: "windowd (restarted)"})
 	flush := flushRecords(e.partitions)
 	produce(t, e.in, append(append([]input(nil), halves[1]...), flush...))
 	e.waitCommitted(t, 60*time.Second)

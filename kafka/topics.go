@@ -59,6 +59,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 				return nil, err
 			}
 		}
+		logged := false
 		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
 			if topic == "" {
 				continue
@@ -107,6 +108,9 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 					if err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
 						return nil, err
 					}
+					if logged, err = holdsRecords(ctx, adm, topic); err != nil {
+						return nil, err
+					}
 				}
 			default:
 				if serr := SecurityError(&cfg.Kafka, err, "create topic "+topic); serr != nil {
@@ -119,9 +123,26 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		if err != nil {
 			return nil, err
 		}
-		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, Repartition: stateParts, ChangelogID: id}
+		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, Repartition: stateParts, ChangelogID: id, Logged: logged}
 	}
 	return inputs, nil
+}
+
+// holdsRecords reports whether a partition of topic has an end offset
+// above zero.
+func holdsRecords(ctx context.Context, adm *kadm.Client, topic string) (bool, error) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(tctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("topic %s: end offsets: %w", topic, err)
+	}
+	held := false
+	ends.Each(func(o kadm.ListedOffset) { held = held || o.Offset > 0 })
+	return held, nil
 }
 
 // waitInput waits for input topic topic of p to exist and returns its
@@ -177,6 +198,9 @@ type Topics struct {
 	// pipelines), which the state is keyed by.
 	Repartition int32
 	ChangelogID [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
+	// Logged: the changelog existed at the start and holds records (state
+	// of an earlier run, which a start without local state restores).
+	Logged bool
 }
 
 // existingPartitions is topic's partition count, or 0 when it does not exist.

@@ -35,7 +35,7 @@ const partitionCountTimeout = 5 * time.Second
 
 // planState plans the start on the state directory's definition (after
 // loadMeta): it sets p.mu.def and the engine's Evolution, or refuses.
-func (p *pipeline) planState(inputs int32, dir string) error {
+func (p *pipeline) planState(inputs int32, logged bool, dir string) error {
 	parts := inputs
 	if p.orig.Repartition != nil {
 		parts = 0 // state is keyed by the repartition topic's partitions
@@ -50,7 +50,7 @@ func (p *pipeline) planState(inputs int32, dir string) error {
 	if err != nil {
 		return err
 	}
-	plan, next, ev, err := evolve.Start(stored, len(shards) > 0 || len(p.off.stored) > 0, cur, "state directory "+dir)
+	plan, next, ev, err := evolve.Start(stored, len(shards) > 0 || len(p.off.stored) > 0, logged, cur, "state directory "+dir)
 	if err != nil {
 		return err
 	}
@@ -87,9 +87,13 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte, mk *marker) 
 	if err != nil {
 		return fmt.Errorf("changelog %s[%d]: %w", p.clTopic, part, err)
 	}
-	ls, err := p.mu.def.Adopt(r, fmt.Sprintf("changelog %s[%d]", p.clTopic, part))
+	plan, ls, err := p.mu.def.Adopt(r, fmt.Sprintf("changelog %s[%d]", p.clTopic, part))
 	if err != nil {
 		return err
+	}
+	if len(plan.Changes) > 0 {
+		p.log.Warn("the pipeline's configuration changed since the restored state was written; applying:\n"+plan.Text(),
+			zap.Int32("partition", part), zap.Int("changes", len(plan.Changes)))
 	}
 	if err := p.mu.eng.AddLayouts(ls); err != nil {
 		return err

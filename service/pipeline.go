@@ -382,7 +382,7 @@ func (p *pipeline) openLocalState(pl plan, deps deps) (txnID string, err error) 
 	if err := p.loadMetaLocked(); err != nil {
 		return "", err
 	}
-	if err := p.planState(pl.topics.Partitions, dir); err != nil {
+	if err := p.planState(pl.topics.Partitions, pl.topics.Logged, dir); err != nil {
 		return "", err
 	}
 	p.mu.eng, err = p.newEngineLocked()
