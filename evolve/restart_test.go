@@ -71,7 +71,7 @@ func start(t *testing.T, fs vfs.FS, p *config.Pipeline, panes *[]pane, drops *in
 		stored = nil
 	}
 	shards, _ := db.Shards()
-	_, next, ev, err := evolve.Start(stored, len(shards) > 0, false, evolve.Of(p, 2), "state")
+	_, next, ev, err := evolve.Start(stored, len(shards) > 0, 0, evolve.Of(p, 2), "state")
 	if err != nil {
 		db.Close()
 		return nil, err

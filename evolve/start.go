@@ -9,13 +9,14 @@ import (
 
 // Start plans a start of the pipeline defined as cur on a store: stored
 // is the definition stored with its state (nil: none), hasState whether it
-// holds state at all, logged whether the pipeline's changelog holds state
-// of an earlier run (which the start restores, with the changelog's own
-// definition, when the store has none). It returns the plan (nil when nothing was stored),
+// holds state at all, logged the partition count of the pipeline's
+// changelog when it holds state of an earlier run (which the start
+// restores, with the changelog's own definition, when the store has
+// none), before it grew with the input; 0 when it holds none. It returns the plan (nil when nothing was stored),
 // the definition to store once the engine runs, and the engine's
 // Evolution. A refused plan is returned with its error; where names the
 // state in the message.
-func Start(stored []byte, hasState, logged bool, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
+func Start(stored []byte, hasState bool, logged int32, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
 	next := *cur
 	var plan *Plan
 	var prior *Definition
@@ -37,11 +38,23 @@ func Start(stored []byte, hasState, logged bool, cur *Definition, where string) 
 		next.Layouts = map[uint32][]Aggregate{0: cur.Layout()}
 		next.History = []uint32{0}
 		next.Drain = nil
-	case !logged:
+	case logged == 0:
 		next.Drain = nil // fresh state: no window to finish
+	case logged < cur.Partitions && !cur.Repartition:
+		// No local state, but the changelog's (restored, Adopt) was keyed
+		// by fewer input partitions: the input grew while stopped, and
+		// the growth rule applies as on a start on the state.
+		old := *cur
+		old.Partitions = logged
+		plan = Compare(&old, cur)
+		if plan.Refused() {
+			return plan, nil, nil, plan.Error(fmt.Sprintf("%s: none; the changelog of %d partitions", where, logged))
+		}
+		next = *plan.Next
 	}
-	// Otherwise the configured drain stays: the state to restore may be
-	// of the drain's window (Adopt compares the changelog's definition).
+	// A changelog that holds state keeps the configured drain: the state
+	// to restore may be of the drain's window (Adopt compares the
+	// changelog's definition).
 	ev, err := next.Evolution(prior)
 	if err != nil {
 		return nil, nil, nil, err
@@ -99,6 +112,11 @@ func (d *Definition) Adopt(r *Definition, where string) (*Plan, map[uint32]*wind
 	plan := Compare(r, d)
 	if plan.Refused() {
 		return plan, nil, plan.Error(where)
+	}
+	if g := plan.Next.GrewFrom; g > 0 && !d.Repartition && (d.GrewFrom == 0 || g < d.GrewFrom) {
+		// r knows an earlier count before the first growth than d, whose
+		// start saw the changelog only after a later one.
+		d.GrewFrom = g
 	}
 	if d.Layouts == nil {
 		d.Layouts = map[uint32][]Aggregate{}

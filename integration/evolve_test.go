@@ -172,6 +172,12 @@ func TestRefusedOnRestart(t *testing.T) {
 		{"input grew while stopped", func(t *testing.T, e *env) {
 			addPartitions(t, e.in, 1)
 		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
+		{"input grew while stopped, state dir deleted", func(t *testing.T, e *env) {
+			if err := os.RemoveAll(e.stateDir); err != nil {
+				t.Fatal(err)
+			}
+			addPartitions(t, e.in, 1)
+		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
 		// The state holds the old topic's offsets: on the new topic they
 		// would skip records.
 		{"input topic changed, group kept", func(t *testing.T, e *env) {

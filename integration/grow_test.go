@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,4 +115,97 @@ func TestInputPartitionsAdded(t *testing.T) {
 	if len(res.problems) > 0 {
 		t.Fatalf("after the input grew from 2 to 4 partitions:\n%s", strings.Join(res.problems, "\n"))
 	}
+}
+
+// TestInputGrewWhileStopped (docs/OPERATIONS.md, Changing a deployed
+// pipeline): the input grows from 2 to 4 partitions while windowd is
+// stopped with window [6s,7s) of key "moved" open on partition 0; after
+// the restart the producer's partitioner puts "moved" on partition 2. As
+// when the input grows while running (TestInputPartitionsAdded), each
+// partition emits its own final pane of the window, the added partition's
+// with @2 in its pane id, on the same state directory and on state
+// restored from the changelog alone. Before, the restart without a state
+// directory took 4 for the input's first count, and both final panes had
+// one pane id.
+func TestInputGrewWhileStopped(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
+	}
+	for _, keepDir := range []bool{true, false} {
+		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
+			parallel(t, 6*time.Second)
+			grewWhileStopped(t, keepDir)
+		})
+	}
+}
+
+func grewWhileStopped(t *testing.T, keepDir bool) {
+	windowdBinary(t)
+	de := newDeliveryEnvWith(t, 2, "at_least_once", "6s", "0s")
+	e := de.env
+	rec := func(p int32, key string, ts int64) input {
+		return input{partition: p, key: key, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":1}`, key, base+ts)}
+	}
+	var first []input
+	for ts := int64(0); ts < 6500; ts += 500 {
+		first = append(first, rec(0, "k0", ts), rec(1, "k1", ts))
+	}
+	first = append(first, rec(0, "moved", 6050))
+	runAndStop(t, e, first)
+	if !keepDir {
+		if err := os.RemoveAll(e.stateDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addPartitions(t, e.in, 2)
+	e.partitions = 4
+	b := e.spawn(nil)
+	logTroubles(t, map[*instance]string{b: "windowd (restarted)"})
+	b.waitListening(t)
+	second := []input{rec(2, "moved", 6150), rec(0, "moved", 6250)}
+	for ts := int64(6500); ts < 10000; ts += 500 {
+		for p := int32(0); p < 4; p++ {
+			second = append(second, rec(p, fmt.Sprintf("k%d", p), ts))
+		}
+	}
+	produce(t, e.in, append(second, flushRecords(4)...))
+	e.waitCommitted(t, 60*time.Second)
+
+	w := fmt.Sprintf("moved/%d/%d", base+6000, base+7000)
+	out := e.reader(e.out)
+	finals := map[string][]string{} // window, with its partition when it has one -> final panes' id and count
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out.poll(500 * time.Millisecond)
+		finals = map[string][]string{}
+		for _, r := range out.got {
+			if id := r.headers["pane_id"]; gjson.Get(r.value, "pane.final").Bool() {
+				k := windowOf(id)
+				if at := strings.IndexByte(id, '@'); at >= 0 {
+					k += id[at:]
+				}
+				finals[k] = append(finals[k], id+" n="+gjson.Get(r.value, "aggregates.n").Raw)
+			}
+		}
+		if len(finals[w]) > 0 && len(finals[w+"@2"]) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	var problems []string
+	for k, panes := range finals {
+		if len(panes) > 1 {
+			problems = append(problems, fmt.Sprintf("%s: %d final panes %v", k, len(panes), panes))
+		}
+	}
+	if len(finals[w]) != 1 || !strings.HasSuffix(finals[w][0], " n=2") || strings.Contains(finals[w][0], "@") {
+		problems = append(problems, fmt.Sprintf("%s: final panes %v, want one of n=2 (partition 0) without a partition in its id", w, finals[w]))
+	}
+	if len(finals[w+"@2"]) != 1 || !strings.HasSuffix(finals[w+"@2"][0], " n=1") {
+		problems = append(problems, fmt.Sprintf("%s@2: final panes %v, want one of n=1 (added partition 2)", w, finals[w+"@2"]))
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Fatalf("after the input grew from 2 to 4 partitions during a stop:\n%s", strings.Join(problems, "\n"))
+	}
+	t.Logf("%d windows with a final pane", len(finals))
+	_ = b.signal(t, syscall.SIGTERM)
 }

@@ -59,7 +59,7 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 				return nil, err
 			}
 		}
-		logged := false
+		var logged int32
 		for _, topic := range []string{p.OutputTopic, p.DeadLetterTopic, p.LateTopic, changelog, internal} {
 			if topic == "" {
 				continue
@@ -105,10 +105,10 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 					// The input grew while windowd was down (or before
 					// it ever ran): partition p's state needs changelog
 					// partition p.
-					if err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
+					if logged, err = loggedPartitions(ctx, adm, topic); err != nil {
 						return nil, err
 					}
-					if logged, err = holdsRecords(ctx, adm, topic); err != nil {
+					if err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
 						return nil, err
 					}
 				}
@@ -128,9 +128,9 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 	return inputs, nil
 }
 
-// holdsRecords reports whether a partition of topic has an end offset
-// above zero.
-func holdsRecords(ctx context.Context, adm *kadm.Client, topic string) (bool, error) {
+// loggedPartitions is topic's partition count when one of its partitions
+// has an end offset above zero, else 0.
+func loggedPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ends, err := adm.ListEndOffsets(tctx, topic)
@@ -138,11 +138,18 @@ func holdsRecords(ctx context.Context, adm *kadm.Client, topic string) (bool, er
 		err = ends.Error()
 	}
 	if err != nil {
-		return false, fmt.Errorf("topic %s: end offsets: %w", topic, err)
+		return 0, fmt.Errorf("topic %s: end offsets: %w", topic, err)
 	}
+	var n int32
 	held := false
-	ends.Each(func(o kadm.ListedOffset) { held = held || o.Offset > 0 })
-	return held, nil
+	ends.Each(func(o kadm.ListedOffset) {
+		n++
+		held = held || o.Offset > 0
+	})
+	if !held {
+		return 0, nil
+	}
+	return n, nil
 }
 
 // waitInput waits for input topic topic of p to exist and returns its
@@ -198,9 +205,10 @@ type Topics struct {
 	// pipelines), which the state is keyed by.
 	Repartition int32
 	ChangelogID [16]byte // the changelog's topic id: local state of another id was logged to a changelog since deleted
-	// Logged: the changelog existed at the start and holds records (state
-	// of an earlier run, which a start without local state restores).
-	Logged bool
+	// Logged: the changelog's partition count at the start, before it
+	// grew with the input, when it held records (state of an earlier run,
+	// which a start without local state restores); 0 when it held none.
+	Logged int32
 }
 
 // existingPartitions is topic's partition count, or 0 when it does not exist.

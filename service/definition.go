@@ -35,7 +35,7 @@ const partitionCountTimeout = 5 * time.Second
 
 // planState plans the start on the state directory's definition (after
 // loadMeta): it sets p.mu.def and the engine's Evolution, or refuses.
-func (p *pipeline) planState(inputs int32, logged bool, dir string) error {
+func (p *pipeline) planState(inputs, logged int32, dir string) error {
 	parts := inputs
 	if p.orig.Repartition != nil {
 		parts = 0 // state is keyed by the repartition topic's partitions
@@ -97,6 +97,10 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte, mk *marker) 
 	}
 	if err := p.mu.eng.AddLayouts(ls); err != nil {
 		return err
+	}
+	if from := p.mu.def.PaneIDPartitionsFrom(); from != p.engOpts.PartitionIDsFrom {
+		p.engOpts.PartitionIDsFrom = from
+		p.mu.eng.SetPartitionIDsFrom(from)
 	}
 	if r.Sealed != nil {
 		p.mu.eng.Seal(*r.Sealed)

@@ -41,6 +41,7 @@ type engine interface {
 	Sealed() int64
 	Seal(end int64)
 	Rearm(prior, f int64) error
+	SetPartitionIDsFrom(from int32)
 	AddLayouts(ls map[uint32]*windowing.Layout) error
 	FinishLayouts(p int32) error
 	Reader() *windowing.Reader

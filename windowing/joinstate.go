@@ -559,6 +559,9 @@ func (j *Joiner) Rearm(prior, f int64) error {
 	return nil
 }
 
+// SetPartitionIDsFrom does nothing: join rows carry no pane id.
+func (j *Joiner) SetPartitionIDsFrom(int32) {}
+
 // AddLayouts refuses aggregate layouts: a join has no aggregates.
 func (j *Joiner) AddLayouts(ls map[uint32]*Layout) error {
 	if len(ls) > 0 {

@@ -253,6 +253,10 @@ func (e *Engine) AddLayouts(ls map[uint32]*Layout) error {
 	return e.restorePending(func(gen uint32) bool { return e.codec.knows(gen) })
 }
 
+// SetPartitionIDsFrom changes Options.PartitionIDsFrom: a restore learnt
+// an earlier count before the input's first growth.
+func (e *Engine) SetPartitionIDsFrom(from int32) { e.opts.PartitionIDsFrom = from }
+
 // Seal raises the end at or before which every window has expired
 // (Evolution.Sealed).
 func (e *Engine) Seal(end int64) { e.sealed = max(e.sealed, end) }
