@@ -10,12 +10,12 @@ import (
 // Start plans a start of the pipeline defined as cur on a store: stored
 // is the definition stored with its state (nil: none), hasState whether it
 // holds state at all, logged the partition count of the pipeline's
-// changelog when it holds state of an earlier run (which the start
-// restores, with the changelog's own definition, when the store has
-// none), before it grew with the input; 0 when it holds none. It returns the plan (nil when nothing was stored),
-// the definition to store once the engine runs, and the engine's
-// Evolution. A refused plan is returned with its error; where names the
-// state in the message.
+// changelog, before it grew with the input, when the changelog holds state
+// of an earlier run (0 when it holds none; a store without state restores
+// it, with the changelog's own definition: Adopt). It returns the plan
+// (nil when nothing was stored), the definition to store once the engine
+// runs, and the engine's Evolution. A refused plan is returned with its
+// error; where names the state in the message.
 func Start(stored []byte, hasState bool, logged int32, cur *Definition, where string) (*Plan, *Definition, *windowing.Evolution, error) {
 	next := *cur
 	var plan *Plan

@@ -122,9 +122,9 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte, mk *marker) 
 
 // readoptDefinitionLocked gives eng, an engine made again by a rollback,
 // what the definition took in since the start (adoptDefinitionLocked): the
-// layouts and sealed bound of changelogs restored since. The engine
-// options hold only the start's, and restored keys written under those
-// layouts stay in local state (exactly_once checkpoints a restore at once).
+// layouts and sealed bound of changelogs restored since, which the engine
+// options (the start's) lack. The restored state itself stays: exactly_once
+// checkpoints a restore at once.
 func (p *pipeline) readoptDefinitionLocked(eng engine) error {
 	if len(p.mu.def.Layouts) > 0 {
 		ls, err := evolve.Layouts(p.mu.def)
