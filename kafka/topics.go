@@ -105,10 +105,11 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 					// The input grew while windowd was down (or before
 					// it ever ran): partition p's state needs changelog
 					// partition p.
-					if logged, err = loggedPartitions(ctx, adm, topic); err != nil {
+					had, err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name)))
+					if err != nil {
 						return nil, err
 					}
-					if err := GrowTopic(ctx, adm, cl, topic, n, log.With(zap.String("pipeline", p.Name))); err != nil {
+					if logged, err = loggedPartitions(ctx, adm, topic, had); err != nil {
 						return nil, err
 					}
 				}
@@ -128,28 +129,48 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 	return inputs, nil
 }
 
-// loggedPartitions is topic's partition count when one of its partitions
-// has an end offset above zero, else 0.
-func loggedPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// loggedPartitions returns had, topic's partition count before it grew,
+// when one of those partitions has an end offset above zero, else 0. A
+// topic another instance created a moment ago, or a partition without a
+// leader yet, is asked again (for up to 30 s).
+func loggedPartitions(ctx context.Context, adm *kadm.Client, topic string, had int32) (int32, error) {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(tctx, topic)
-	if err == nil {
-		err = ends.Error()
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		tctx, tcancel := context.WithTimeout(lctx, 10*time.Second)
+		ends, err := adm.ListEndOffsets(tctx, topic)
+		tcancel()
+		if err == nil {
+			var seen int32
+			held := false
+			ends.Each(func(o kadm.ListedOffset) {
+				switch {
+				case o.Partition >= had:
+				case o.Err != nil:
+					err = o.Err
+				default:
+					seen++
+					held = held || o.Offset > 0
+				}
+			})
+			switch {
+			case err == nil && seen == had && held:
+				return had, nil
+			case err == nil && seen == had:
+				return 0, nil
+			case err == nil:
+				err = kerr.UnknownTopicOrPartition // not every partition listed yet
+			}
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) && !errors.Is(err, kerr.NotLeaderForPartition) {
+			return 0, fmt.Errorf("topic %s: end offsets: %w", topic, err)
+		}
+		select {
+		case <-lctx.Done():
+			return 0, fmt.Errorf("topic %s: end offsets: %w", topic, err)
+		case <-time.After(backoff):
+		}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("topic %s: end offsets: %w", topic, err)
-	}
-	var n int32
-	held := false
-	ends.Each(func(o kadm.ListedOffset) {
-		n++
-		held = held || o.Offset > 0
-	})
-	if !held {
-		return 0, nil
-	}
-	return n, nil
 }
 
 // waitInput waits for input topic topic of p to exist and returns its
@@ -249,8 +270,9 @@ func repartitionCount(ctx context.Context, adm *kadm.Client, p *config.Pipeline,
 	return have, nil
 }
 
-// GrowTopic makes topic have at least need partitions.
-func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) error {
+// GrowTopic makes topic have at least need partitions; it returns the
+// count topic had.
+func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic string, need int32, log *zap.Logger) (had int32, err error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var have int32
@@ -258,7 +280,8 @@ func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic stri
 		// A topic another instance created a moment ago may not be in
 		// every broker's metadata yet.
 		RefreshTopicMetadata(lctx, cl, topic)
-		tds, err := adm.ListTopics(lctx, topic)
+		var tds kadm.TopicDetails
+		tds, err = adm.ListTopics(lctx, topic)
 		if err == nil {
 			if td, ok := tds[topic]; !ok {
 				err = kerr.UnknownTopicOrPartition
@@ -268,16 +291,16 @@ func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic stri
 			}
 		}
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) {
-			return fmt.Errorf("topic %s: %w", topic, err)
+			return 0, fmt.Errorf("topic %s: %w", topic, err)
 		}
 		select {
 		case <-lctx.Done():
-			return fmt.Errorf("topic %s: %w", topic, err)
+			return 0, fmt.Errorf("topic %s: %w", topic, err)
 		case <-time.After(backoff):
 		}
 	}
 	if have >= need {
-		return nil
+		return have, nil
 	}
 	resp, err := adm.CreatePartitions(lctx, int(need-have), topic)
 	if err == nil {
@@ -286,11 +309,11 @@ func GrowTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, topic stri
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("adding %d partitions to %s (the input grew to %d): %w", need-have, topic, need, err)
+		return 0, fmt.Errorf("adding %d partitions to %s (the input grew to %d): %w", need-have, topic, need, err)
 	}
 	log.Info("input grew: added partitions to match", zap.String("topic", topic), zap.Int32("from", have), zap.Int32("to", need))
 	RefreshTopicMetadata(lctx, cl, topic)
-	return nil
+	return have, nil
 }
 
 // ProducerSees waits until cl's producer knows partition need-1 of topic

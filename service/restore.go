@@ -27,7 +27,7 @@ func (p *pipeline) growChangelog(ctx context.Context, parts []int32) error {
 	if need == 0 {
 		return nil
 	}
-	if err := kafka.GrowTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
+	if _, err := kafka.GrowTopic(ctx, p.adm, p.cl, p.clTopic, need, p.log); err != nil {
 		return err
 	}
 	return kafka.ProducerSees(ctx, p.cl, p.clTopic, need)
