@@ -524,7 +524,15 @@ func TestInputsAddedOnRestart(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process over input topics added on a restart")
 	}
-	parallel(t, 15*time.Second)
+	for _, keepDir := range []bool{true, false} {
+		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
+			parallel(t, 15*time.Second)
+			inputsAddedOnRestart(t, keepDir)
+		})
+	}
+}
+
+func inputsAddedOnRestart(t *testing.T, keepDir bool) {
 	windowdBinary(t)
 	ie := newInputsEnv(t, "at_least_once", 2, 2, nil)
 	views, clicks := ie.views, *ie.clicks
@@ -554,6 +562,11 @@ func TestInputsAddedOnRestart(t *testing.T) {
 	readFinals(out, closed, 40*time.Second)
 	if err := inst.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("stop: %v\n%s", err, stderrTail(inst, 20))
+	}
+	if !keepDir {
+		if err := os.RemoveAll(views.stateDir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// After: the conversions (from 10s on), more views and clicks, and a
 	// flush record on every partition of every input.
