@@ -7,17 +7,10 @@ import "github.com/windowd/windowd/watermark"
 // Changing a deployed pipeline): a window past its new deadline expires at
 // the next frontier step, one given more time stays open for it. Windows
 // before their on-time step keep their timer at their end.
-func (e *Engine) rearm(prior int64) error {
-	if prior == e.spec.AllowedLateness {
-		return nil
-	}
-	// Windows that had expired under the prior lateness at the frontier
-	// the state was left at stay closed, also once the lateness grows.
-	if e.f != watermark.MinTime && e.f != watermark.MaxTime {
-		e.sealed = max(e.sealed, e.f-prior)
-	}
-	return e.rearmTimers(prior)
-}
+//
+// Windows that had expired under the prior lateness at the frontier the
+// state was left at stay closed, also once the lateness grows.
+func (e *Engine) rearm(prior int64) error { return e.Rearm(prior, e.f) }
 
 // Rearm is rearm for state restored from a changelog written under the
 // prior allowed_lateness, at a writer's frontier f: windows ending at or
@@ -31,11 +24,6 @@ func (e *Engine) Rearm(prior, f int64) error {
 	if f != watermark.MinTime && f != watermark.MaxTime {
 		e.sealed = max(e.sealed, f-prior)
 	}
-	return e.rearmTimers(prior)
-}
-
-// rearmTimers moves the timers of windows waiting out the prior lateness.
-func (e *Engine) rearmTimers(prior int64) error {
 	var all []Timer
 	var cursor *Timer
 	for {
