@@ -525,19 +525,9 @@ func TestJoinRestoreKeyTimersBounded(t *testing.T) {
 func TestJoinSealedAfterLatenessGrows(t *testing.T) {
 	for _, how := range []string{"start", "restore"} {
 		t.Run(how, func(t *testing.T) {
-			db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
 			spec := windowing.JoinSpec{Kind: windowing.FullJoin, Interval: true, Lower: 0, Upper: 10, Left: 0, Right: 1}
 			wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}
-			log := &joinLog{dropped: map[string]bool{}}
-			j, err := windowing.NewJoiner(spec, wm, log, windowing.JoinOptions{ShardByPartition: true, Store: db})
-			if err != nil {
-				t.Fatal(err)
-			}
-			log.j = j
+			j, log, db := storedJoiner(t, spec, wm, windowing.JoinOptions{})
 			j.Assign(0, 0, true)
 			for _, ev := range []windowing.Event{{Key: "a", Time: 0, Value: "L0"}, {Key: "b", Time: 100, Value: "L100"}} {
 				if err := j.Record(&ev, 0); err != nil {
@@ -556,7 +546,7 @@ func TestJoinSealedAfterLatenessGrows(t *testing.T) {
 			if how == "start" {
 				opts.Evolve = &windowing.Evolution{Sealed: watermark.MinTime, Rearm: true, PriorLateness: 0}
 			}
-			j, err = windowing.NewJoiner(spec, wm, log, opts)
+			j, err := windowing.NewJoiner(spec, wm, log, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
