@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,9 +110,7 @@ func killAndRestore(t *testing.T, window string, special func(window gjson.Resul
 	a.waitRecordsIn(t, len(halves[0]))
 	e.waitCommitted(t, 60*time.Second)
 	_ = a.signal(t, syscall.SIGKILL)
-	if err := os.RemoveAll(e.stateDir); err != nil {
-		t.Fatal(err)
-	}
+	removeStateDir(t, e.stateDir)
 	e.waitGroupEmpty(t, 30*time.Second)
 
 	b := e.startProcess()

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,21 +18,14 @@ import (
 // the cut, and nothing is dropped as late (allowed_lateness 0s). Without
 // the drain the start is refused (TestResetAfterRefusedChange).
 func TestDrainOnRestart(t *testing.T) {
-	for _, keepDir := range []bool{true, false} {
-		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
-			parallel(t, 6*time.Second)
-			drainOnRestart(t, keepDir)
-		})
-	}
+	eachStateDir(t, 6*time.Second, drainOnRestart)
 }
 
 func drainOnRestart(t *testing.T, keepDir bool) {
 	e, halves := evolveEnv(t, 11, 80)
 	runAndStop(t, e, halves[0])
 	if !keepDir {
-		if err := os.RemoveAll(e.stateDir); err != nil {
-			t.Fatal(err)
-		}
+		removeStateDir(t, e.stateDir)
 	}
 
 	old := e.cfg.Pipelines[0] // tumbling 10s

@@ -30,107 +30,102 @@ import (
 // then equals their max. Before state described itself, the start failed
 // ("windowing: corrupt window state") at the first open window.
 func TestConfigChangeOnRestart(t *testing.T) {
-	for _, keepDir := range []bool{true, false} {
-		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
-			parallel(t, 6*time.Second)
-			e, halves := evolveEnv(t, 5, 120)
-			flush := flushRecords(e.partitions)
+	eachStateDir(t, 6*time.Second, func(t *testing.T, keepDir bool) {
+		e, halves := evolveEnv(t, 5, 120)
+		flush := flushRecords(e.partitions)
 
-			a := e.startProcess()
-			produce(t, e.in, halves[0])
-			a.waitRecordsIn(t, len(halves[0]))
-			e.waitCommitted(t, 60*time.Second)
-			if err := a.signal(t, syscall.SIGTERM); err != nil {
-				t.Fatalf("after SIGTERM: %v", err)
-			}
-			if !keepDir {
-				if err := os.RemoveAll(e.stateDir); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.waitGroupEmpty(t, 30*time.Second)
-			e.editConfig(map[string]string{
-				"      - {name: n, op: count}\n      - {name: total, op: sum, field: x}\n": "      - {name: hi, op: max, field: x}\n      - {name: sum_x, op: sum, field: x}\n      - {name: n, op: count}\n",
-			})
-			b := e.startProcess()
-			produce(t, e.in, append(append([]input(nil), halves[1]...), flush...))
-			e.waitCommitted(t, 60*time.Second)
+		a := e.startProcess()
+		produce(t, e.in, halves[0])
+		a.waitRecordsIn(t, len(halves[0]))
+		e.waitCommitted(t, 60*time.Second)
+		if err := a.signal(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("after SIGTERM: %v", err)
+		}
+		if !keepDir {
+			removeStateDir(t, e.stateDir)
+		}
+		e.waitGroupEmpty(t, 30*time.Second)
+		e.editConfig(map[string]string{
+			"      - {name: n, op: count}\n      - {name: total, op: sum, field: x}\n": "      - {name: hi, op: max, field: x}\n      - {name: sum_x, op: sum, field: x}\n      - {name: n, op: count}\n",
+		})
+		b := e.startProcess()
+		produce(t, e.in, append(append([]input(nil), halves[1]...), flush...))
+		e.waitCommitted(t, 60*time.Second)
 
-			all := append(append([]input(nil), halves[0]...), halves[1]...)
-			wantAll := finalsByID(t, e, append(all, flush...))
-			wantAfter := finalsByID(t, e, append(append([]input(nil), halves[1]...), flush...))
-			out := e.reader(e.out)
-			got := map[string]string{}
-			for deadline := time.Now().Add(60 * time.Second); len(got) < len(wantAll); out.poll(200 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					var missing []string
-					for w := range wantAll {
-						found := false
-						for id := range got {
-							found = found || windowOf(id) == w
-						}
-						if !found {
-							missing = append(missing, w)
-						}
+		all := append(append([]input(nil), halves[0]...), halves[1]...)
+		wantAll := finalsByID(t, e, append(all, flush...))
+		wantAfter := finalsByID(t, e, append(append([]input(nil), halves[1]...), flush...))
+		out := e.reader(e.out)
+		got := map[string]string{}
+		for deadline := time.Now().Add(60 * time.Second); len(got) < len(wantAll); out.poll(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				var missing []string
+				for w := range wantAll {
+					found := false
+					for id := range got {
+						found = found || windowOf(id) == w
 					}
-					t.Fatalf("after 60s, %d of %d final panes; missing %v\n%s", len(got), len(wantAll), missing, stderrTail(b, 30))
+					if !found {
+						missing = append(missing, w)
+					}
 				}
-				for _, r := range out.got {
-					if strings.HasPrefix(r.key, "flush") || !gjson.Get(r.value, "pane.final").Bool() {
-						continue
-					}
-					id := r.headers["pane_id"]
-					if prev, ok := got[id]; ok && prev != r.value {
-						t.Fatalf("pane id %s twice with different content:\n%s\n%s", id, prev, r.value)
-					}
-					got[id] = r.value
-				}
+				t.Fatalf("after 60s, %d of %d final panes; missing %v\n%s", len(got), len(wantAll), missing, stderrTail(b, 30))
 			}
-			partials := 0
-			for id, v := range got {
-				w, ok := wantAll[windowOf(id)]
-				if !ok {
-					t.Fatalf("final pane %s not in replay", v)
-				}
-				if !gjson.Get(v, "aggregates.hi").Exists() {
-					// Emitted before the change, under the old names.
-					if g, x := gjson.Get(v, "aggregates.n").Raw+" "+gjson.Get(v, "aggregates.total").Raw, gjson.Get(w, "aggregates.n").Raw+" "+gjson.Get(w, "aggregates.sum_x").Raw; g != x {
-						t.Errorf("%s: n, total = %s, replay of every record %s", id, g, x)
-					}
+			for _, r := range out.got {
+				if strings.HasPrefix(r.key, "flush") || !gjson.Get(r.value, "pane.final").Bool() {
 					continue
 				}
-				for _, name := range []string{"n", "sum_x"} {
-					if g, x := gjson.Get(v, "aggregates."+name).Raw, gjson.Get(w, "aggregates."+name).Raw; g != x {
-						t.Errorf("%s: %s = %s, replay of every record %s", id, name, g, x)
-					}
+				id := r.headers["pane_id"]
+				if prev, ok := got[id]; ok && prev != r.value {
+					t.Fatalf("pane id %s twice with different content:\n%s\n%s", id, prev, r.value)
 				}
-				hi := gjson.Get(v, "aggregates.hi").Raw
-				if p := gjson.Get(v, "partial").Raw; p != "" {
-					partials++
-					if p != `["hi"]` {
-						t.Errorf("%s: partial %s, want [\"hi\"]", id, p)
-					}
-					x := "null" // no record since the change
-					if a, ok := wantAfter[windowOf(id)]; ok {
-						x = gjson.Get(a, "aggregates.hi").Raw
-					}
-					if hi != x {
-						t.Errorf("%s: partial hi = %s, want the max since the change %s", id, hi, x)
-					}
-				} else if x := gjson.Get(w, "aggregates.hi").Raw; hi != x {
-					t.Errorf("%s: hi = %s, replay of every record %s (a window open at the change must say partial)", id, hi, x)
+				got[id] = r.value
+			}
+		}
+		partials := 0
+		for id, v := range got {
+			w, ok := wantAll[windowOf(id)]
+			if !ok {
+				t.Fatalf("final pane %s not in replay", v)
+			}
+			if !gjson.Get(v, "aggregates.hi").Exists() {
+				// Emitted before the change, under the old names.
+				if g, x := gjson.Get(v, "aggregates.n").Raw+" "+gjson.Get(v, "aggregates.total").Raw, gjson.Get(w, "aggregates.n").Raw+" "+gjson.Get(w, "aggregates.sum_x").Raw; g != x {
+					t.Errorf("%s: n, total = %s, replay of every record %s", id, g, x)
+				}
+				continue
+			}
+			for _, name := range []string{"n", "sum_x"} {
+				if g, x := gjson.Get(v, "aggregates."+name).Raw, gjson.Get(w, "aggregates."+name).Raw; g != x {
+					t.Errorf("%s: %s = %s, replay of every record %s", id, name, g, x)
 				}
 			}
-			if partials == 0 {
-				t.Fatalf("no pane marked partial: the test stream left no window open at the change")
+			hi := gjson.Get(v, "aggregates.hi").Raw
+			if p := gjson.Get(v, "partial").Raw; p != "" {
+				partials++
+				if p != `["hi"]` {
+					t.Errorf("%s: partial %s, want [\"hi\"]", id, p)
+				}
+				x := "null" // no record since the change
+				if a, ok := wantAfter[windowOf(id)]; ok {
+					x = gjson.Get(a, "aggregates.hi").Raw
+				}
+				if hi != x {
+					t.Errorf("%s: partial hi = %s, want the max since the change %s", id, hi, x)
+				}
+			} else if x := gjson.Get(w, "aggregates.hi").Raw; hi != x {
+				t.Errorf("%s: hi = %s, replay of every record %s (a window open at the change must say partial)", id, hi, x)
 			}
-			if !strings.Contains(b.stderr.String(), "applying") && keepDir {
-				t.Errorf("the start did not log its plan:\n%s", stderrTail(b, 20))
-			}
-			t.Logf("%d final panes, %d partial", len(got), partials)
-			_ = b.signal(t, syscall.SIGTERM)
-		})
-	}
+		}
+		if partials == 0 {
+			t.Fatalf("no pane marked partial: the test stream left no window open at the change")
+		}
+		if !strings.Contains(b.stderr.String(), "applying") && keepDir {
+			t.Errorf("the start did not log its plan:\n%s", stderrTail(b, 20))
+		}
+		t.Logf("%d final panes, %d partial", len(got), partials)
+		_ = b.signal(t, syscall.SIGTERM)
+	})
 }
 
 // finalsByID replays recs under e's configuration and returns each final
@@ -173,9 +168,7 @@ func TestRefusedOnRestart(t *testing.T) {
 			addPartitions(t, e.in, 1)
 		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
 		{"input grew while stopped, state dir deleted", func(t *testing.T, e *env) {
-			if err := os.RemoveAll(e.stateDir); err != nil {
-				t.Fatal(err)
-			}
+			removeStateDir(t, e.stateDir)
 			addPartitions(t, e.in, 1)
 		}, "incompatible: input partitions: 2 → 3: the input grew from 2 to 3 partitions, not a multiple of 2"},
 		// The state holds the old topic's offsets: on the new topic they
@@ -309,6 +302,47 @@ func runAndStop(t *testing.T, e *env, recs []input) {
 	e.waitGroupEmpty(t, 30*time.Second)
 }
 
+// finalsByWindow reads out until enough holds of what it has read, or d
+// has passed, and returns the final panes by window: key/start/end, with
+// the pane id's @partition when it has one; each as its pane id and its
+// aggregates object, space-separated (finalAggregate reads one).
+func finalsByWindow(out *topicReader, d time.Duration, enough func(map[string][]string) bool) map[string][]string {
+	var finals map[string][]string
+	for deadline := time.Now().Add(d); ; {
+		out.poll(500 * time.Millisecond)
+		finals = map[string][]string{}
+		for _, r := range out.got {
+			if id := r.headers["pane_id"]; gjson.Get(r.value, "pane.final").Bool() {
+				w := windowOf(id)
+				if at := strings.IndexByte(id, '@'); at >= 0 {
+					w += id[at:]
+				}
+				finals[w] = append(finals[w], id+" "+gjson.Get(r.value, "aggregates").Raw)
+			}
+		}
+		if enough(finals) || time.Now().After(deadline) {
+			return finals
+		}
+	}
+}
+
+// finalAggregate is aggregate name of a final pane of finalsByWindow.
+func finalAggregate(pane, name string) int64 {
+	return gjson.Get(pane[strings.IndexByte(pane, ' ')+1:], name).Int()
+}
+
+// repeatedFinals lists each window of finalsByWindow with more than one
+// final pane.
+func repeatedFinals(finals map[string][]string) []string {
+	var out []string
+	for w, panes := range finals {
+		if len(panes) > 1 {
+			out = append(out, fmt.Sprintf("window %s has %d final panes: %v", w, len(panes), panes))
+		}
+	}
+	return out
+}
+
 // TestLatenessRaisedStateRestored (docs/OPERATIONS.md, Changing a deployed
 // pipeline): allowed_lateness goes from 0s to 30s across a restart whose
 // state comes only from the changelog (the state directory deleted, as on
@@ -346,9 +380,7 @@ func latenessRaisedRestored(t *testing.T, delivery string) {
 	// Frontier 56 s (max_delay 2 s): windows up to [40 s, 50 s) final,
 	// [50 s, 60 s) open with nine records.
 	runAndStop(t, e, first)
-	if err := os.RemoveAll(e.stateDir); err != nil {
-		t.Fatal(err)
-	}
+	removeStateDir(t, e.stateDir)
 	e.editConfig(map[string]string{"    allowed_lateness: 0s\n": "    allowed_lateness: 30s\n"})
 	var b *instance
 	var calls, aborts atomic.Int64
@@ -366,31 +398,22 @@ func latenessRaisedRestored(t *testing.T, delivery string) {
 	produce(t, e.in, append(second, flushRecords(e.partitions)...))
 	e.waitCommitted(t, 60*time.Second)
 
-	out := e.reader(e.out)
-	finals := map[string][]string{} // window (key/start/end) -> its final panes' ids and aggregates
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		out.poll(500 * time.Millisecond)
-		finals = map[string][]string{}
-		for _, r := range out.got {
-			if id := r.headers["pane_id"]; !strings.HasPrefix(r.key, "flush") && gjson.Get(r.value, "pane.final").Bool() {
-				finals[windowOf(id)] = append(finals[windowOf(id)], id+" "+gjson.Get(r.value, "aggregates").Raw)
+	keyed := func(finals map[string][]string) int { // windows of the keys k<p>, not of the flush records
+		n := 0
+		for w := range finals {
+			if !strings.HasPrefix(w, "flush") {
+				n++
 			}
 		}
-		if len(finals) >= 14 { // 7 windows of each key
-			break
-		}
+		return n
 	}
+	finals := finalsByWindow(e.reader(e.out), 30*time.Second, func(f map[string][]string) bool { return keyed(f) >= 14 }) // 7 windows of each key
 	late := e.reader(e.late)
 	late.poll(2 * time.Second)
-	var problems []string
-	for w, panes := range finals {
-		if len(panes) > 1 {
-			problems = append(problems, fmt.Sprintf("window %s has %d final panes: %v", w, len(panes), panes))
-		}
-	}
+	problems := repeatedFinals(finals)
 	for p := int32(0); p < e.partitions; p++ {
 		w := fmt.Sprintf("k%d/%d/%d", p, base+50_000, base+60_000)
-		if panes := finals[w]; len(panes) != 1 || gjson.Get(panes[0][strings.IndexByte(panes[0], ' ')+1:], "n").Int() != 11 {
+		if panes := finals[w]; len(panes) != 1 || finalAggregate(panes[0], "n") != 11 {
 			problems = append(problems, fmt.Sprintf("%s: final %v, want n 11 (nine records, then 55.5 s and 57 s within the new lateness)", w, panes))
 		}
 	}
@@ -410,7 +433,7 @@ func latenessRaisedRestored(t *testing.T, delivery string) {
 		sort.Strings(problems)
 		t.Fatalf("%s\n%s", strings.Join(problems, "\n"), tail())
 	}
-	t.Logf("%d windows with a final pane, %d records in the late topic, %d of %d transactions aborted", len(finals), len(late.got), aborts.Load(), calls.Load())
+	t.Logf("%d windows with a final pane, %d records in the late topic, %d of %d transactions aborted", keyed(finals), len(late.got), aborts.Load(), calls.Load())
 	if delivery == "exactly_once" {
 		if err := b.stop(); err != nil {
 			t.Fatalf("the service: %v", err)

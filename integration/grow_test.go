@@ -131,12 +131,7 @@ func TestInputGrewWhileStopped(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
 	}
-	for _, keepDir := range []bool{true, false} {
-		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
-			parallel(t, 6*time.Second)
-			grewWhileStopped(t, keepDir)
-		})
-	}
+	eachStateDir(t, 6*time.Second, grewWhileStopped)
 }
 
 func grewWhileStopped(t *testing.T, keepDir bool) {
@@ -153,9 +148,7 @@ func grewWhileStopped(t *testing.T, keepDir bool) {
 	first = append(first, rec(0, "moved", 6050))
 	runAndStop(t, e, first)
 	if !keepDir {
-		if err := os.RemoveAll(e.stateDir); err != nil {
-			t.Fatal(err)
-		}
+		removeStateDir(t, e.stateDir)
 	}
 	addPartitions(t, e.in, 2)
 	e.partitions = 4
@@ -172,34 +165,12 @@ func grewWhileStopped(t *testing.T, keepDir bool) {
 	e.waitCommitted(t, 60*time.Second)
 
 	w := fmt.Sprintf("moved/%d/%d", base+6000, base+7000)
-	out := e.reader(e.out)
-	finals := map[string][]string{} // window, with its partition when it has one -> final panes' id and count
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		out.poll(500 * time.Millisecond)
-		finals = map[string][]string{}
-		for _, r := range out.got {
-			if id := r.headers["pane_id"]; gjson.Get(r.value, "pane.final").Bool() {
-				k := windowOf(id)
-				if at := strings.IndexByte(id, '@'); at >= 0 {
-					k += id[at:]
-				}
-				finals[k] = append(finals[k], id+" n="+gjson.Get(r.value, "aggregates.n").Raw)
-			}
-		}
-		if len(finals[w]) > 0 && len(finals[w+"@2"]) > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	var problems []string
-	for k, panes := range finals {
-		if len(panes) > 1 {
-			problems = append(problems, fmt.Sprintf("%s: %d final panes %v", k, len(panes), panes))
-		}
-	}
-	if len(finals[w]) != 1 || !strings.HasSuffix(finals[w][0], " n=2") || strings.Contains(finals[w][0], "@") {
+	finals := finalsByWindow(e.reader(e.out), 30*time.Second, func(f map[string][]string) bool { return len(f[w]) > 0 && len(f[w+"@2"]) > 0 })
+	problems := repeatedFinals(finals)
+	if len(finals[w]) != 1 || finalAggregate(finals[w][0], "n") != 2 || strings.Contains(finals[w][0], "@") {
 		problems = append(problems, fmt.Sprintf("%s: final panes %v, want one of n=2 (partition 0) without a partition in its id", w, finals[w]))
 	}
-	if len(finals[w+"@2"]) != 1 || !strings.HasSuffix(finals[w+"@2"][0], " n=1") {
+	if len(finals[w+"@2"]) != 1 || finalAggregate(finals[w+"@2"][0], "n") != 1 {
 		problems = append(problems, fmt.Sprintf("%s@2: final panes %v, want one of n=1 (added partition 2)", w, finals[w+"@2"]))
 	}
 	if len(problems) > 0 {

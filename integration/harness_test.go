@@ -139,6 +139,27 @@ func partitionCount(t *testing.T, topic string) int {
 	return len(tds[topic].Partitions)
 }
 
+// eachStateDir runs run twice, weighed as parallel: on the state
+// directory the stopped run left (keepDir), and with it deleted, so that
+// the state comes from the changelog alone (as on a pod without a volume;
+// removeStateDir).
+func eachStateDir(t *testing.T, weight time.Duration, run func(t *testing.T, keepDir bool)) {
+	for _, keepDir := range []bool{true, false} {
+		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
+			parallel(t, weight)
+			run(t, keepDir)
+		})
+	}
+}
+
+// removeStateDir deletes a stopped instance's state directory dir.
+func removeStateDir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // input is one record of a test stream, produced to an explicit partition.
 type input struct {
 	partition int32

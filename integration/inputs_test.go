@@ -524,12 +524,7 @@ func TestInputsAddedOnRestart(t *testing.T) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): a windowd process over input topics added on a restart")
 	}
-	for _, keepDir := range []bool{true, false} {
-		t.Run(map[bool]string{true: "same state dir", false: "state dir deleted"}[keepDir], func(t *testing.T) {
-			parallel(t, 15*time.Second)
-			inputsAddedOnRestart(t, keepDir)
-		})
-	}
+	eachStateDir(t, 15*time.Second, inputsAddedOnRestart)
 }
 
 func inputsAddedOnRestart(t *testing.T, keepDir bool) {
@@ -564,9 +559,7 @@ func inputsAddedOnRestart(t *testing.T, keepDir bool) {
 		t.Fatalf("stop: %v\n%s", err, stderrTail(inst, 20))
 	}
 	if !keepDir {
-		if err := os.RemoveAll(views.stateDir); err != nil {
-			t.Fatal(err)
-		}
+		removeStateDir(t, views.stateDir)
 	}
 	// After: the conversions (from 10s on), more views and clicks, and a
 	// flush record on every partition of every input.

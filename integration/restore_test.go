@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -117,9 +116,7 @@ func restoreInBackground(t *testing.T, delivery string, c restoreCase) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(e.stateDir); err != nil {
-		t.Fatal(err)
-	}
+	removeStateDir(t, e.stateDir)
 
 	gate := make(chan struct{})
 	b := e.startInProcessWith(service.Faults{RestoreStarts: func(ctx context.Context, part int32) {
