@@ -123,6 +123,11 @@ func TestConfigChangeOnRestart(t *testing.T) {
 		if !strings.Contains(b.stderr.String(), "applying") && keepDir {
 			t.Errorf("the start did not log its plan:\n%s", stderrTail(b, 20))
 		}
+		// Without the directory, each partition's restore adopts the
+		// changelog's definition: the plan, the same for all, is logged once.
+		if n := strings.Count(b.stderr.String(), "since the restored state was written"); !keepDir && n != 1 {
+			t.Errorf("the restores logged the changed configuration %d times over %d partitions, want once:\n%s", n, e.partitions, stderrTail(b, 20))
+		}
 		t.Logf("%d final panes, %d partial", len(got), partials)
 		_ = b.signal(t, syscall.SIGTERM)
 	})

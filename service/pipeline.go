@@ -212,6 +212,11 @@ type loopState struct {
 	keptLost map[int32]time.Time
 
 	progressDue time.Time // when the next progress records are due (progress.go)
+
+	// adoptedPlan: the text of the last changed configuration a restore
+	// logged (definition.go): a plan shared by many partitions is logged
+	// once.
+	adoptedPlan string
 }
 
 // lockedWriter serialises pane lines of several pipelines on one stream.
