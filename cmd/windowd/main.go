@@ -24,7 +24,7 @@ import (
 const usage = `windowd: event-time windowing for Kafka
 
 usage:
-  windowd run      --config FILE [--log-format json|console] [--log-level info]
+  windowd run      --config FILE [--log-format json|console] [--log-level info] [--cpu-profile FILE]
   windowd replay   --config FILE [--pipeline NAME] [--input FILE|-] [--partitions N] [--state-dir DIR] [--progress] [--workers N]
   windowd validate --config FILE [--against-state DIR]
   windowd reset    --config FILE [--pipeline NAME] [--to committed|earliest|latest|TIME]

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -21,12 +22,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file")
 	format := fs.String("log-format", "json", "log format: json or console")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile (pprof) of the whole run to this file, closed when windowd stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "windowd run: --config is required")
 		return 2
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "windowd run: --cpu-profile:", err)
+			return 2
+		}
+		defer stopProfile()
 	}
 	log, err := newLogger(*format, *level, stderr)
 	if err != nil {
@@ -70,6 +80,24 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped cleanly")
 	return 0
+}
+
+// startCPUProfile starts a CPU profile written to path (runtime/pprof:
+// `go tool pprof`, and bench/pgo.sh's build profile) and returns what
+// stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {

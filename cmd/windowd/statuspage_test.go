@@ -37,9 +37,9 @@ func chromiumPath() string {
 
 // startQuickstartRun runs `windowd run` on configs/quickstart.yaml with a
 // temporary state dir, free ports for the embedded broker and the HTTP
-// listener, and returns the status page's address. The run stops (SIGINT,
-// as Ctrl-C) when the test ends and must exit 0.
-func startQuickstartRun(t *testing.T) (base string) {
+// listener, and returns the status page's address; args follow --config.
+// The run stops (SIGINT, as Ctrl-C) when the test ends and must exit 0.
+func startQuickstartRun(t *testing.T, args ...string) (base string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../configs/quickstart.yaml")
 	if err != nil {
@@ -63,7 +63,9 @@ func startQuickstartRun(t *testing.T) (base string) {
 	}
 	logs := &syncbuf.Buffer{}
 	done := make(chan int, 1)
-	go func() { done <- run([]string{"run", "--config", path}, strings.NewReader(""), io.Discard, logs) }()
+	go func() {
+		done <- run(append([]string{"run", "--config", path}, args...), strings.NewReader(""), io.Discard, logs)
+	}()
 	t.Cleanup(func() {
 		select {
 		case code := <-done:
