@@ -91,13 +91,15 @@ func (p *pipeline) adoptDefinitionLocked(part int32, stored []byte, mk *marker) 
 	if err != nil {
 		return err
 	}
-	if text := plan.Text(); len(plan.Changes) > 0 && text != p.mu.adoptedPlan {
-		p.log.Warn("the pipeline's configuration changed since the restored state was written; applying:\n"+text,
-			zap.Int32("partition", part), zap.Int("changes", len(plan.Changes)))
-		p.mu.adoptedPlan = text
-	} else if len(plan.Changes) > 0 {
-		p.log.Debug("the restored state was written under the configuration logged before; applying the same plan",
-			zap.Int32("partition", part))
+	if len(plan.Changes) > 0 {
+		if text := plan.Text(); text != p.mu.adoptedPlan {
+			p.log.Warn("the pipeline's configuration changed since the restored state was written; applying:\n"+text,
+				zap.Int32("partition", part), zap.Int("changes", len(plan.Changes)))
+			p.mu.adoptedPlan = text
+		} else {
+			p.log.Debug("the restored state was written under the configuration logged before; applying the same plan",
+				zap.Int32("partition", part))
+		}
 	}
 	if err := p.mu.eng.AddLayouts(ls); err != nil {
 		return err
