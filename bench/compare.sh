@@ -247,34 +247,6 @@ produced=$(ends "$topic")
 echo "# input topic $topic: $records records + $partitions flush records, produced in $(since "$t0") s; the input closes $expected panes"
 
 # --- the runs ------------------------------------------------------------
-write_windowd_config() { # file state_dir group output delivery
-	local commit="commit_interval: ${commit_ms}ms"
-	if [ "$5" = exactly_once ]; then
-		commit="# commit_interval: windowd's exactly_once default"
-		[ -z "$eos_commit_ms" ] || commit="commit_interval: ${eos_commit_ms}ms"
-	fi
-	cat >"$1" <<EOF
-kafka: {brokers: ["$broker"], compression: lz4}
-state: {dir: "$2"}
-http: {listen: "127.0.0.1:0"}
-shutdown_grace: 30s
-pipelines:
-  - name: bench
-    input: {topic: $topic, group: $3}
-    timestamp: {field: ts, format: unix_ms}
-    watermark: {strategy: bounded_out_of_orderness, max_delay: ${grace_ms}ms}
-    window: {type: tumbling, size: ${window_s}s}
-    allowed_lateness: 0s
-    aggregates:
-      - {name: n, op: count}
-      - {name: total, op: sum, field: x}
-    output: {topic: $4}
-    dead_letter_topic: $4-dlq
-    $commit
-    delivery: $5
-EOF
-}
-
 run_system() { # system rep; sets r_* variables, writes $tmp/out-<system>.jsonl
 	local s=$1 r=$2
 	local o=$topic-$s-r$r st=$tmp/state-$s-r$r log=$out/compare-$s.log

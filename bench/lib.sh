@@ -130,3 +130,35 @@ drop_topics() {
 		bash scripts/kafka-local.sh topics --delete --if-exists --topic "$t" >/dev/null 2>&1 || true
 	done
 }
+
+# write_windowd_config FILE STATE_DIR GROUP OUTPUT DELIVERY: the windowd
+# configuration of compare.sh's job (pgo.sh profiles the same one). It reads
+# the caller's broker, topic, window_s, grace_ms, commit_ms and
+# eos_commit_ms (empty: windowd's exactly_once default).
+write_windowd_config() {
+	local commit="commit_interval: ${commit_ms}ms"
+	if [ "$5" = exactly_once ]; then
+		commit="# commit_interval: windowd's exactly_once default"
+		[ -z "$eos_commit_ms" ] || commit="commit_interval: ${eos_commit_ms}ms"
+	fi
+	cat >"$1" <<EOF
+kafka: {brokers: ["$broker"], compression: lz4}
+state: {dir: "$2"}
+http: {listen: "127.0.0.1:0"}
+shutdown_grace: 30s
+pipelines:
+  - name: bench
+    input: {topic: $topic, group: $3}
+    timestamp: {field: ts, format: unix_ms}
+    watermark: {strategy: bounded_out_of_orderness, max_delay: ${grace_ms}ms}
+    window: {type: tumbling, size: ${window_s}s}
+    allowed_lateness: 0s
+    aggregates:
+      - {name: n, op: count}
+      - {name: total, op: sum, field: x}
+    output: {topic: $4}
+    dead_letter_topic: $4-dlq
+    $commit
+    delivery: $5
+EOF
+}

@@ -41,6 +41,8 @@ profiles=("$out/pgo-replay.pprof")
 if [ "${RUN:-1}" = 1 ]; then
 	records=${RUN_RECORDS:-2000000}
 	broker=127.0.0.1:${WINDOWD_KAFKA_PORT:-9092}
+	# compare.sh's job with its defaults (write_windowd_config reads them).
+	window_s=10 grace_ms=2000 commit_ms=1000 eos_commit_ms=""
 	bash scripts/kafka-local.sh start >&2 || die "could not start the local broker"
 	need_broker
 	tmp=$(mktemp -d)
@@ -63,24 +65,7 @@ if [ "${RUN:-1}" = 1 ]; then
 		o=$topic-$delivery
 		topics+=("$o" "$o-dlq" "$o-bench-changelog")
 		bash scripts/kafka-local.sh topics --create --topic "$o" --partitions 4 --replication-factor 1 >/dev/null
-		cat >"$tmp/$delivery.yaml" <<YAML
-kafka: {brokers: ["$broker"], compression: lz4}
-state: {dir: "$tmp/state-$delivery"}
-http: {listen: "127.0.0.1:0"}
-pipelines:
-  - name: bench
-    input: {topic: $topic, group: $o}
-    timestamp: {field: ts, format: unix_ms}
-    watermark: {strategy: bounded_out_of_orderness, max_delay: 2000ms}
-    window: {type: tumbling, size: 10s}
-    allowed_lateness: 0s
-    aggregates:
-      - {name: n, op: count}
-      - {name: total, op: sum, field: x}
-    output: {topic: $o}
-    dead_letter_topic: $o-dlq
-    delivery: $delivery
-YAML
+		write_windowd_config "$tmp/$delivery.yaml" "$tmp/state-$delivery" "$o" "$o" "$delivery"
 		log=$tmp/$delivery.log
 		"$tmp/windowd" run --config "$tmp/$delivery.yaml" --cpu-profile "$out/pgo-run-$delivery.pprof" 2>"$log" &
 		pid=$!
