@@ -331,7 +331,8 @@ func (inst *instance) signal(t *testing.T, sig os.Signal) error {
 }
 
 // goroutineDump stops a child windowd with SIGQUIT and returns the stacks
-// of its goroutines that run windowd's code: where a stuck process waits.
+// of its goroutines that run windowd's code, franz-go's group management or
+// its metadata loop: where a stuck process waits.
 func (inst *instance) goroutineDump() string {
 	_ = inst.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
@@ -345,7 +346,10 @@ func (inst *instance) goroutineDump() string {
 	}
 	var ours []string
 	for _, g := range strings.Split(out[i+1:], "\n\n") {
-		if strings.Contains(g, "windowd/windowd/") {
+		// windowd's own, and franz-go's group management and metadata
+		// loop (where a member that does not rejoin waits).
+		if strings.Contains(g, "windowd/windowd/") || strings.Contains(g, "kgo.(*groupConsumer)") ||
+			strings.Contains(g, "kgo.(*Client).updateMetadata") {
 			ours = append(ours, g)
 		}
 	}
