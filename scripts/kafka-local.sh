@@ -450,6 +450,10 @@ cmd_start() {
 
 	local -a heap
 	read -r -a heap <<<"$HEAP_OPTS"
+	# The previous start's log stays as kafka.log.1: a test that stops and
+	# starts the broker (the outage tests) would otherwise lose what the
+	# broker logged up to the stop.
+	[[ ! -s $LOG_FILE ]] || mv -f "$LOG_FILE" "$LOG_FILE.1"
 	# fd 9 (the lock) is closed for the broker so that it does not hold the lock.
 	nohup "$JAVA" "${heap[@]}" -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
 		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
