@@ -16,21 +16,26 @@ import (
 // for an exactly_once pipeline whose restore or offset fetch waits (a
 // last stable offset or a group's offsets held by a transaction): the
 // transactions whose id names group, the producers with a transaction
-// open on the test's topics (uniqueName's, as group) and on __consumer_offsets, and
-// the broker's recent log lines on them.
+// open on the test's topics (named by uniqueName, as group is) and on
+// __consumer_offsets, and the broker's recent log lines on them.
 //
 // lost is not empty when the broker holds a transaction open on a
 // partition that its coordinator has already ended: the producer's
 // transactional id is past it (a later epoch, nothing pending), yet no
-// marker reached the partition. Then no client can end it, and read_committed
-// readers and the group's offset fetch wait behind it for good. A single
-// Kafka 4.4 broker stopped (SIGTERM) just as it committed a transaction
-// did this: its coordinator logged the commit complete, the partitions
-// never got the commit markers (kafka-transactions.sh abort is the
-// operator's way out).
+// marker reached the partition. Then no client can end it, and
+// read_committed readers and the group's offset fetch wait behind it for
+// good. A single Kafka 4.4 broker stopped (SIGTERM) just as it committed a
+// transaction did this: its coordinator logged the commit complete, the
+// partitions never got the commit markers (docs/OPERATIONS.md, Broker
+// failures, has the operator's way out).
 func txnState(group string) (report, lost string) {
-	// uniqueName's: the test's name, then "-random-suffix".
-	prefix := group[:strings.LastIndex(group[:strings.LastIndex(group, "-")], "-")+1]
+	// uniqueName's names: the test's name, then "-random-suffix".
+	prefix := group
+	if i := strings.LastIndex(group, "-"); i > 0 {
+		if j := strings.LastIndex(group[:i], "-"); j > 0 {
+			prefix = group[:j+1]
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var b strings.Builder
