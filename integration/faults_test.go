@@ -321,7 +321,7 @@ func brokerOutage(t *testing.T, delivery string) {
 			if retries > 1 {
 				last = append(last, fmt.Sprintf("(and %d more retries of a partition error)", retries-1))
 			}
-			report, lost := txnState(e.group)
+			report, lost := txnState(t, e.group)
 			if lost != "" {
 				// The broker's fault, not windowd's (txnState): no
 				// client can end such a transaction.

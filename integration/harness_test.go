@@ -66,7 +66,12 @@ var nameRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // uniqueName returns a topic/group-safe name unique to this test run.
 func uniqueName(t *testing.T, suffix string) string {
-	return strings.ToLower(nameRE.ReplaceAllString(t.Name(), "-")) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e10, 36) + "-" + suffix
+	return namePrefix(t) + strconv.FormatInt(time.Now().UnixNano()%1e10, 36) + "-" + suffix
+}
+
+// namePrefix is what every uniqueName of test t starts with.
+func namePrefix(t *testing.T) string {
+	return strings.ToLower(nameRE.ReplaceAllString(t.Name(), "-")) + "-"
 }
 
 func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {

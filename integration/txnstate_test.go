@@ -6,18 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // txnState describes, for a failure message, what the broker holds open
 // for an exactly_once pipeline whose restore or offset fetch waits (a
 // last stable offset or a group's offsets held by a transaction): the
 // transactions whose id names group, the producers with a transaction
-// open on the test's topics (named by uniqueName, as group is) and on
-// __consumer_offsets, and the broker's recent log lines on them.
+// open on the test's topics (namePrefix's) and on __consumer_offsets, and
+// the broker's recent log lines on them.
 //
 // lost is not empty when the broker holds a transaction open on a
 // partition that its coordinator has already ended: the producer's
@@ -28,23 +28,12 @@ import (
 // transaction did this: its coordinator logged the commit complete, the
 // partitions never got the commit markers (docs/OPERATIONS.md, Broker
 // failures, has the operator's way out).
-func txnState(group string) (report, lost string) {
-	// uniqueName's names: the test's name, then "-random-suffix".
-	prefix := group
-	if i := strings.LastIndex(group, "-"); i > 0 {
-		if j := strings.LastIndex(group[:i], "-"); j > 0 {
-			prefix = group[:j+1]
-		}
-	}
+func txnState(t *testing.T, group string) (report, lost string) {
+	prefix := namePrefix(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var b strings.Builder
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return "no client: " + err.Error(), ""
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := kadm.NewClient(newClient(t))
 
 	txns, err := adm.DescribeTransactions(ctx)
 	if err != nil {
