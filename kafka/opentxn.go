@@ -1,0 +1,104 @@
+package kafka
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// OpenTxn is a transaction open on a partition. Until it ends, the
+// partition's last stable offset stays at its first offset, and
+// read_committed readers (a changelog restore) wait there.
+type OpenTxn struct {
+	Topic         string
+	Partition     int32
+	ProducerID    int64
+	ProducerEpoch int16
+	StartOffset   int64     // its first record's offset
+	LastWrite     time.Time // the producer's last write to the partition
+	// Lost: the transaction belongs to windowd's own transactional id,
+	// whose coordinator has moved past it (a later epoch, not in the
+	// middle of ending one), yet no marker reached this partition. The
+	// broker lost its markers; nothing but an operator's abort ends it
+	// (docs/OPERATIONS.md, Broker failures).
+	Lost bool
+	// Coordinator: for a lost transaction, the state and epoch its
+	// transactional id's coordinator holds.
+	CoordinatorState string
+	CoordinatorEpoch int16
+}
+
+func (t OpenTxn) String() string {
+	s := fmt.Sprintf("a transaction open on %s/%d from offset %d (producer %d, epoch %d, last write %s)",
+		t.Topic, t.Partition, t.StartOffset, t.ProducerID, t.ProducerEpoch, t.LastWrite.UTC().Format(time.RFC3339))
+	if t.Lost {
+		s += fmt.Sprintf(" that the broker left hanging: its transactional id is at epoch %d (%s), no marker will end it",
+			t.CoordinatorEpoch, t.CoordinatorState)
+	}
+	return s
+}
+
+// OpenTransactions lists the transactions open on partition part of
+// topic, oldest first. txnID, when not empty, is windowd's own
+// transactional id: its coordinator's state tells a transaction the broker
+// lost from one still running.
+func OpenTransactions(ctx context.Context, adm *kadm.Client, topic string, part int32, txnID string) ([]OpenTxn, error) {
+	set := make(kadm.TopicsSet)
+	set.Add(topic, part)
+	prods, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	var open []kadm.DescribedProducer
+	var perr error
+	prods.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if p.Err != nil {
+			perr = fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err)
+		}
+	})
+	if perr != nil {
+		return nil, perr
+	}
+	prods.EachProducer(func(p kadm.DescribedProducer) { open = append(open, p) })
+	var own *kadm.DescribedTransaction
+	if txnID != "" {
+		txns, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := txns[txnID]; ok && d.Err == nil {
+			own = &d
+		}
+	}
+	return openTxns(open, own), nil
+}
+
+// openTxns picks the producers with a transaction open (oldest first) and
+// marks as Lost those of own's producer id at an epoch own has passed.
+// own (nil: unknown) is windowd's transactional id as its coordinator
+// describes it. A coordinator preparing a commit or an abort is still
+// writing markers: only a settled state (Empty, Ongoing, CompleteCommit,
+// CompleteAbort) proves the older epoch's markers are not coming.
+func openTxns(prods []kadm.DescribedProducer, own *kadm.DescribedTransaction) []OpenTxn {
+	var out []OpenTxn
+	for _, p := range prods {
+		if p.CurrentTxnStartOffset < 0 {
+			continue
+		}
+		t := OpenTxn{Topic: p.Topic, Partition: p.Partition, ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+			StartOffset: p.CurrentTxnStartOffset, LastWrite: time.UnixMilli(p.LastTimestamp)}
+		if own != nil && own.ProducerID == p.ProducerID && own.ProducerEpoch > p.ProducerEpoch {
+			switch own.State {
+			case "Empty", "Ongoing", "CompleteCommit", "CompleteAbort":
+				t.Lost, t.CoordinatorState, t.CoordinatorEpoch = true, own.State, own.ProducerEpoch
+			}
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b OpenTxn) int { return cmp.Compare(a.StartOffset, b.StartOffset) })
+	return out
+}
