@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -37,6 +38,10 @@ type Faults struct {
 	// before it reads the changelog; a restore waits while it blocks
 	// (until ctx ends: the restore was cancelled).
 	RestoreStarts func(ctx context.Context, partition int32)
+	// RestoreStall, when positive, replaces how long a restore reads
+	// nothing before it asks the broker which transaction holds it
+	// (restoreStallAfter, restorewatch.go).
+	RestoreStall time.Duration
 	// FS, when set, is the file system of every pipeline's local state
 	// (state.Options.FS): tests wrap the disk in Pebble's errorfs.
 	FS vfs.FS

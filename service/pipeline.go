@@ -133,6 +133,7 @@ type setup struct {
 	session       time.Duration             // kafka.session_timeout
 	queryAddr     string                    // the address this instance's query API answers at (http.advertise)
 	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
+	txnID         string                    // exactly_once: its transactional id
 	reg           *schema.Registry          // the schema registry of an avro or protobuf input
 	prodCtx       context.Context           // produce context: lives until the pipeline is closed
 	prodCancel    context.CancelFunc
@@ -141,6 +142,7 @@ type setup struct {
 	abortTxn      func() bool                                // Faults.AbortTxn; nil: off
 	endTxnErr     func() error                               // Faults.EndTxn; nil: off
 	restoreStarts func(ctx context.Context, partition int32) // Faults.RestoreStarts; nil: off
+	restoreStall  time.Duration                              // how long a restore reads nothing before it looks why (restorewatch.go)
 	guard         *retentionGuard                            // the topics' time settings (retention.go)
 	outGuard      *guardedTopic                              // the output topic's, for the pane writer
 }
@@ -348,6 +350,10 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		p.q.partitions = pl.topics.Repartition
 	}
 	p.restoreStarts = deps.faults.RestoreStarts
+	p.restoreStall = restoreStallAfter
+	if deps.faults.RestoreStall > 0 {
+		p.restoreStall = deps.faults.RestoreStall
+	}
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.mu.defLogged = map[int32]int{}
 	p.mu.keptLost = map[int32]time.Time{}
@@ -459,6 +465,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 	}
 	var err error
 	if p.eos {
+		p.txnID = txnID
 		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(txnTimeout))
 		p.txn, err = kgo.NewGroupTransactSession(opts...)
 		if err == nil {

@@ -8,7 +8,11 @@ import (
 // ready reports whether the pipeline has its assignment and commits succeed.
 func (p *pipeline) ready() (bool, string) {
 	if r := p.restoreStatus(); r != nil {
-		return false, fmt.Sprintf("restoring partitions %v from changelog %s (%d of %d records so far)", r.Partitions, p.clTopic, r.Records, r.Total)
+		msg := fmt.Sprintf("restoring partitions %v from changelog %s (%d of %d records so far)", r.Partitions, p.clTopic, r.Records, r.Total)
+		for _, why := range r.Blocked {
+			msg += "; " + why
+		}
+		return false, msg
 	}
 	if !p.assignedOnce.Load() {
 		return false, "waiting for partition assignment"

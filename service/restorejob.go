@@ -69,6 +69,10 @@ type restoreJob struct {
 	// offsets to read, for readiness and the status page.
 	records, total atomic.Int64
 	pos            atomic.Int64 // changelog offset after the last record read
+	// blocked: why the reader has read nothing for a while (the
+	// transactions holding the partition, restorewatch.go); nil while it
+	// reads.
+	blocked atomic.Pointer[string]
 	// standby: the partition is not assigned here; its reader follows the
 	// changelog until promote is closed (standby.go).
 	standby atomic.Bool

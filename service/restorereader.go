@@ -147,6 +147,9 @@ func (p *pipeline) readRestore(ctx context.Context, j *restoreJob, from, hi int6
 		}
 		return nil
 	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go p.watchRestore(wctx, j, hi)
 	return kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, j.part, from, hi, p.log, apply, afterPoll)
 }
 

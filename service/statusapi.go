@@ -77,6 +77,9 @@ type RestoreStatus struct {
 	Records    int64   `json:"records"` // changelog records read so far
 	Total      int64   `json:"total"`   // changelog offsets to read (0 while not yet listed)
 	Share      float64 `json:"share"`   // 0..1
+	// Blocked: for each partition whose read has taken no record for a
+	// while, why (the transactions holding it, restorewatch.go).
+	Blocked []string `json:"blocked,omitempty"`
 }
 
 // restoreStatus sums up the restores under way; nil when none runs.
@@ -90,6 +93,9 @@ func (p *pipeline) restoreStatus() *RestoreStatus {
 		r.Partitions = append(r.Partitions, j.part)
 		r.Records += j.records.Load()
 		r.Total += j.total.Load()
+		if why := j.blocked.Load(); why != nil {
+			r.Blocked = append(r.Blocked, *why)
+		}
 	}
 	if r.Total > 0 {
 		r.Share = min(1, float64(r.Records)/float64(r.Total))

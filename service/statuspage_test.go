@@ -166,8 +166,18 @@ func TestStatusPage(t *testing.T) {
 	j3.total.Store(100)
 	j3.records.Store(25)
 	p.rs.jobs[3], p.rs.jobs[1] = j3, j1
-	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || !slices.Equal(r.Partitions, []int32{1, 3}) || r.Records != 125 || r.Share != 0.25 {
-		t.Errorf("restore %+v, want partitions 1 and 3 at 25%%", r)
+	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || !slices.Equal(r.Partitions, []int32{1, 3}) || r.Records != 125 || r.Share != 0.25 || r.Blocked != nil {
+		t.Errorf("restore %+v, want partitions 1 and 3 at 25%%, neither blocked", r)
+	}
+	// A restore that reads nothing says why (restorewatch.go), in the
+	// status and in /readyz.
+	why := "partition 3 read nothing for 30s at offset 25 of 100; waiting for a transaction open on c/3 from offset 25"
+	j3.blocked.Store(&why)
+	if r := getStatus(t, srv).Pipelines[0].Restore; r == nil || !slices.Equal(r.Blocked, []string{why}) {
+		t.Errorf("restore %+v, want partition 3 blocked: %q", r, why)
+	}
+	if ok, msg := p.ready(); ok || !strings.HasSuffix(msg, "(125 of 500 records so far); "+why) {
+		t.Errorf("ready: %v %q, want the restore and why partition 3 waits", ok, msg)
 	}
 	clear(p.rs.jobs)
 

@@ -1,0 +1,94 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/kafka"
+)
+
+// restoreStallAfter is how long a restore may read nothing, with records
+// left to read, before it asks the broker why: three times windowd's own
+// transaction timeout, by when the broker has aborted any transaction a
+// crashed windowd left open. What still holds the partition then is a
+// transaction of another producer, or one the broker lost
+// (docs/OPERATIONS.md, Broker failures).
+const restoreStallAfter = 3 * txnTimeout
+
+// watchRestore runs beside j's read of its changelog up to hi, until ctx
+// ends. When the read has taken no record for p.restoreStall, it lists the
+// transactions open on the partition (a read_committed read waits at the
+// oldest one's first offset), logs them once (an error when the broker
+// lost one: nothing but an operator ends it) and shows them in
+// /readyz and the status API (j.blocked) until records come again.
+func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, hi int64) {
+	tick := time.NewTicker(max(p.restoreStall/4, 10*time.Millisecond))
+	defer tick.Stop()
+	last, since := j.records.Load(), p.now()
+	said := ""
+	for {
+		select {
+		case <-ctx.Done():
+			j.blocked.Store(nil)
+			return
+		case <-tick.C:
+		}
+		if n := j.records.Load(); n != last {
+			last, since = n, p.now()
+			if j.blocked.Swap(nil) != nil {
+				p.log.Info("restore reading the changelog again", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic))
+			}
+			said = ""
+			continue
+		}
+		idle := p.now().Sub(since)
+		if j.pos.Load() >= hi || idle < p.restoreStall {
+			continue
+		}
+		why, lost := p.restoreBlocker(ctx, j, hi, idle)
+		if ctx.Err() != nil {
+			continue
+		}
+		j.blocked.Store(&why)
+		if why == said {
+			continue
+		}
+		said = why
+		fields := []zap.Field{zap.Int32("partition", j.part), zap.String("changelog", p.clTopic), zap.String("why", why)}
+		if lost {
+			p.log.Error("restore blocked for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
+		} else {
+			p.log.Warn("restore reads nothing", fields...)
+		}
+	}
+}
+
+// restoreBlocker says why j's read, idle for idle, takes no record: the
+// transactions open on its changelog partition, oldest first. lost: one
+// of them is a transaction the broker lost (kafka.OpenTxn.Lost).
+func (p *pipeline) restoreBlocker(ctx context.Context, j *restoreJob, hi int64, idle time.Duration) (why string, lost bool) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	open, err := kafka.OpenTransactions(lctx, p.adm, p.clTopic, j.part, p.txnID)
+	head := fmt.Sprintf("partition %d read nothing for %s at offset %d of %d", j.part, idle.Round(time.Second), j.pos.Load(), hi)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s; describing its producers failed: %v", head, err), false
+	case len(open) == 0:
+		return head + "; no transaction is open on it", false
+	}
+	why = head + "; waiting for " + open[0].String()
+	if len(open) > 1 {
+		why += fmt.Sprintf(" and %d more", len(open)-1)
+	}
+	for _, t := range open {
+		lost = lost || t.Lost
+	}
+	if lost && !open[0].Lost {
+		why += "; one of them the broker left hanging"
+	}
+	return why, lost
+}
