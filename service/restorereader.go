@@ -149,7 +149,7 @@ func (p *pipeline) readRestore(ctx context.Context, j *restoreJob, from, hi int6
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go p.watchRestore(wctx, j, hi)
+	go p.watchRestore(wctx, j, from, hi)
 	return kafka.ReadPartition(ctx, p.baseOpts, p.clTopic, j.part, from, hi, p.log, apply, afterPoll)
 }
 

@@ -18,17 +18,19 @@ import (
 // (docs/OPERATIONS.md, Broker failures).
 const restoreStallAfter = 3 * txnTimeout
 
-// watchRestore runs beside j's read of its changelog up to hi, until ctx
-// ends. When the read has taken no record for p.restoreStall, it lists the
+// watchRestore runs beside j's read of its changelog from from up to hi,
+// until ctx ends. When the read has taken no record for p.restoreStall
+// (and again every p.restoreStall while it takes none), it lists the
 // transactions open on the partition (a read_committed read waits at the
 // oldest one's first offset), logs them once (an error when the broker
 // lost one: nothing but an operator ends it) and shows them in
 // /readyz and the status API (j.blocked) until records come again.
-func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, hi int64) {
+func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, from, hi int64) {
 	tick := time.NewTicker(max(p.restoreStall/4, 10*time.Millisecond))
 	defer tick.Stop()
 	last, since := j.records.Load(), p.now()
-	said := ""
+	var asked time.Time // when the broker was last asked
+	why, said := "", "" // its last answer, and the last one logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -41,46 +43,51 @@ func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, hi int64) {
 			if j.blocked.Swap(nil) != nil {
 				p.log.Info("restore reading the changelog again", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic))
 			}
-			said = ""
+			why, said, asked = "", "", time.Time{}
 			continue
 		}
-		idle := p.now().Sub(since)
-		if j.pos.Load() >= hi || idle < p.restoreStall {
+		now := p.now()
+		idle, at := now.Sub(since), max(j.pos.Load(), from)
+		if at >= hi || idle < p.restoreStall {
 			continue
 		}
-		why, lost := p.restoreBlocker(ctx, j, hi, idle)
-		if ctx.Err() != nil {
-			continue
+		if now.Sub(asked) >= p.restoreStall {
+			asked = now
+			w, l := p.restoreBlocker(ctx, j)
+			if ctx.Err() != nil {
+				continue
+			}
+			why = w
+			if why != said { // logged once for as long as it lasts
+				said = why
+				fields := []zap.Field{zap.Int32("partition", j.part), zap.String("changelog", p.clTopic), zap.Int64("offset", at),
+					zap.Int64("end_offset", hi), zap.Duration("idle", idle.Round(time.Second)), zap.String("why", why)}
+				if l {
+					p.log.Error("restore blocked for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
+				} else {
+					p.log.Warn("restore reads nothing", fields...)
+				}
+			}
 		}
-		j.blocked.Store(&why)
-		if why == said {
-			continue
-		}
-		said = why
-		fields := []zap.Field{zap.Int32("partition", j.part), zap.String("changelog", p.clTopic), zap.String("why", why)}
-		if lost {
-			p.log.Error("restore blocked for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
-		} else {
-			p.log.Warn("restore reads nothing", fields...)
-		}
+		text := fmt.Sprintf("partition %d read nothing for %s at offset %d of %d; %s", j.part, idle.Round(time.Second), at, hi, why)
+		j.blocked.Store(&text)
 	}
 }
 
-// restoreBlocker says why j's read, idle for idle, takes no record: the
-// transactions open on its changelog partition, oldest first. lost: one
-// of them is a transaction the broker lost (kafka.OpenTxn.Lost).
-func (p *pipeline) restoreBlocker(ctx context.Context, j *restoreJob, hi int64, idle time.Duration) (why string, lost bool) {
+// restoreBlocker says why j's read takes no record: the transactions
+// open on its changelog partition, oldest first. lost: one of them is a
+// transaction the broker lost (kafka.OpenTxn.Lost).
+func (p *pipeline) restoreBlocker(ctx context.Context, j *restoreJob) (why string, lost bool) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	open, err := kafka.OpenTransactions(lctx, p.adm, p.clTopic, j.part, p.txnID)
-	head := fmt.Sprintf("partition %d read nothing for %s at offset %d of %d", j.part, idle.Round(time.Second), j.pos.Load(), hi)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("%s; describing its producers failed: %v", head, err), false
+		return fmt.Sprintf("describing its producers failed: %v", err), false
 	case len(open) == 0:
-		return head + "; no transaction is open on it", false
+		return "no transaction is open on it", false
 	}
-	why = head + "; waiting for " + open[0].String()
+	why = "waiting for " + open[0].String()
 	if len(open) > 1 {
 		why += fmt.Sprintf(" and %d more", len(open)-1)
 	}
