@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // OpenTxn is a transaction open on a partition. Until it ends, the
@@ -101,4 +105,78 @@ func openTxns(prods []kadm.DescribedProducer, own *kadm.DescribedTransaction) []
 	}
 	slices.SortFunc(out, func(a, b OpenTxn) int { return cmp.Compare(a.StartOffset, b.StartOffset) })
 	return out
+}
+
+// OffsetsTopic is Kafka's topic of the groups' committed offsets.
+const OffsetsTopic = "__consumer_offsets"
+
+// PendingGroupOffsets returns which of parts (partitions of topic) have
+// committed offsets of group that a transaction holds: a require_stable
+// offset fetch (what franz-go's group consumer sends after each
+// assignment, retried every second for as long as it lasts) answers
+// UNSTABLE_OFFSET_COMMIT for them until the transaction ends. The request
+// names the partitions: a fetch of all the group's offsets lists only
+// those committed, not those only pending.
+func PendingGroupOffsets(ctx context.Context, cl *kgo.Client, adm *kadm.Client, group, topic string, parts []int32) ([]int32, error) {
+	id, err := TopicID(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.RequireStable = true
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = group
+	rt := kmsg.NewOffsetFetchRequestGroupTopic()
+	rt.Topic, rt.TopicID, rt.Partitions = topic, id, parts
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	var pending []int32
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == kerr.UnstableOffsetCommit.Code {
+					pending = append(pending, p.Partition)
+				}
+			}
+		}
+	}
+	slices.Sort(pending)
+	return pending, nil
+}
+
+// GroupOffsetsPartition returns the partition of OffsetsTopic that holds
+// group's committed offsets, as the broker picks it: the group id's Java
+// String.hashCode, made non-negative by clearing its sign bit (Kafka's
+// Utils.abs), modulo the topic's partitions.
+func GroupOffsetsPartition(group string, partitions int) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(u)
+	}
+	return int32(int(h&0x7fffffff) % partitions)
+}
+
+// GroupOffsetsTransactions lists the transactions open on the partition of
+// OffsetsTopic that holds group's offsets (GroupOffsetsPartition), as
+// OpenTransactions does.
+func GroupOffsetsTransactions(ctx context.Context, adm *kadm.Client, group, txnID string) ([]OpenTxn, error) {
+	td, err := adm.ListTopicsWithInternal(ctx, OffsetsTopic)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := td[OffsetsTopic]
+	if !ok || t.Err != nil || len(t.Partitions) == 0 {
+		return nil, fmt.Errorf("listing %s: %v", OffsetsTopic, t.Err)
+	}
+	return OpenTransactions(ctx, adm, OffsetsTopic, GroupOffsetsPartition(group, len(t.Partitions)), txnID)
 }

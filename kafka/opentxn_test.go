@@ -45,3 +45,20 @@ func TestOpenTxns(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupOffsetsPartition: the partition of __consumer_offsets is the
+// broker's, Java's String.hashCode with its sign bit cleared, modulo 50
+// (values printed by Java 17 for these ids: a negative hash, a character
+// outside the BMP as two UTF-16 units, the empty id).
+func TestGroupOffsetsPartition(t *testing.T) {
+	for group, want := range map[string]int32{
+		"abc": 4,
+		"windowd-TestRestoreNamesTheTransaction-group-1733": 47,
+		"grüppe-😀": 34,
+		"":         0,
+	} {
+		if got := GroupOffsetsPartition(group, 50); got != want {
+			t.Errorf("GroupOffsetsPartition(%q, 50) = %d, want %d", group, got, want)
+		}
+	}
+}
