@@ -95,6 +95,9 @@ type pipeline struct {
 	off struct {
 		sync.Mutex
 		stored map[int32]int64 // next offset per partition, as committed in Pebble
+		// awaiting: assigned partitions whose group offsets franz-go has
+		// not fetched yet, and since when (offsetwatch.go).
+		awaiting map[int32]time.Time
 	}
 
 	// Published by the loop for readiness, the status page and the
@@ -103,6 +106,7 @@ type pipeline struct {
 	closing      atomic.Bool                     // shutting down: the final commit cycle ran or runs
 	inGroup      atomic.Bool                     // joined: assigned and not lost since
 	lastCommitOK atomic.Int64                    // Unix nanoseconds of the last successful commit cycle
+	offBlocked   atomic.Pointer[string]          // why the group's offsets do not come (offsetwatch.go); nil while they do
 	warm         atomic.Pointer[map[int32]int64] // publishWarm's snapshot (standby.go)
 	st           statusState                     // the status page's snapshot and recent panes (statusapi.go)
 

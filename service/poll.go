@@ -39,6 +39,9 @@ func (p *pipeline) run(ctx context.Context, grace time.Duration) error {
 		defer stopPlan()
 		go p.planStandbys(planCtx)
 	}
+	offCtx, stopOff := context.WithCancel(ctx)
+	defer stopOff()
+	go p.watchOffsets(offCtx)
 	m := &kafka.Member{
 		Client: p.cl, Log: p.log, Now: p.now, Mu: &p.mu.Mutex,
 		// Under exactly_once, mu is held from the poll through step. A

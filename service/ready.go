@@ -14,6 +14,13 @@ func (p *pipeline) ready() (bool, string) {
 		}
 		return false, msg
 	}
+	if why := p.offBlocked.Load(); why != nil {
+		// The watcher clears it at its next tick; the offsets may have
+		// come since.
+		if parts, _ := p.awaited(); len(parts) > 0 {
+			return false, *why
+		}
+	}
 	if !p.assignedOnce.Load() {
 		return false, "waiting for partition assignment"
 	}

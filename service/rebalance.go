@@ -35,6 +35,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	}
 	p.assignedOnce.Store(true)
 	p.inGroup.Store(true)
+	p.awaitOffsets(parts, p.now())
 	p.log.Info("partitions assigned", zap.Int32s("partitions", parts))
 }
 
@@ -135,6 +136,7 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 	p.off.Lock()
 	defer p.off.Unlock()
 	for part, o := range offsets[p.cfg.Input.Topic] {
+		delete(p.off.awaiting, part) // fetched (offsetwatch.go)
 		if off, ok := p.off.stored[part]; ok && o.EpochOffset().Offset != off {
 			offsets[p.cfg.Input.Topic][part] = kgo.NewOffset().At(off).WithEpoch(-1)
 			p.log.Info("resuming from local checkpoint", zap.Int32("partition", part), zap.Int64("offset", off), zap.Stringer("group_offset", o))
@@ -145,6 +147,7 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 
 func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	p.hideQuery() // (the next checkpoint publishes what stays)
+	p.dropAwaited(revoked[p.cfg.Input.Topic])
 	if p.eos {
 		p.deferRelease(revoked[p.cfg.Input.Topic], true)
 		return
@@ -157,6 +160,7 @@ func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // more of it (handOver).
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	p.hideQuery()
+	p.dropAwaited(lost[p.cfg.Input.Topic])
 	if p.eos {
 		p.deferRelease(lost[p.cfg.Input.Topic], false)
 		return
