@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,32 +27,8 @@ import (
 func TestGroupOffsetsNameTheTransactionHoldingThem(t *testing.T) {
 	parallel(t, 15*time.Second)
 	e := newEnv(t, 2, "")
-	e.editConfig(map[string]string{
-		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":   "",
-	})
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	var recs []input
-	for i := 0; i < 400; i++ {
-		u := fmt.Sprintf("u%d", i%6)
-		recs = append(recs, input{partition: int32(i % 6 % 2), key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+int64(i)*100, i%7)})
-	}
-	for p := int32(0); p < e.partitions; p++ {
-		recs = append(recs, input{partition: p, key: "flush", value: fmt.Sprintf(`{"user":"flush","ts":%d,"x":0}`, base+3_600_000)})
-	}
-	out, errs := runReplay(t, &e.cfg.Pipelines[0], recs, int(e.partitions))
-	if len(errs) > 0 {
-		t.Fatalf("replay reported errors: %v", errs[:min(len(errs), 5)])
-	}
-	var want []string // replay closes the flush records' windows at its end; run keeps them open
-	for _, p := range out {
-		if gjson.Get(p, "key").Str != "flush" {
-			want = append(want, p)
-		}
-	}
-	if finalCount(want) < 6*3 {
-		t.Fatalf("test stream too small: %d final panes", finalCount(want))
-	}
+	recs, flush, want := heldStream(t, e, 400, 6, "")
+	recs = append(recs, flush...)
 
 	// Another producer's transaction with offsets of the group (partition
 	// 1 of the input) left open.

@@ -28,37 +28,8 @@ import (
 func TestRestoreNamesTheTransactionHoldingIt(t *testing.T) {
 	parallel(t, 20*time.Second)
 	e := newEnv(t, 1, "")
-	e.editConfig(map[string]string{
-		"    allowed_lateness: 30s\n":  "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":    "",
-		"    commit_interval: 200ms\n": "    commit_interval: 200ms\n    delivery: exactly_once\n",
-	})
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	var first, second []input
-	for i := 0; i < 600; i++ {
-		u := fmt.Sprintf("u%d", i%5)
-		in := input{key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, u, base+int64(i)*100, i%7)}
-		if i < 300 {
-			first = append(first, in)
-		} else {
-			second = append(second, in)
-		}
-	}
-	flush := []input{{key: "flush", value: fmt.Sprintf(`{"user":"flush","ts":%d,"x":0}`, base+3_600_000)}}
-	all := append(append(append([]input(nil), first...), second...), flush...)
-	out, errs := runReplay(t, &e.cfg.Pipelines[0], all, 1)
-	if len(errs) > 0 {
-		t.Fatalf("replay reported errors: %v", errs[:min(len(errs), 5)])
-	}
-	var want []string
-	for _, p := range out {
-		if gjson.Get(p, "key").Str != "flush" {
-			want = append(want, p)
-		}
-	}
-	if finalCount(want) < 5*5 {
-		t.Fatalf("test stream too small: %d final panes", finalCount(want))
-	}
+	recs, flush, want := heldStream(t, e, 600, 5, "exactly_once")
+	first, second := recs[:300], recs[300:]
 
 	a := e.startInProcess()
 	produce(t, e.in, first)
@@ -114,4 +85,38 @@ func TestRestoreNamesTheTransactionHoldingIt(t *testing.T) {
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// heldStream readies e for the tests of a wait held by a transaction:
+// allowed_lateness 0s (delivery, when set, too) and n records of users
+// keys, 100 ms of event time apart, spread over e's partitions by key;
+// flush, a record per partition that closes every window; want, the panes
+// replay computes of all of them but the flush records' (replay closes
+// those windows at its end, run keeps them open).
+func heldStream(t *testing.T, e *env, n, users int, delivery string) (recs, flush []input, want []string) {
+	t.Helper()
+	e.zeroLateness(delivery)
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for i := 0; i < n; i++ {
+		u := i % users
+		key := fmt.Sprintf("u%d", u)
+		recs = append(recs, input{partition: int32(u) % e.partitions, key: key,
+			value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d}`, key, base+int64(i)*100, i%7)})
+	}
+	for p := int32(0); p < e.partitions; p++ {
+		flush = append(flush, input{partition: p, key: "flush", value: fmt.Sprintf(`{"user":"flush","ts":%d,"x":0}`, base+3_600_000)})
+	}
+	out, errs := runReplay(t, &e.cfg.Pipelines[0], append(append([]input(nil), recs...), flush...), int(e.partitions))
+	if len(errs) > 0 {
+		t.Fatalf("replay reported errors: %v", errs[:min(len(errs), 5)])
+	}
+	for _, p := range out {
+		if gjson.Get(p, "key").Str != "flush" {
+			want = append(want, p)
+		}
+	}
+	if finalCount(want) < users*n/200 {
+		t.Fatalf("test stream too small: %d final panes", finalCount(want))
+	}
+	return recs, flush, want
 }

@@ -58,14 +58,7 @@ type restoreCase struct {
 func restoreInBackground(t *testing.T, delivery string, c restoreCase) {
 	parallel(t, 25*time.Second)
 	e := newEnv(t, c.partitions, "")
-	edits := map[string]string{
-		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":   "",
-	}
-	if delivery != "" {
-		edits["    commit_interval: 200ms\n"] = "    commit_interval: 200ms\n    delivery: " + delivery + "\n"
-	}
-	e.editConfig(edits)
+	e.zeroLateness(delivery)
 
 	// Per partition, 8 keys, a record every 250 ms of event time for 60 s
 	// (in order but for up to 1.5 s, within max_delay 2s), then a record

@@ -67,8 +67,7 @@ func (p *pipeline) awaited() ([]int32, time.Time) {
 func (p *pipeline) watchOffsets(ctx context.Context) {
 	tick := time.NewTicker(max(p.restoreStall/4, 10*time.Millisecond))
 	defer tick.Stop()
-	var asked time.Time
-	why, said := "", ""
+	var st stall
 	for {
 		select {
 		case <-ctx.Done():
@@ -81,28 +80,23 @@ func (p *pipeline) watchOffsets(ctx context.Context) {
 			if p.offBlocked.Swap(nil) != nil {
 				p.log.Info("group offsets fetched", zap.String("group", p.cfg.Input.Group))
 			}
-			asked, why, said = time.Time{}, "", ""
+			st = stall{}
 			continue
 		}
-		if now.Sub(asked) >= p.restoreStall {
-			asked = now
-			w, lost := p.offsetsBlocker(ctx, parts)
-			if ctx.Err() != nil {
-				continue
+		waiting := now.Sub(since).Round(time.Second)
+		why := st.update(ctx, now, p.restoreStall, func() (string, bool) { return p.offsetsBlocker(ctx, parts) }, func(why string, lost bool) {
+			fields := []zap.Field{zap.String("group", p.cfg.Input.Group), zap.Int32s("partitions", parts),
+				zap.Duration("waiting", waiting), zap.String("why", why)}
+			if lost {
+				p.log.Error("group offsets held for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
+			} else {
+				p.log.Warn("group offsets not fetched", fields...)
 			}
-			why = w
-			if why != said {
-				said = why
-				fields := []zap.Field{zap.String("group", p.cfg.Input.Group), zap.Int32s("partitions", parts),
-					zap.Duration("waiting", now.Sub(since).Round(time.Second)), zap.String("why", why)}
-				if lost {
-					p.log.Error("group offsets held for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
-				} else {
-					p.log.Warn("group offsets not fetched", fields...)
-				}
-			}
+		})
+		if why == "" {
+			continue // ctx ended while asking
 		}
-		text := fmt.Sprintf("waiting %s for the group's committed offsets of partitions %v; %s", now.Sub(since).Round(time.Second), parts, why)
+		text := fmt.Sprintf("waiting %s for the group's committed offsets of partitions %v; %s", waiting, parts, why)
 		p.offBlocked.Store(&text)
 	}
 }
@@ -122,31 +116,16 @@ func (p *pipeline) offsetsBlocker(ctx context.Context, parts []int32) (why strin
 	case len(pending) == 0:
 		return "no transaction holds them", false
 	}
-	why = fmt.Sprintf("a transaction holds those of partitions %v; open on the group's partition of %s:", pending, kafka.OffsetsTopic)
+	why = fmt.Sprintf("a transaction holds those of partitions %v", pending)
 	open, err := kafka.GroupOffsetsTransactions(lctx, p.adm, group, p.txnID)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("%s; describing the producers of %s failed: %v", why, kafka.OffsetsTopic, err), false
 	case len(open) == 0:
-		return why, false
+		return fmt.Sprintf("%s; none is open on the group's partition of %s now", why, kafka.OffsetsTopic), false
 	}
 	// The partition holds other groups' offsets too: which open
 	// transaction has this group's, the broker does not say.
-	const shown = 3
-	for i, t := range open[:min(len(open), shown)] {
-		if i > 0 {
-			why += ";"
-		}
-		why += " " + t.String()
-	}
-	if len(open) > shown {
-		why += fmt.Sprintf("; and %d more open there", len(open)-shown)
-	}
-	for _, t := range open {
-		lost = lost || t.Lost
-	}
-	if lost && !slices.ContainsFunc(open[:min(len(open), shown)], func(t kafka.OpenTxn) bool { return t.Lost }) {
-		why += "; one of them the broker left hanging"
-	}
-	return why, lost
+	text, lost := describeOpen(open, 3)
+	return fmt.Sprintf("%s; open on the group's partition of %s: %s", why, kafka.OffsetsTopic, text), lost
 }

@@ -29,8 +29,7 @@ func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, from, hi int
 	tick := time.NewTicker(max(p.restoreStall/4, 10*time.Millisecond))
 	defer tick.Stop()
 	last, since := j.records.Load(), p.now()
-	var asked time.Time // when the broker was last asked
-	why, said := "", "" // its last answer, and the last one logged
+	var st stall
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,7 +42,7 @@ func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, from, hi int
 			if j.blocked.Swap(nil) != nil {
 				p.log.Info("restore reading the changelog again", zap.Int32("partition", j.part), zap.String("changelog", p.clTopic))
 			}
-			why, said, asked = "", "", time.Time{}
+			st = stall{}
 			continue
 		}
 		now := p.now()
@@ -51,23 +50,17 @@ func (p *pipeline) watchRestore(ctx context.Context, j *restoreJob, from, hi int
 		if at >= hi || idle < p.restoreStall {
 			continue
 		}
-		if now.Sub(asked) >= p.restoreStall {
-			asked = now
-			w, l := p.restoreBlocker(ctx, j)
-			if ctx.Err() != nil {
-				continue
+		why := st.update(ctx, now, p.restoreStall, func() (string, bool) { return p.restoreBlocker(ctx, j) }, func(why string, lost bool) {
+			fields := []zap.Field{zap.Int32("partition", j.part), zap.String("changelog", p.clTopic), zap.Int64("offset", at),
+				zap.Int64("end_offset", hi), zap.Duration("idle", idle.Round(time.Second)), zap.String("why", why)}
+			if lost {
+				p.log.Error("restore blocked for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
+			} else {
+				p.log.Warn("restore reads nothing", fields...)
 			}
-			why = w
-			if why != said { // logged once for as long as it lasts
-				said = why
-				fields := []zap.Field{zap.Int32("partition", j.part), zap.String("changelog", p.clTopic), zap.Int64("offset", at),
-					zap.Int64("end_offset", hi), zap.Duration("idle", idle.Round(time.Second)), zap.String("why", why)}
-				if l {
-					p.log.Error("restore blocked for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
-				} else {
-					p.log.Warn("restore reads nothing", fields...)
-				}
-			}
+		})
+		if why == "" {
+			continue // ctx ended while asking
 		}
 		text := fmt.Sprintf("partition %d read nothing for %s at offset %d of %d; %s", j.part, idle.Round(time.Second), at, hi, why)
 		j.blocked.Store(&text)
@@ -87,15 +80,7 @@ func (p *pipeline) restoreBlocker(ctx context.Context, j *restoreJob) (why strin
 	case len(open) == 0:
 		return "no transaction is open on it", false
 	}
-	why = "waiting for " + open[0].String()
-	if len(open) > 1 {
-		why += fmt.Sprintf(" and %d more", len(open)-1)
-	}
-	for _, t := range open {
-		lost = lost || t.Lost
-	}
-	if lost && !open[0].Lost {
-		why += "; one of them the broker left hanging"
-	}
-	return why, lost
+	// The oldest holds the last stable offset.
+	text, lost := describeOpen(open, 1)
+	return "waiting for " + text, lost
 }
