@@ -277,10 +277,7 @@ func TestResetAfterRefusedChange(t *testing.T) {
 // in event-time order over keys u<p>-0..2, from the random source seed.
 func evolveEnv(t *testing.T, seed int64, perPart int) (*env, [2][]input) {
 	e := newEnv(t, 2, "")
-	e.editConfig(map[string]string{
-		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":   "",
-	})
+	e.zeroLateness("")
 	rng := rand.New(rand.NewSource(seed))
 	var halves [2][]input
 	for p := int32(0); p < e.partitions; p++ {

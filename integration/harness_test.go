@@ -292,20 +292,6 @@ func newEnv(t *testing.T, partitions int32, watermarkExtra string) *env {
 
 // editConfig replaces, once each, text of the test's configuration file
 // (every old text must be there) and loads it again as e.cfg.
-// zeroLateness edits e's pipeline to allowed_lateness 0s without a late
-// trigger (the tests that assert nothing is dropped as late) and, when
-// delivery is not empty, to that delivery.
-func (e *env) zeroLateness(delivery string) {
-	edits := map[string]string{
-		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
-		"      late: {every: 0s}\n":   "",
-	}
-	if delivery != "" {
-		edits["    commit_interval: 200ms\n"] = "    commit_interval: 200ms\n    delivery: " + delivery + "\n"
-	}
-	e.editConfig(edits)
-}
-
 func (e *env) editConfig(edits map[string]string) {
 	e.t.Helper()
 	cfg := readFile(e.t, e.cfgPath)
@@ -321,6 +307,20 @@ func (e *env) editConfig(edits map[string]string) {
 		e.t.Fatal(err)
 	}
 	e.cfg = c
+}
+
+// zeroLateness edits e's pipeline to allowed_lateness 0s without a late
+// trigger (the tests that assert nothing is dropped as late) and, when
+// delivery is not empty, to that delivery.
+func (e *env) zeroLateness(delivery string) {
+	edits := map[string]string{
+		"    allowed_lateness: 30s\n": "    allowed_lateness: 0s\n",
+		"      late: {every: 0s}\n":   "",
+	}
+	if delivery != "" {
+		edits["    commit_interval: 200ms\n"] = "    commit_interval: 200ms\n    delivery: " + delivery + "\n"
+	}
+	e.editConfig(edits)
 }
 
 // instance is a running windowd: in-process (service.Run) or a child process.

@@ -57,7 +57,7 @@ func OpenTransactions(ctx context.Context, adm *kadm.Client, topic string, part 
 	if err != nil {
 		return nil, err
 	}
-	var open []kadm.DescribedProducer
+	var described []kadm.DescribedProducer
 	var perr error
 	prods.EachPartition(func(p kadm.DescribedProducersPartition) {
 		if p.Err != nil {
@@ -67,7 +67,7 @@ func OpenTransactions(ctx context.Context, adm *kadm.Client, topic string, part 
 	if perr != nil {
 		return nil, perr
 	}
-	prods.EachProducer(func(p kadm.DescribedProducer) { open = append(open, p) })
+	prods.EachProducer(func(p kadm.DescribedProducer) { described = append(described, p) })
 	var own *kadm.DescribedTransaction
 	if txnID != "" {
 		txns, err := adm.DescribeTransactions(ctx, txnID)
@@ -78,7 +78,7 @@ func OpenTransactions(ctx context.Context, adm *kadm.Client, topic string, part 
 			own = &d
 		}
 	}
-	return openTxns(open, own), nil
+	return openTxns(described, own), nil
 }
 
 // openTxns picks the producers with a transaction open (oldest first) and
@@ -175,8 +175,11 @@ func GroupOffsetsTransactions(ctx context.Context, adm *kadm.Client, group, txnI
 		return nil, err
 	}
 	t, ok := td[OffsetsTopic]
-	if !ok || t.Err != nil || len(t.Partitions) == 0 {
-		return nil, fmt.Errorf("listing %s: %v", OffsetsTopic, t.Err)
+	switch {
+	case !ok || len(t.Partitions) == 0 && t.Err == nil:
+		return nil, fmt.Errorf("listing %s: the broker named no partition of it", OffsetsTopic)
+	case t.Err != nil:
+		return nil, fmt.Errorf("listing %s: %w", OffsetsTopic, t.Err)
 	}
 	return OpenTransactions(ctx, adm, OffsetsTopic, GroupOffsetsPartition(group, len(t.Partitions)), txnID)
 }
