@@ -639,6 +639,14 @@ func (f *Frontier) Drop(p int32) {
 	}
 }
 
+// Last returns the highest partition id known, and whether one is.
+func (f *Frontier) Last() (int32, bool) {
+	if len(f.sorted) == 0 {
+		return 0, false
+	}
+	return f.sorted[len(f.sorted)-1].id, true
+}
+
 // Forget removes p entirely (its state moved to another instance).
 func (f *Frontier) Forget(p int32) {
 	i, ok := f.index(p)

@@ -45,6 +45,12 @@ type Options struct {
 	// of a key share a partition, and state follows partitions). When false
 	// every partition shares shard 0 (replay).
 	ShardByPartition bool
+	// Shards, with ShardByPartition and above 0, puts partition p's
+	// windows in shard p mod Shards. For inputs of Shards partitions each,
+	// keyed alike (co-partitioned), partition p of input i is partition
+	// i*Shards+p: an upstream partition with a generator of its own, while
+	// the records of a key from every input meet in shard p. 0: shard p.
+	Shards int32
 	// CacheBytes bounds the in-memory window cache (approximately); 0 means 64 MiB.
 	CacheBytes int
 	// MaxPendingBytes is the size of uncommitted store writes beyond which
@@ -384,11 +390,35 @@ func (e *Engine) mayFire(shard uint32) bool {
 	return !e.opts.ShardByPartition || e.owned[shard]
 }
 
-func (e *Engine) shard(p int32) uint32 {
-	if e.opts.ShardByPartition {
-		return uint32(p)
+func (e *Engine) shard(p int32) uint32 { return shardOf(p, e.opts.ShardByPartition, e.opts.Shards) }
+
+// shardOf is partition p's shard: 0 unless byPartition, else p, or p mod
+// n when n > 0 (Options.Shards).
+func shardOf(p int32, byPartition bool, n int32) uint32 {
+	switch {
+	case !byPartition:
+		return 0
+	case n > 0:
+		return uint32(p % n)
 	}
-	return 0
+	return uint32(p)
+}
+
+// shardWatermark is the least watermark of the known partitions of shard
+// (shardOf with n), and whether one is known.
+func shardWatermark(wm *watermark.Frontier, shard uint32, n int32) (int64, bool) {
+	if n <= 0 {
+		g, ok := wm.Generator(int32(shard))
+		return g.Watermark, ok
+	}
+	least, known := watermark.MaxTime, false
+	last, _ := wm.Last()
+	for p := int32(shard); p <= last && p >= 0; p += n {
+		if g, ok := wm.Generator(p); ok {
+			least, known = min(least, g.Watermark), true
+		}
+	}
+	return least, known
 }
 
 // Record processes one event that arrived at processing time now.

@@ -147,6 +147,9 @@ type JoinOptions struct {
 	// assigned, as Options.ShardByPartition does for an engine (the
 	// Kafka service). Otherwise every record is in one shard (replay).
 	ShardByPartition bool
+	// Shards: as Options.Shards (partition p's records in shard p mod
+	// Shards when above 0).
+	Shards int32
 	// Store, when set, holds the Joiner's records durably
 	// (joinstate.go): each changed key's at Flush and Checkpoint, read
 	// back when the Joiner is made. Nil: memory only (replay).

@@ -51,12 +51,7 @@ func (k *joinKey) forget() {
 }
 
 // shardID is partition p's shard.
-func (j *Joiner) shardID(p int32) uint32 {
-	if j.opts.ShardByPartition {
-		return uint32(p)
-	}
-	return 0
-}
+func (j *Joiner) shardID(p int32) uint32 { return shardOf(p, j.opts.ShardByPartition, j.opts.Shards) }
 
 // shard returns partition p's shard, making it.
 func (j *Joiner) shard(p int32) *joinShard { return j.shardOf(j.shardID(p)) }
@@ -99,11 +94,11 @@ func (j *Joiner) mayFire(id uint32) bool { return !j.opts.ShardByPartition || j.
 
 // catchingFrontier is the frontier of a shard that is catching up.
 func (j *Joiner) catchingFrontier(id uint32) int64 {
-	g, ok := j.wm.Generator(int32(id))
+	wm, ok := shardWatermark(j.wm, id, j.opts.Shards)
 	if !ok {
 		return watermark.MinTime
 	}
-	return min(j.f, g.Watermark)
+	return min(j.f, wm)
 }
 
 // Assign adds partition p to the frontier at processing time now; its

@@ -272,11 +272,11 @@ func (e *Engine) ReleaseTimers(p int32) error {
 
 // catchingFrontier is the frontier of a shard that is catching up.
 func (e *Engine) catchingFrontier(shard uint32) int64 {
-	g, ok := e.wm.Generator(int32(shard))
+	wm, ok := shardWatermark(e.wm, shard, e.opts.Shards)
 	if !ok {
 		return watermark.MinTime
 	}
-	return min(e.f, g.Watermark)
+	return min(e.f, wm)
 }
 
 // fireCatching runs the on-time and expiry steps of the windows of a
