@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,12 +27,18 @@ const WarmBalancerProtocol = "windowd-warm-v1"
 // Each member also sends the address its query API answers at (address:
 // "" for none), which every instance reads from the group's description
 // (GroupMembers) to forward a query to a key's owner.
-func WarmBalancer(topic string, warm func() map[int32]int64, address string) kgo.GroupBalancer {
-	return &warmBalancer{topic: topic, warm: warm, address: address}
+//
+// The warm positions are those of topics[0]. Every other topic of topics
+// with as many partitions is co-partitioned with it: partition p goes to
+// the member that gets partition p of topics[0] (when it consumes that
+// topic; otherwise to no one until the next rebalance), so that records
+// keyed alike in both meet in one member.
+func WarmBalancer(topics []string, warm func() map[int32]int64, address string) kgo.GroupBalancer {
+	return &warmBalancer{topics: topics, warm: warm, address: address}
 }
 
 type warmBalancer struct {
-	topic   string
+	topics  []string
 	warm    func() map[int32]int64
 	address string
 }
@@ -66,11 +73,19 @@ func (w *warmBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (k
 	return b, b.MemberTopics(), nil
 }
 
-// Balance plans every topic the members consume; the warm positions count
-// for w.topic only.
+// Balance plans every topic the members consume, topics[0] first: the
+// warm positions count for it only, and the topics co-partitioned with it
+// follow its plan.
 func (w *warmBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	plan := b.NewPlan()
-	for topic, n := range topics {
+	lead := w.topics[0]
+	order := slices.Sorted(maps.Keys(topics))
+	if i := slices.Index(order, lead); i > 0 {
+		order = append(append([]string{lead}, order[:i]...), order[i+1:]...)
+	}
+	var leadPlan map[string][]int32 // member id: its partitions of lead
+	for _, topic := range order {
+		n := topics[topic]
 		var ids []string
 		byID := map[string]*kmsg.JoinGroupResponseMember{}
 		owned := map[string][]int32{}
@@ -87,12 +102,23 @@ func (w *warmBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string]int32)
 					owned[m.MemberID] = append(owned[m.MemberID], o.Partitions...)
 				}
 			}
-			if topic == w.topic {
+			if topic == lead {
 				warm[m.MemberID], _ = decodeWarm(meta.UserData)
 			}
 		}
-		for id, parts := range balanceWarm(ids, owned, warm, n) {
-			plan.AddPartitions(byID[id], topic, parts)
+		var assigned map[string][]int32
+		if topic != lead && leadPlan != nil && n == topics[lead] && slices.Contains(w.topics, topic) {
+			assigned = leadPlan // co-partitioned: partition p where lead's p goes
+		} else {
+			assigned = balanceWarm(ids, owned, warm, n)
+		}
+		if topic == lead {
+			leadPlan = assigned
+		}
+		for id, parts := range assigned {
+			if m := byID[id]; m != nil {
+				plan.AddPartitions(m, topic, parts)
+			}
 		}
 	}
 	plan.AdjustCooperative(b)

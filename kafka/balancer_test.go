@@ -100,7 +100,7 @@ func TestBalanceWarmInvariants(t *testing.T) {
 // back for the cooperative second round.
 func TestWarmBalancerPlan(t *testing.T) {
 	join := func(id string, owned []int32, warm map[int32]int64) kmsg.JoinGroupResponseMember {
-		b := WarmBalancer("in", func() map[int32]int64 { return warm }, "")
+		b := WarmBalancer([]string{"in"}, func() map[int32]int64 { return warm }, "")
 		m := kmsg.NewJoinGroupResponseMember()
 		m.MemberID = id
 		m.ProtocolMetadata = b.JoinGroupMetadata([]string{"in"}, map[string][]int32{"in": owned}, 3)
@@ -110,7 +110,7 @@ func TestWarmBalancerPlan(t *testing.T) {
 		join("b", []int32{0, 1}, map[int32]int64{0: 5, 1: 5, 5: 90}),
 		join("c", []int32{2, 3}, map[int32]int64{2: 5, 3: 5, 4: 70}),
 	}
-	gb := WarmBalancer("in", func() map[int32]int64 { return nil }, "")
+	gb := WarmBalancer([]string{"in"}, func() map[int32]int64 { return nil }, "")
 	mb, topics, err := gb.MemberBalancer(members)
 	if err != nil {
 		t.Fatal(err)
@@ -166,5 +166,92 @@ func TestWarmBalancerPlan(t *testing.T) {
 	}
 	if w, _ := decodeWarm(nil); w != nil {
 		t.Fatal("no user data read as warm positions")
+	}
+}
+
+// TestWarmBalancerCoPartitioned: a topic listed after the first with as
+// many partitions gets the first's plan, partition for partition, also in
+// a cooperative round that moves some; other topics are balanced alone,
+// and a member that does not consume the co-partitioned topic leaves its
+// partitions of it to no one.
+func TestWarmBalancerCoPartitioned(t *testing.T) {
+	co := []string{"imp", "click", "few"}
+	join := func(id string, topics []string, owned map[string][]int32, warm map[int32]int64) kmsg.JoinGroupResponseMember {
+		m := kmsg.NewJoinGroupResponseMember()
+		m.MemberID = id
+		m.ProtocolMetadata = WarmBalancer(co, func() map[int32]int64 { return warm }, "").JoinGroupMetadata(topics, owned, 3)
+		return m
+	}
+	counts := map[string]int32{"imp": 6, "click": 6, "few": 2, "other": 6}
+	balance := func(members ...kmsg.JoinGroupResponseMember) map[string]map[string][]int32 {
+		t.Helper()
+		gb := WarmBalancer(co, func() map[int32]int64 { return nil }, "")
+		mb, _, err := gb.MemberBalancer(members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(counts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]map[string][]int32{}
+		for _, a := range plan.IntoSyncAssignment() {
+			if got[a.MemberID], err = gb.ParseSyncAssignment(a.MemberAssignment); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got
+	}
+	all := []string{"click", "few", "imp", "other"}
+	// A fresh group where b holds imp's 0 warm: balanced alone, click
+	// would go a 0, 2, 4 and b 1, 3, 5.
+	got := balance(join("a", all, nil, nil), join("b", all, nil, map[int32]int64{0: 90}))
+	if !slices.Equal(got["b"]["imp"], []int32{0, 3, 5}) || !slices.Equal(got["b"]["click"], []int32{0, 3, 5}) || !slices.Equal(got["a"]["click"], []int32{1, 2, 4}) {
+		t.Fatalf("fresh group %v, want b imp and click 0, 3, 5, a both 1, 2, 4", got)
+	}
+	// c joins a and b, and holds imp's 5 warm: it takes 5 of both.
+	own := func(p ...int32) map[string][]int32 {
+		return map[string][]int32{"imp": p, "click": p, "other": p, "few": p[:1]}
+	}
+	got = balance(
+		join("a", all, own(0, 1, 2), map[int32]int64{0: 1, 1: 1, 2: 1}),
+		join("b", all, own(3, 4, 5), map[int32]int64{3: 1, 4: 1, 5: 1}),
+		join("c", all, nil, map[int32]int64{5: 90}))
+	for id, topics := range got {
+		if !slices.Equal(topics["imp"], topics["click"]) {
+			t.Errorf("member %s: imp %v, click %v; want the same partitions", id, topics["imp"], topics["click"])
+		}
+	}
+	// The first cooperative round only takes away: c gets nothing yet,
+	// and b gives up 5 of both topics.
+	if len(got["c"]["imp"]) != 0 || !slices.Equal(got["b"]["imp"], []int32{3, 4}) {
+		t.Fatalf("first round %v, want b keeping imp 3 and 4, c nothing", got)
+	}
+	// The second round: c owns nothing, b and a are at their quota.
+	got = balance(
+		join("a", all, own(0, 1), map[int32]int64{0: 1, 1: 1}),
+		join("b", all, own(3, 4), map[int32]int64{3: 1, 4: 1}),
+		join("c", all, nil, map[int32]int64{5: 90}))
+	want := map[string][]int32{"a": {0, 1}, "b": {3, 4}, "c": {2, 5}}
+	for id, parts := range want {
+		if !slices.Equal(got[id]["imp"], parts) || !slices.Equal(got[id]["click"], parts) {
+			t.Errorf("member %s: imp %v, click %v; want %v of both", id, got[id]["imp"], got[id]["click"], parts)
+		}
+	}
+	// few has another partition count: balanced alone, every partition once.
+	var few []int32
+	for _, topics := range got {
+		few = append(few, topics["few"]...)
+	}
+	if slices.Sort(few); !slices.Equal(few, []int32{0, 1}) {
+		t.Errorf("few assigned %v, want 0 and 1 once", few)
+	}
+	// d consumes imp only (a configuration without click): its imp
+	// partitions' click partitions go to no one.
+	got = balance(
+		join("a", all, map[string][]int32{"imp": {0, 1, 2}, "click": {0, 1, 2}}, nil),
+		join("d", []string{"imp"}, map[string][]int32{"imp": {3, 4, 5}}, nil))
+	if !slices.Equal(got["d"]["imp"], []int32{3, 4, 5}) || len(got["d"]["click"]) != 0 || !slices.Equal(got["a"]["click"], []int32{0, 1, 2}) {
+		t.Fatalf("plan %v, want d imp 3-5 and click 3-5 unassigned", got)
 	}
 }

@@ -453,7 +453,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 	cfg := p.cfg
 	opts := append(kafka.GroupOpts(p.baseOpts, p.session, cfg.Input.Group, cfg.Input.Topic),
 		// Partitions that move go where their state is (standby.go).
-		kgo.Balancers(kafka.WarmBalancer(cfg.Input.Topic, p.warmPositions, p.queryAddr), kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(kafka.WarmBalancer([]string{cfg.Input.Topic}, p.warmPositions, p.queryAddr), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
