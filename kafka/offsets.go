@@ -14,15 +14,26 @@ import (
 // CommitPositions commits positions (the next offset to consume, per
 // partition of topic) to cl's group; a partition's refusal is an error.
 func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, positions map[int32]int64) error {
-	uncommitted := make(map[int32]kgo.EpochOffset, len(positions))
-	for part, off := range positions {
-		uncommitted[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	return CommitTopicPositions(ctx, cl, map[string]map[int32]int64{topic: positions})
+}
+
+// CommitTopicPositions is CommitPositions for the partitions of several
+// topics, in one commit.
+func CommitTopicPositions(ctx context.Context, cl *kgo.Client, positions map[string]map[int32]int64) error {
+	uncommitted := map[string]map[int32]kgo.EpochOffset{}
+	for topic, offs := range positions {
+		for part, off := range offs {
+			if uncommitted[topic] == nil {
+				uncommitted[topic] = map[int32]kgo.EpochOffset{}
+			}
+			uncommitted[topic][part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
 	}
 	if len(uncommitted) == 0 {
 		return nil
 	}
 	var cerr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: uncommitted},
+	cl.CommitOffsetsSync(ctx, uncommitted,
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				cerr = err

@@ -49,6 +49,9 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 			}
 			counts = append(counts, n)
 		}
+		if err := CoPartitioned(&p, counts); err != nil {
+			return nil, err
+		}
 		partitions := counts[0]
 		changelog := ChangelogTopic(&p)
 		internal, stateParts := "", partitions
@@ -127,6 +130,27 @@ func EnsureTopics(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *
 		inputs[p.Name] = Topics{Partitions: partitions, InputPartitions: counts, Repartition: stateParts, ChangelogID: id, Logged: logged}
 	}
 	return inputs, nil
+}
+
+// CoPartitioned refuses a pipeline that reads several input topics
+// without repartition: true when their partition counts (counts, in the
+// order of its inputs) differ: partition p of each must hold the same keys
+// (docs/SEMANTICS.md, Several inputs).
+func CoPartitioned(p *config.Pipeline, counts []int32) error {
+	if p.Inputs == nil || p.Repartition != nil {
+		return nil
+	}
+	for i := 1; i < len(counts); i++ {
+		if counts[i] != counts[0] {
+			var have []string
+			for j, in := range p.Inputs {
+				have = append(have, fmt.Sprintf("%s has %d", in.Topic, counts[j]))
+			}
+			return fmt.Errorf("pipeline %s: its input topics have different partition counts (%s): read without repartition: true, partition p of every input must hold the same keys; give the topics one partition count (and key their records alike), or set repartition: true (docs/SEMANTICS.md, Several inputs)",
+				p.Name, strings.Join(have, ", "))
+		}
+	}
+	return nil
 }
 
 // loggedPartitions returns had, topic's partition count before it grew,

@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -47,26 +49,33 @@ func GroupAssignment(ctx context.Context, adm *kadm.Client, group, topic string)
 // ahead of a cycle that ends mid-poll), and commit them in every
 // transaction: the offset commit carries the group generation, and a
 // member the group no longer knows gets its transaction aborted.
-func SetTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, topicID [16]byte, positions map[int32]int64) {
-	id := topicID
+// positions are by topic; a topic's id is the one the client resolved, or
+// else topicIDs'.
+func SetTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topicIDs map[string][16]byte, positions map[string]map[int32]int64) {
+	ids := maps.Clone(topicIDs)
 	for _, t := range req.Topics {
-		if t.Topic == topic && t.TopicID != ([16]byte{}) {
-			id = t.TopicID
+		if t.TopicID != ([16]byte{}) {
+			if ids == nil {
+				ids = map[string][16]byte{}
+			}
+			ids[t.Topic] = t.TopicID
 		}
 	}
 	req.Topics = req.Topics[:0]
-	if len(positions) == 0 {
-		return
+	for _, topic := range slices.Sorted(maps.Keys(positions)) {
+		if len(positions[topic]) == 0 {
+			continue
+		}
+		t := kmsg.NewTxnOffsetCommitRequestTopic()
+		t.Topic, t.TopicID = topic, ids[topic]
+		for part, off := range positions[topic] {
+			pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			pt.Partition, pt.Offset, pt.LeaderEpoch = part, off, -1
+			pt.Metadata = &req.MemberID
+			t.Partitions = append(t.Partitions, pt)
+		}
+		req.Topics = append(req.Topics, t)
 	}
-	t := kmsg.NewTxnOffsetCommitRequestTopic()
-	t.Topic, t.TopicID = topic, id
-	for part, off := range positions {
-		pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		pt.Partition, pt.Offset, pt.LeaderEpoch = part, off, -1
-		pt.Metadata = &req.MemberID
-		t.Partitions = append(t.Partitions, pt)
-	}
-	req.Topics = append(req.Topics, t)
 }
 
 // TopicID reads the input topic's id, which the transaction's offset

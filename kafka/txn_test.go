@@ -22,7 +22,7 @@ func TestSetTxnOffsets(t *testing.T) {
 	polled.Partitions = append(polled.Partitions, pp)
 	req.Topics = append(req.Topics, polled)
 
-	SetTxnOffsets(req, "in", id, map[int32]int64{0: 120, 3: 7})
+	SetTxnOffsets(req, map[string][16]byte{"in": id}, map[string]map[int32]int64{"in": {0: 120, 3: 7}})
 	if len(req.Topics) != 1 {
 		t.Fatalf("%d topics", len(req.Topics))
 	}
@@ -47,14 +47,22 @@ func TestSetTxnOffsets(t *testing.T) {
 
 	// Nothing polled yet (the client prepared no topic): the stored id is used.
 	req = kmsg.NewPtrTxnOffsetCommitRequest()
-	SetTxnOffsets(req, "in", id, map[int32]int64{1: 1})
+	SetTxnOffsets(req, map[string][16]byte{"in": id}, map[string]map[int32]int64{"in": {1: 1}})
 	if len(req.Topics) != 1 || req.Topics[0].TopicID != ([16]byte{1, 2, 3}) || req.Topics[0].Partitions[0].Offset != 1 {
 		t.Fatalf("without a prepared topic: %+v", req.Topics)
 	}
 
 	// No position: nothing to commit.
-	SetTxnOffsets(req, "in", id, nil)
+	SetTxnOffsets(req, map[string][16]byte{"in": id}, nil)
 	if len(req.Topics) != 0 {
 		t.Fatalf("no positions, yet %+v", req.Topics)
+	}
+
+	// Two topics (co-partitioned inputs): each under its own name and id.
+	req = kmsg.NewPtrTxnOffsetCommitRequest()
+	SetTxnOffsets(req, map[string][16]byte{"a": {1}, "b": {2}}, map[string]map[int32]int64{"b": {0: 5}, "a": {0: 9}, "c": {}})
+	if len(req.Topics) != 2 || req.Topics[0].Topic != "a" || req.Topics[0].TopicID != ([16]byte{1}) || req.Topics[1].TopicID != ([16]byte{2}) ||
+		req.Topics[0].Partitions[0].Offset != 9 || req.Topics[1].Partitions[0].Offset != 5 {
+		t.Fatalf("two topics: %+v", req.Topics)
 	}
 }
