@@ -819,6 +819,9 @@ c.yaml:4:26: pipelines[0].inputs[1].timestamp: required here or at the pipeline 
 	{"repartition with an input keyed by the record key",
 		with(map[string]string{"input": "    inputs: [{topic: a, key: {field: k}}, {topic: b}]"}, "    repartition: true"),
 		`c.yaml:9:18: pipelines[0].repartition: needs key.field, key.fields or key.expr of every input (input b reads the record key)`},
+	{"co-partitioned inputs of different partition counts",
+		with(map[string]string{"input": "    inputs: [{topic: a, partitions: 4}, {topic: b, partitions: 2}, {topic: c}]"}),
+		`c.yaml:4:64: pipelines[0].inputs[1].partitions: input b has 2 partitions, input a 4: without repartition: true, every input needs the same partition count (partition p of each holds the same keys); set repartition: true to read inputs of different counts`},
 	{"ratio without of and to",
 		with(map[string]string{"aggregates": "    aggregates: [{name: n, op: count}, {name: r, op: ratio}]"}),
 		`c.yaml:7:40: pipelines[0].aggregates[1].of: required

@@ -42,11 +42,13 @@ func (d *decoder) inputs(m *mapping, p *Pipeline) {
 		d.errorf(m.valueAt("inputs"), path, "takes 2 to %d input topics, not %d (one input topic: input)", MaxInputs, len(items))
 	}
 	topics, names := map[string]int{}, map[string]int{}
+	d.inputMaps = nil
 	for i, it := range items {
 		if it.node == nil {
 			continue
 		}
 		im := d.mapping(it.node, index(path, i), it.at, sourceKeys...)
+		d.inputMaps = append(d.inputMaps, im)
 		var src Source
 		if src.Topic, ok = req(im, "topic", d.topic); ok {
 			d.unique(topics, "input topic", src.Topic, im.valueAt("topic"), im.child("topic"))

@@ -173,6 +173,7 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 				d.errorf(m.keyAt(k), m.child(k), "only valid with repartition: true")
 			}
 		}
+		d.coPartitioned(p)
 		return nil
 	}
 	if p.Inputs != nil {
@@ -185,6 +186,27 @@ func (d *decoder) repartition(m *mapping, p *Pipeline) *Repartition {
 		d.errorf(m.valueAt("repartition"), m.child("repartition"), "needs key.field, key.fields or key.expr (records keyed by the group key need no repartitioning)")
 	}
 	return &Repartition{Partitions: int32(parts), WatermarkInterval: interval}
+}
+
+// coPartitioned refuses inputs read without repartition: true whose
+// partitions differ: partition p of every input must hold the same keys
+// (docs/SEMANTICS.md, Several inputs). The start checks the topics' own
+// counts.
+func (d *decoder) coPartitioned(p *Pipeline) {
+	if len(p.Inputs) < 2 || len(d.inputMaps) != len(p.Inputs) {
+		return
+	}
+	for i := 1; i < len(p.Inputs); i++ {
+		if in := p.Inputs[i]; in.Partitions != p.Inputs[0].Partitions {
+			im := d.inputMaps[i]
+			at, path := im.at, im.child("partitions")
+			if im.has("partitions") {
+				at = im.valueAt("partitions")
+			}
+			d.errorf(at, path, "input %s has %d partitions, input %s %d: without repartition: true, every input needs the same partition count (partition p of each holds the same keys); set repartition: true to read inputs of different counts",
+				in.As, in.Partitions, p.Inputs[0].As, p.Inputs[0].Partitions)
+		}
+	}
 }
 
 func (d *decoder) timestamp(pm *mapping) Timestamp {

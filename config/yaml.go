@@ -128,6 +128,9 @@ type decoder struct {
 	closeWhen, discardWhen *expr.Program
 	// binary are the pipelines' input formats that need schema_registry.
 	binary []binaryInput
+	// inputMaps are the inputs read last (inputs), for the pipeline being
+	// read.
+	inputMaps []*mapping
 }
 
 type anchorDef struct {
