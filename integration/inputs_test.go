@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -126,14 +127,96 @@ func (ie *inputsEnv) member(name string) *env {
 // replay's, and nothing is late.
 func TestInputsKill(t *testing.T) {
 	parallel(t, 18*time.Second)
-	inputsKill(t, "at_least_once", 2)
+	inputsKill(t, "at_least_once", 2, false)
 }
 
 // TestInputsKillExactlyOnce is TestInputsKill under exactly_once, two
 // topics of 4 partitions: a read_committed reader sees every pane once.
 func TestInputsKillExactlyOnce(t *testing.T) {
 	parallel(t, 18*time.Second)
-	inputsKill(t, "exactly_once", 4)
+	inputsKill(t, "exactly_once", 4, false)
+}
+
+// TestCoPartitionedInputsKill is TestInputsKill, both delivery modes, for
+// two inputs of 4 partitions keyed alike read without repartition: true
+// (co-partitioned, docs/SEMANTICS.md, Several inputs): the group gives
+// partition p of both topics to one member, before and after the kill and
+// the restart, and the panes are replay's, nothing late; and a join's rows,
+// with standby replicas.
+func TestCoPartitionedInputsKill(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			parallel(t, 18*time.Second)
+			inputsKill(t, delivery, 4, true)
+		})
+	}
+	// A join, with a standby replica of every partition: a promoted
+	// standby brings the followers' positions too.
+	t.Run("join_exactly_once_standby", func(t *testing.T) {
+		parallel(t, 18*time.Second)
+		inputsKill(t, "exactly_once", 4, true, func(y string) string {
+			return strings.Replace(joinYAML(y), "state:\n", "state:\n  standby_replicas: 1\n", 1)
+		})
+	})
+}
+
+// TestCoPartitionedCountsRefused: inputs of 4 and 2 partitions read
+// without repartition: true cannot be co-partitioned: windowd run refuses
+// to start, naming both topics' counts and the two ways out.
+func TestCoPartitionedCountsRefused(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): the topics' partition counts")
+	}
+	windowdBinary(t)
+	parallel(t, 2*time.Second)
+	ie := newInputsEnv(t, "at_least_once", 4, 2, coPartitioned)
+	inst := ie.member("a").spawn(nil)
+	select {
+	case <-inst.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("windowd still runs 30 s after its start\n%s", stderrTail(inst, 15))
+	}
+	want := fmt.Sprintf("pipeline p: its input topics have different partition counts (%s has 4, %s has 2): read without repartition: true, partition p of every input must hold the same keys; give the topics one partition count (and key their records alike), or set repartition: true",
+		ie.views.in, ie.clicks.in)
+	if inst.exitErr == nil || !strings.Contains(inst.stderr.String(), want) {
+		t.Fatalf("exit %v, stderr:\n%s\nwant it to say %q", inst.exitErr, stderrTail(inst, 15), want)
+	}
+}
+
+// TestCoPartitionedInputGrewAlone: partitions added to one of two
+// co-partitioned inputs while windowd runs leave records of a key in
+// partitions that no longer meet: the pipeline stops at the rebalance
+// with the reason, rather than hold the frontier for partitions it cannot
+// place.
+func TestCoPartitionedInputGrewAlone(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): partitions added to a topic")
+	}
+	windowdBinary(t)
+	parallel(t, 8*time.Second)
+	ie := newInputsEnv(t, "at_least_once", 2, 2, coPartitioned)
+	inst := ie.member("a").spawn(nil)
+	inst.waitListening(t)
+	waitFor(t, "the instance to be ready", 30*time.Second, func() bool {
+		code, _ := httpGet(t, "http://"+inst.httpAddr+"/readyz")
+		return code == 200
+	})
+	addPartitions(t, ie.clicks.in, 2)
+	select {
+	case <-inst.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("windowd still runs 60 s after %s grew\n%s", ie.clicks.in, stderrTail(inst, 15))
+	}
+	want := fmt.Sprintf("its input topics have different partition counts (%s has 2, %s has 4)", ie.views.in, ie.clicks.in)
+	if inst.exitErr == nil || !strings.Contains(inst.stderr.String(), want) {
+		t.Fatalf("exit %v, stderr:\n%s\nwant it to say %q", inst.exitErr, stderrTail(inst, 15), want)
+	}
+}
+
+// coPartitioned makes inputsYAML's pipeline read its inputs without
+// repartition: true.
+func coPartitioned(y string) string {
+	return strings.Replace(y, "    repartition: true\n    watermark_interval: 200ms\n", "", 1)
 }
 
 // joinYAML makes inputsYAML's pipeline a left interval join of views and
@@ -158,7 +241,7 @@ func TestJoinKill(t *testing.T) {
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
 		t.Run(delivery, func(t *testing.T) {
 			parallel(t, 18*time.Second)
-			inputsKill(t, delivery, 4, joinYAML)
+			inputsKill(t, delivery, 4, false, joinYAML)
 		})
 	}
 	// With a standby replica of every partition: standbys restore every
@@ -166,7 +249,7 @@ func TestJoinKill(t *testing.T) {
 	// survivor, which has them before the kill, usually promotes them.
 	t.Run("exactly_once_standby", func(t *testing.T) {
 		parallel(t, 18*time.Second)
-		inputsKill(t, "exactly_once", 4, func(y string) string {
+		inputsKill(t, "exactly_once", 4, false, func(y string) string {
 			return strings.Replace(joinYAML(y), "state:\n", "state:\n  standby_replicas: 1\n", 1)
 		})
 	})
@@ -176,7 +259,7 @@ func TestJoinKill(t *testing.T) {
 // (the views topic has 4): topics of different partition counts need no
 // co-partitioning, stage 1 repartitions both. join, when set, makes the
 // pipeline a join (joinYAML).
-func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(string) string) {
+func inputsKill(t *testing.T, delivery string, clickParts int32, co bool, join ...func(string) string) {
 	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
 		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd processes in two consumer groups over two input topics")
 	}
@@ -187,7 +270,16 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	if len(join) > 0 {
 		edit = join[0]
 	}
-	ie := newInputsEnv(t, delivery, parts, clickParts, edit)
+	cfgEdit := edit
+	if co {
+		cfgEdit = func(y string) string {
+			if edit != nil {
+				y = edit(y)
+			}
+			return coPartitioned(y)
+		}
+	}
+	ie := newInputsEnv(t, delivery, parts, clickParts, cfgEdit)
 	views, clicks, cfg := ie.views, *ie.clicks, ie.views.cfg
 	member := ie.member
 	aEnv := member("a")
@@ -203,10 +295,14 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 		}
 	}
 	// Users on every partition of both topics: the records of one user
-	// meet only in the repartition topic.
+	// meet only in the repartition topic. Co-partitioned: a user's
+	// records are in partition p of both.
 	record := func(kind string) func(rng *rand.Rand, p int32, n int, ts int64) input {
 		return func(rng *rand.Rand, p int32, n int, ts int64) input {
 			u := fmt.Sprintf("u%d", rng.Intn(40))
+			if co {
+				u = fmt.Sprintf("u%d-%d", p, rng.Intn(10))
+			}
 			id := fmt.Sprintf("%s%d", kind, n)
 			return input{partition: p, key: id, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d,"id":%q}`, u, ts, rng.Intn(100), id)}
 		}
@@ -219,14 +315,28 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	}
 	adm := kadm.NewClient(newClient(t))
 	stage1, stage2 := views.group, views.repartitionTopic()
-	// Stage 1 holds both topics' partitions.
+	// Stage 1 holds both topics' partitions (co-partitioned: the one
+	// group, partition p of both topics with one member, and no stage 2).
 	inputParts := int(parts + clickParts)
+	shares := func() map[string][]int {
+		if co {
+			checkCoAssigned(t, adm, stage1, views.in, clicks.in)
+			s := groupShares(adm, stage1)
+			s[stage2] = s[stage1]
+			return s
+		}
+		return groupShares(adm, stage1, stage2)
+	}
+	stage2Parts := parts
+	if co {
+		stage2Parts = inputParts
+	}
 	waitFor(t, "a and b to share both stages' partitions", 60*time.Second, func() bool {
 		alive(a)
 		alive(b)
-		s := groupShares(adm, stage1, stage2)
+		s := shares()
 		return len(s[stage1]) == 2 && s[stage1][0] > 0 && s[stage1][0]+s[stage1][1] == inputParts &&
-			len(s[stage2]) == 2 && s[stage2][0] > 0 && s[stage2][0]+s[stage2][1] == parts
+			len(s[stage2]) == 2 && s[stage2][0] > 0 && s[stage2][0]+s[stage2][1] == stage2Parts
 	})
 	out := views.reader(views.out)
 	// With standby replicas, b keeps a standby of a's partitions before
@@ -253,8 +363,8 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	_, killedAt := vp.progress()
 	waitFor(t, "b to own every partition of both stages", 45*time.Second, func() bool {
 		alive(b)
-		s := groupShares(adm, stage1, stage2)
-		return len(s[stage1]) == 1 && s[stage1][0] == inputParts && len(s[stage2]) == 1 && s[stage2][0] == parts
+		s := shares()
+		return len(s[stage1]) == 1 && s[stage1][0] == inputParts && len(s[stage2]) == 1 && s[stage2][0] == stage2Parts
 	})
 	at("b owns every partition")
 	for _, et := vp.progress(); et < killedAt+4_000; _, et = vp.progress() {
@@ -268,7 +378,7 @@ func inputsKill(t *testing.T, delivery string, clickParts int32, join ...func(st
 	waitFor(t, "a (restarted) and b to share both stages' partitions", 60*time.Second, func() bool {
 		alive(a)
 		alive(b)
-		s := groupShares(adm, stage1, stage2)
+		s := shares()
 		return len(s[stage1]) == 2 && s[stage1][0] > 0 && len(s[stage2]) == 2 && s[stage2][0] > 0
 	})
 	at("a restarted; they share the partitions again")
@@ -700,4 +810,37 @@ func TestJoinRollback(t *testing.T) {
 		t.Fatalf("only %d transactions aborted (%d commit cycles): the faults did not reach the rollback path often enough", n, calls.Load())
 	}
 	t.Logf("%d commit cycles, %d aborted", calls.Load(), aborts.Load())
+}
+
+// checkCoAssigned fails t when a member of group holds a partition of
+// topic a without the same partition of topic b, or the other way round
+// (a group that is not stable is not checked).
+func checkCoAssigned(t *testing.T, adm *kadm.Client, group, a, b string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return
+	}
+	for _, g := range described {
+		if g.Err != nil || g.State != "Stable" {
+			continue
+		}
+		for _, m := range g.Members {
+			ca, ok := m.Assigned.AsConsumer()
+			if !ok {
+				continue
+			}
+			held := map[string][]int32{}
+			for _, tp := range ca.Topics {
+				held[tp.Topic] = append(held[tp.Topic], tp.Partitions...)
+			}
+			slices.Sort(held[a])
+			slices.Sort(held[b])
+			if !slices.Equal(held[a], held[b]) {
+				t.Fatalf("member %s holds %s %v and %s %v: co-partitioned inputs must be assigned partition for partition", m.MemberID, a, held[a], b, held[b])
+			}
+		}
+	}
 }

@@ -104,7 +104,12 @@ func (p *pipeline) settleAssignmentLocked(ctx context.Context, attempts int) err
 	}
 	var extra []int32
 	for part := range p.mu.parts {
-		if !owned[part] {
+		if !owned[lead(part)] { // a follower goes with its lead (coinputs.go)
+			extra = append(extra, part)
+		}
+	}
+	for part := range p.mu.following {
+		if !owned[lead(part)] {
 			extra = append(extra, part)
 		}
 	}

@@ -49,6 +49,10 @@ const (
 	// markerVersionLayout: version 2 followed by the layout the table is
 	// numbered in.
 	markerVersionLayout = 3
+	// markerVersionInputs: version 1 followed by the position and
+	// generator of each partition that follows this one (co-partitioned
+	// inputs, coinputs.go).
+	markerVersionInputs = 4
 )
 
 var markerKey = []byte{'m'}
@@ -60,6 +64,15 @@ type marker struct {
 	frontier int64               // the writer's frontier (informational)
 	upstream *repartition.Table  // repartitioned pipelines: the markers and next upstream offsets
 	layout   *repartition.Layout // the layout upstream is numbered in (nil: unknown, version 2)
+	// follow: co-partitioned inputs, of each input after the first its
+	// partition's position (-1: none yet) and generator.
+	follow []followMark
+}
+
+// followMark is what a marker holds of a partition that follows its lead.
+type followMark struct {
+	position int64
+	gen      watermark.Generator
 }
 
 func encodeMarker(m marker) []byte {
@@ -69,9 +82,17 @@ func encodeMarker(m marker) []byte {
 		version = markerVersionLayout
 	case m.upstream != nil:
 		version = markerVersionUpstream
+	case m.follow != nil:
+		version = markerVersionInputs
 	}
 	w := codec.NewWriter(nil).Byte(version)
 	w.Varint(m.position).Varint(m.gen.MaxTS).Varint(m.gen.Seen).Varint(m.gen.Watermark).Varint(m.frontier)
+	if version == markerVersionInputs {
+		w.Uvarint(uint64(len(m.follow)))
+		for _, f := range m.follow {
+			w.Varint(f.position).Varint(f.gen.MaxTS).Varint(f.gen.Seen).Varint(f.gen.Watermark)
+		}
+	}
 	if m.upstream != nil {
 		m.upstream.Encode(w)
 		if m.layout != nil {
@@ -84,11 +105,15 @@ func encodeMarker(m marker) []byte {
 func decodeMarker(b []byte) (marker, error) {
 	r := codec.NewReader(b, "changelog marker")
 	version := r.Byte()
-	if r.Err() == nil && version != markerVersion && version != markerVersionUpstream && version != markerVersionLayout {
+	if r.Err() == nil && (version < markerVersion || version > markerVersionInputs) {
 		return marker{}, errors.New("changelog: unknown marker version")
 	}
 	m := marker{position: r.Varint(), gen: watermark.Generator{MaxTS: r.Varint(), Seen: r.Varint(), Watermark: r.Varint()}, frontier: r.Varint()}
-	if version >= markerVersionUpstream {
+	if version == markerVersionInputs {
+		for n := r.Count(); n > 0 && r.Err() == nil; n-- {
+			m.follow = append(m.follow, followMark{position: r.Varint(), gen: watermark.Generator{MaxTS: r.Varint(), Seen: r.Varint(), Watermark: r.Varint()}})
+		}
+	} else if version >= markerVersionUpstream {
 		m.upstream = repartition.DecodeTable(r)
 	}
 	if version == markerVersionLayout {
@@ -190,9 +215,14 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 		if st := p.mu.parts[part]; st != nil && st.position >= 0 {
 			covers = strconv.AppendInt(nil, st.position, 10)
 		}
+		headers := []kgo.RecordHeader{{Key: headerCovers, Value: covers}}
+		for i, f := range p.in.followers(part) {
+			if st := p.mu.parts[f]; st != nil && st.position >= 0 {
+				headers = append(headers, kgo.RecordHeader{Key: coversHeader(i + 1), Value: strconv.AppendInt(nil, st.position, 10)})
+			}
+		}
 		for key, v := range keys {
-			r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: append([]byte{'k'}, key...), Value: v,
-				Headers: []kgo.RecordHeader{{Key: headerCovers, Value: covers}}}
+			r := &kgo.Record{Topic: p.clTopic, Partition: part, Key: append([]byte{'k'}, key...), Value: v, Headers: headers}
 			p.prod.ProduceIn(p.prodCtx, r, acks)
 			p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 			p.m.changelogBytes.WithLabelValues(p.cfg.Name).Add(float64(len(r.Key) + len(v)))
@@ -208,12 +238,16 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 		}
 	}
 	for part, st := range p.mu.parts {
-		if st.position < 0 || (st.position == st.marked && len(p.mu.store.dirty[part]) == 0) {
+		if part >= coStride {
+			continue // a follower: in its lead's marker
+		}
+		follow, moved := p.followMarksLocked(part)
+		if (st.position < 0 && follow == nil) || (st.position == st.marked && !moved && len(p.mu.store.dirty[part]) == 0) {
 			continue
 		}
 		p.logDefinitionLocked(part, acks)
 		gen, _ := p.mu.eng.Watermarks().Generator(part)
-		mk := marker{position: st.position, gen: gen, frontier: p.mu.eng.Frontier()}
+		mk := marker{position: st.position, gen: gen, frontier: p.mu.eng.Frontier(), follow: follow}
 		if p.mu.rp != nil {
 			mk.upstream, mk.layout = p.mu.rp.upstream(part), &p.mu.rp.layout
 		}
@@ -222,6 +256,36 @@ func (p *pipeline) writeChangelogLocked() *kafka.Batch {
 		p.m.changelogRecords.WithLabelValues(p.cfg.Name).Inc()
 	}
 	return acks
+}
+
+// followMarksLocked returns what lead's marker holds of its followers (nil
+// without any, or while none has a position), and whether one of them
+// moved since its last marker.
+func (p *pipeline) followMarksLocked(lead int32) (follow []followMark, moved bool) {
+	known := false
+	for _, f := range p.in.followers(lead) {
+		fm := followMark{position: -1}
+		if st := p.mu.parts[f]; st != nil {
+			fm.position = st.position
+			known = known || st.position >= 0
+			moved = moved || st.position != st.marked
+		}
+		fm.gen, _ = p.mu.eng.Watermarks().Generator(f)
+		follow = append(follow, fm)
+	}
+	if !known {
+		return nil, false
+	}
+	return follow, moved
+}
+
+// coversHeader is the covers header of input i's partition (coinputs.go):
+// "covers" for the first input, "covers.i" for the others.
+func coversHeader(i int) string {
+	if i == 0 {
+		return headerCovers
+	}
+	return headerCovers + "." + strconv.Itoa(i)
 }
 
 // logDefinitionLocked writes the pipeline's definition to part's changelog once
@@ -263,6 +327,11 @@ func (p *pipeline) changelogWrittenLocked(acks *kafka.Batch) {
 		p.mu.clNext[part] = off + 1
 		if st := p.mu.parts[part]; st != nil {
 			st.marked = st.position
+		}
+		for _, f := range p.in.followers(part) {
+			if st := p.mu.parts[f]; st != nil {
+				st.marked = st.position
+			}
 		}
 	}
 	p.mu.store.forget()

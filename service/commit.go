@@ -82,12 +82,15 @@ func (p *pipeline) commitLocked(ctx context.Context, toGroup bool) error {
 // stay.
 func (p *pipeline) probeMembershipLocked(ctx context.Context) error {
 	last := map[int32]int64{}
-	for part, eo := range p.cl.CommittedOffsets()[p.cfg.Input.Topic] {
-		if _, mine := p.mu.parts[part]; mine && eo.Offset >= 0 {
-			last[part] = eo.Offset
+	for topic, offs := range p.cl.CommittedOffsets() {
+		for kp, eo := range offs {
+			part, ok := p.in.id(topic, kp)
+			if _, mine := p.mu.parts[part]; ok && mine && eo.Offset >= 0 {
+				last[part] = eo.Offset
+			}
 		}
 	}
-	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, last)
+	return kafka.CommitTopicPositions(ctx, p.cl, p.in.offsetsToKafka(last))
 }
 
 // flushOutputLocked waits until every record produced so far is
@@ -167,7 +170,7 @@ func positions(parts map[int32]*partition) map[int32]int64 {
 
 // commitGroupLocked commits the positions of the assigned partitions to the group.
 func (p *pipeline) commitGroupLocked(ctx context.Context) error {
-	return kafka.CommitPositions(ctx, p.cl, p.cfg.Input.Topic, positions(p.mu.parts))
+	return kafka.CommitTopicPositions(ctx, p.cl, p.in.offsetsToKafka(positions(p.mu.parts)))
 }
 
 // rearmedLocked notes, after a checkpoint, that a changed allowed_lateness

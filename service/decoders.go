@@ -9,11 +9,12 @@ import (
 )
 
 // decoders are the decoders of a pipeline's input topics, one each: a
-// pipeline with several inputs reads them through repartition: true
-// (docs/SEMANTICS.md, Several inputs), and a record of the repartition
-// topic names its input in its upstream header.
+// record of the repartition topic names its input in its upstream header
+// (docs/SEMANTICS.md, Several inputs), a co-partitioned input's record in
+// its partition (coinputs.go).
 type decoders struct {
 	each []*source.Decoder
+	co   bool // co-partitioned inputs: a record's partition names its input (coinputs.go)
 }
 
 // newDecoders returns the decoders of cfg's inputs.
@@ -33,6 +34,9 @@ func (ds *decoders) of(r *kgo.Record) *source.Decoder { return ds.each[ds.input(
 func (ds *decoders) input(r *kgo.Record) int32 {
 	if len(ds.each) == 1 {
 		return 0
+	}
+	if ds.co {
+		return r.Partition / coStride
 	}
 	if _, up := repartitionHeaders(r); up != nil {
 		if src, _, ok := repartition.DecodeUpstream(up); ok && int(src.In) < len(ds.each) {

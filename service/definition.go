@@ -160,16 +160,27 @@ func (p *pipeline) grewInputLocked(ctx context.Context, parts []int32) error {
 	}
 	n := p.mu.def.Partitions
 	for _, part := range parts {
-		n = max(n, part+1)
+		n = max(n, lead(part)+1)
 	}
 	// Bounded: a broker outage must not hold the group's callback (the
 	// next assignment reads the count again).
 	mctx, cancel := context.WithTimeout(ctx, partitionCountTimeout)
 	defer cancel()
-	if counts, err := kafka.PartitionCounts(mctx, p.adm, p.cfg.Input.Topic); err != nil {
+	if counts, err := kafka.PartitionCounts(mctx, p.adm, p.in.topics...); err != nil {
 		p.log.Warn("reading the input's partition count failed: an added partition is noticed when it is assigned", zap.Error(err))
 	} else {
 		n = max(n, counts[p.cfg.Input.Topic])
+		if p.in.co() {
+			// Partitions added to one input and not the others: a key's
+			// records would no longer meet (checked at the start too).
+			var each []int32
+			for _, topic := range p.in.topics {
+				each = append(each, counts[topic])
+			}
+			if err := kafka.CoPartitioned(p.cfg, each); err != nil {
+				return err
+			}
+		}
 	}
 	if n == p.mu.def.Partitions {
 		return nil

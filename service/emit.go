@@ -72,7 +72,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 			part.dead.Inc()
 		}
 		if src, ok := ev.Source.(*kgo.Record); ok {
-			p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), src))
+			p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, reason.String(), p.in.sourceRecord(src)))
 		}
 		return nil
 	}
@@ -80,7 +80,7 @@ func (p *pipeline) Dropped(ev *windowing.Event, reason windowing.DropReason) err
 		part.late.Inc()
 	}
 	if src, ok := ev.Source.(*kgo.Record); ok && p.cfg.LateTopic != "" {
-		p.produceLocked(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), src,
+		p.produceLocked(sink.DivertedRecord(p.cfg.LateTopic, reason.String(), p.in.sourceRecord(src),
 			kgo.RecordHeader{Key: sink.HeaderEventTime, Value: strconv.AppendInt(nil, ev.Time, 10)}))
 	}
 	return nil

@@ -14,8 +14,22 @@ import (
 // refreshEndsLocked lists the partitions' high watermarks so that a partition that
 // delivers nothing can still be known caught up (and so may become idle).
 func (p *pipeline) refreshEndsLocked(ctx context.Context) {
-	topic := p.cfg.Input.Topic
-	refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.mu.eng.Watermarks(), nil)
+	if !p.in.co() {
+		topic := p.cfg.Input.Topic
+		refreshEnds(ctx, p.adm, topic, p.cl.CommittedOffsets()[topic], p.mu.parts, p.mu.eng.Watermarks(), nil)
+		return
+	}
+	committed := p.cl.CommittedOffsets()
+	for i, topic := range p.in.topics {
+		parts := map[int32]*partition{}
+		for part, st := range p.mu.parts {
+			if p.in.input(part) == i {
+				parts[lead(part)] = st
+			}
+		}
+		id := func(kp int32) int32 { part, _ := p.in.id(topic, kp); return part }
+		refreshEnds(ctx, p.adm, topic, committed[topic], parts, p.mu.eng.Watermarks(), id)
+	}
 }
 
 // refreshEnds lists the high watermarks of topic's partitions in parts and

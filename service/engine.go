@@ -53,7 +53,7 @@ func (p *pipeline) newEngineLocked() (engine, error) {
 	if j := p.cfg.Join; j != nil {
 		rows := &joinRows{p: p, w: sink.NewJoinRows(p.cfg.Inputs[j.Left].As, p.cfg.Inputs[j.Right].As, j.Interval)}
 		return windowing.NewJoiner(*j, p.cfg.Watermark, rows, windowing.JoinOptions{
-			ShardByPartition: true, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: p.engOpts.Evolve})
+			ShardByPartition: true, Shards: p.engOpts.Shards, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: p.engOpts.Evolve})
 	}
 	return windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
 }

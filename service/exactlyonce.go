@@ -162,7 +162,7 @@ func (p *pipeline) commitTxnLocked(ctx context.Context, mustEnd bool) error {
 		return fatalError{errors.Join(fmt.Errorf("output not acknowledged; transaction aborted: %w", perr), aerr)}
 	}
 	tctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		kafka.SetTxnOffsets(req, p.cfg.Input.Topic, p.mu.inputID, known)
+		kafka.SetTxnOffsets(req, p.mu.inputIDs, p.in.offsetsToKafka(known))
 		return nil
 	})
 	if p.abortTxn != nil && p.abortTxn() {
@@ -328,7 +328,7 @@ func (p *pipeline) rollbackLocked() error {
 			}
 		}
 	}
-	rewind := map[int32]kgo.EpochOffset{}
+	rewind := map[int32]int64{}
 	now := p.nowMS()
 	for part, st := range p.mu.parts {
 		p.off.Lock()
@@ -345,11 +345,11 @@ func (p *pipeline) rollbackLocked() error {
 		}
 		st.marked, st.first = st.position, -1
 		if off >= 0 {
-			rewind[part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			rewind[part] = off
 		}
 		p.mu.eng.Assign(part, now, false)
 		p.gateIfBehindLocked(part)
 	}
-	p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: rewind})
+	p.cl.SetOffsets(p.in.epochOffsets(rewind))
 	return nil
 }

@@ -10,40 +10,35 @@ import (
 	"github.com/windowd/windowd/config"
 )
 
-// TestRunRefusesInputs: run reads several input topics through
-// repartition: true; without it a pipeline with several is refused before
-// anything starts, with the reason, a join too.
+// TestRunRefusesInputs: run reads several input topics, co-partitioned or
+// through repartition: true, but not with watermark alignment: a pipeline
+// with several inputs and max_drift is refused before anything starts,
+// with the reason, a join too.
 func TestRunRefusesInputs(t *testing.T) {
-	cfg, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
-pipelines:
-  - name: ctr
+	for _, c := range []struct{ name, pipeline string }{
+		{"ctr", `
     inputs: [{topic: impressions}, {topic: clicks}]
-    timestamp: {field: ts}
     window: {type: tumbling, size: 1m}
-    aggregates: [{name: n, op: count}]
-    output: {topic: out}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = Run(context.Background(), cfg, Options{Log: zap.NewNop()})
-	if err == nil || !strings.Contains(err.Error(), "pipeline ctr: windowd run reads several input topics through repartition: true in this version") {
-		t.Fatalf("got %v", err)
-	}
-	join, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
-pipelines:
-  - name: unpaid
+    aggregates: [{name: n, op: count}]`},
+		{"unpaid", `
     inputs: [{topic: orders}, {topic: payments}]
     key: {field: id}
+    repartition: true
+    join: {type: interval, left: orders, right: payments, between: [0s, 15m], kind: left}`},
+	} {
+		cfg, err := config.Parse("c.yaml", []byte(`kafka: {brokers: ["127.0.0.1:1"]}
+pipelines:
+  - name: `+c.name+`
     timestamp: {field: ts}
-    join: {type: interval, left: orders, right: payments, between: [0s, 15m], kind: left}
+    watermark: {strategy: bounded_out_of_orderness, max_delay: 1s, max_drift: 1m}`+c.pipeline+`
     output: {topic: out}
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = Run(context.Background(), join, Options{Log: zap.NewNop()})
-	if err == nil || !strings.Contains(err.Error(), "pipeline unpaid: windowd run reads several input topics through repartition: true in this version") {
-		t.Fatalf("join: got %v", err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Run(context.Background(), cfg, Options{Log: zap.NewNop()})
+		if err == nil || !strings.Contains(err.Error(), "pipeline "+c.name+": watermark.max_drift (alignment) is not supported with several input topics in this version") {
+			t.Fatalf("%s: got %v", c.name, err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"math"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -195,7 +194,7 @@ func (p *pipeline) updateMetricsLocked() {
 		if st == nil || !s.Assigned {
 			continue
 		}
-		label := strconv.Itoa(int(s.Partition))
+		label := p.in.label(s.Partition)
 		p.m.watermark.WithLabelValues(name, label).Set(msGauge(s.Watermark))
 		p.m.idle.WithLabelValues(name, label).Set(b2f(s.Idle))
 		p.m.holds.WithLabelValues(name, label).Set(b2f(!s.Idle && s.Watermark == minActive && f < watermark.MaxTime))

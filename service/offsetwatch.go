@@ -85,7 +85,7 @@ func (p *pipeline) watchOffsets(ctx context.Context) {
 		}
 		waiting := now.Sub(since).Round(time.Second)
 		why := st.update(ctx, now, p.restoreStall, func() (string, bool) { return p.offsetsBlocker(ctx, parts) }, func(why string, lost bool) {
-			fields := []zap.Field{zap.String("group", p.cfg.Input.Group), zap.Int32s("partitions", parts),
+			fields := []zap.Field{zap.String("group", p.cfg.Input.Group), zap.Strings("partitions", p.in.labels(parts)),
 				zap.Duration("waiting", waiting), zap.String("why", why)}
 			if lost {
 				p.log.Error("group offsets held for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)
@@ -96,7 +96,7 @@ func (p *pipeline) watchOffsets(ctx context.Context) {
 		if why == "" {
 			continue // ctx ended while asking
 		}
-		text := fmt.Sprintf("waiting %s for the group's committed offsets of partitions %v; %s", waiting, parts, why)
+		text := fmt.Sprintf("waiting %s for the group's committed offsets of partitions %v; %s", waiting, p.in.labels(parts), why)
 		p.offBlocked.Store(&text)
 	}
 }
@@ -109,13 +109,21 @@ func (p *pipeline) offsetsBlocker(ctx context.Context, parts []int32) (why strin
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	group := p.cfg.Input.Group
-	pending, err := kafka.PendingGroupOffsets(lctx, p.cl, p.adm, group, p.cfg.Input.Topic, parts)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("fetching them failed: %v", err), false
-	case len(pending) == 0:
+	var pending []string
+	for topic, kps := range p.in.toKafka(parts) {
+		held, err := kafka.PendingGroupOffsets(lctx, p.cl, p.adm, group, topic, kps)
+		if err != nil {
+			return fmt.Sprintf("fetching them failed: %v", err), false
+		}
+		for _, kp := range held {
+			part, _ := p.in.id(topic, kp)
+			pending = append(pending, p.in.label(part))
+		}
+	}
+	if len(pending) == 0 {
 		return "no transaction holds them", false
 	}
+	slices.Sort(pending)
 	why = fmt.Sprintf("a transaction holds those of partitions %v", pending)
 	open, err := kafka.GroupOffsetsTransactions(lctx, p.adm, group, p.txnID)
 	switch {

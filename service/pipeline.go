@@ -134,6 +134,7 @@ type setup struct {
 	baseOpts      []kgo.Opt // client options (brokers, TLS, SASL) for changelog readers
 	engOpts       windowing.Options
 	eos           bool
+	in            inputTopics               // the input topics, and the pipeline's partitions of theirs (coinputs.go)
 	session       time.Duration             // kafka.session_timeout
 	queryAddr     string                    // the address this instance's query API answers at (http.advertise)
 	txn           *kgo.GroupTransactSession // exactly_once: the transact session wrapping cl
@@ -168,12 +169,12 @@ type loopState struct {
 	// and its stored form.
 	def      *evolve.Definition
 	defBytes []byte
-	align    *aligner       // watermark.max_drift (align.go); nil: off
-	wait     *registryWait  // partitions paused while the registry cannot be asked; nil for JSON
-	rp       *stage2        // repartition: true (stage2.go); nil otherwise
-	split    *splitDetector // notices keys seen on two partitions (split.go); nil: off
-	panes    *paneWriter    // hands the engine's panes to the pane writer goroutine
-	inputID  [16]byte       // exactly_once: the input topic's id for the transaction's offset commits
+	align    *aligner            // watermark.max_drift (align.go); nil: off
+	wait     *registryWait       // partitions paused while the registry cannot be asked; nil for JSON
+	rp       *stage2             // repartition: true (stage2.go); nil otherwise
+	split    *splitDetector      // notices keys seen on two partitions (split.go); nil: off
+	panes    *paneWriter         // hands the engine's panes to the pane writer goroutine
+	inputIDs map[string][16]byte // exactly_once: the input topics' ids for the transaction's offset commits
 	// paneCounters: windowd_panes_total by timing, looked up once.
 	paneCounters [windowing.Late + 1]prometheus.Counter
 	status       statusRates // what the status snapshots are built from (statusapi.go)
@@ -193,6 +194,7 @@ type loopState struct {
 	failed       error              // a rebalance callback could not restore or release state
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
+	following    map[int32]bool     // co-partitioned inputs: followers waiting for their lead's restore (coinputs.go)
 	loggedWrites int64              // store.writes already counted in the metric
 	// counted: the engine's Stats() whose Evictions, QuietAdvances and
 	// Discarded are already counted in the metrics (zero again with a rollback's
@@ -342,6 +344,13 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 		abortTxn:  deps.faults.AbortTxn,
 		endTxnErr: deps.faults.EndTxn,
 	}}
+	p.in = inputTopics{topics: []string{cfg.Input.Topic}}
+	if rp == nil && cfg.Inputs != nil {
+		// Co-partitioned inputs (coinputs.go): partition p of each input
+		// joins the state of the first's.
+		p.in.topics = cfg.InputTopics()
+		p.engOpts.Shards = coStride
+	}
 	p.guard, p.outGuard = deps.guard, deps.guard.topic(orig.Name, orig.OutputTopic)
 	p.w.enc = newPaneEncoder(cfg, deps.paneSchemas[orig.Name])
 	p.mu.rp = rp
@@ -360,6 +369,7 @@ func newPipelineState(pl plan, deps deps) *pipeline {
 	}
 	p.mu.parts, p.mu.clNext, p.mu.gated = map[int32]*partition{}, map[int32]int64{}, map[int32]int64{}
 	p.mu.defLogged = map[int32]int{}
+	p.mu.following = map[int32]bool{}
 	p.mu.keptLost = map[int32]time.Time{}
 	p.session = pl.session
 	p.off.stored = map[int32]int64{}
@@ -422,6 +432,7 @@ func (p *pipeline) openDecoders(deps deps) {
 	cfg := p.cfg
 	p.mu.dec = newDecoders(cfg)
 	p.mu.ahead = newDecodeAhead(newDecoders(cfg), spreads(cfg))
+	p.mu.dec.co, p.mu.ahead.dec.co = p.in.co(), p.in.co()
 	if cfg.Input.Format != config.JSON {
 		// One input (formats other than json with several are refused).
 		p.reg = deps.registry
@@ -451,9 +462,10 @@ func (p *pipeline) watchSplitKeys() {
 // through it (its callbacks may run at once).
 func (p *pipeline) openGroupClientLocked(txnID string) error {
 	cfg := p.cfg
-	opts := append(kafka.GroupOpts(p.baseOpts, p.session, cfg.Input.Group, cfg.Input.Topic),
-		// Partitions that move go where their state is (standby.go).
-		kgo.Balancers(kafka.WarmBalancer([]string{cfg.Input.Topic}, p.warmPositions, p.queryAddr), kgo.CooperativeStickyBalancer()),
+	opts := append(kafka.GroupOpts(p.baseOpts, p.session, cfg.Input.Group, p.in.topics...),
+		// Partitions that move go where their state is (standby.go); with
+		// several inputs, partition p of each with the first's.
+		kgo.Balancers(p.balancers()...),
 		kgo.OnPartitionsAssigned(p.onAssigned),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
@@ -503,3 +515,15 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 }
 
 func (p *pipeline) nowMS() int64 { return p.now().UnixMilli() }
+
+// balancers are the group's balancers, in order of preference: the warm
+// balancer, then cooperative-sticky for members that do not know it (an
+// older windowd in a rolling upgrade), but not for co-partitioned inputs,
+// which only the warm balancer keeps together.
+func (p *pipeline) balancers() []kgo.GroupBalancer {
+	warm := kafka.WarmBalancer(p.in.topics, p.warmPositions, p.queryAddr)
+	if p.in.co() {
+		return []kgo.GroupBalancer{warm}
+	}
+	return []kgo.GroupBalancer{warm, kgo.CooperativeStickyBalancer()}
+}

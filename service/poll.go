@@ -116,6 +116,7 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, now time.Time) error {
 	var err error
 	rolledBack, dropped := false, 0
+	p.in.renumber(fetches) // co-partitioned inputs: one topic of the pipeline's partitions
 	poll := p.mu.ahead.start(fetches, p.cfg.Input.Topic, now.UnixMilli())
 	next := 0 // the poll's number of fp.Records[0]
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {

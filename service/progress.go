@@ -37,6 +37,9 @@ func (p *pipeline) writeProgressLocked(ctx context.Context, force bool) {
 	}
 	parts := make([]int32, 0, len(p.mu.parts))
 	for part := range p.mu.parts {
+		if part >= coStride {
+			continue // a follower: its lead's number is its input partition's (coinputs.go)
+		}
 		parts = append(parts, part)
 	}
 	if len(parts) == 0 {

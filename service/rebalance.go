@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +25,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		// group, which waits for this callback.
 		return
 	}
-	parts := assigned[p.cfg.Input.Topic]
+	parts := p.in.fromKafka(assigned)
 	if err := p.assignLocked(ctx, parts); err != nil {
 		if ctx.Err() == nil {
 			p.mu.failed = fmt.Errorf("assigning partitions %v: %w", parts, err)
@@ -67,12 +66,18 @@ func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
 			// the pipeline rejoins once it is back (errUnanswered).
 			return fmt.Errorf("initialising the transactional producer: %w", unanswered(err))
 		}
-		if p.mu.inputID == ([16]byte{}) {
-			id, err := kafka.TopicID(ctx, p.adm, p.cfg.Input.Topic)
+		for _, topic := range p.in.topics {
+			if _, ok := p.mu.inputIDs[topic]; ok {
+				continue
+			}
+			id, err := kafka.TopicID(ctx, p.adm, topic)
 			if err != nil {
 				return err
 			}
-			p.mu.inputID = id
+			if p.mu.inputIDs == nil {
+				p.mu.inputIDs = map[string][16]byte{}
+			}
+			p.mu.inputIDs[topic] = id
 		}
 	}
 	if err := p.growChangelog(ctx, parts); err != nil {
@@ -135,11 +140,17 @@ func (p *pipeline) skipLenLocked(part int32) int {
 func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	p.off.Lock()
 	defer p.off.Unlock()
-	for part, o := range offsets[p.cfg.Input.Topic] {
-		delete(p.off.awaiting, part) // fetched (offsetwatch.go)
-		if off, ok := p.off.stored[part]; ok && o.EpochOffset().Offset != off {
-			offsets[p.cfg.Input.Topic][part] = kgo.NewOffset().At(off).WithEpoch(-1)
-			p.log.Info("resuming from local checkpoint", zap.Int32("partition", part), zap.Int64("offset", off), zap.Stringer("group_offset", o))
+	for topic, offs := range offsets {
+		for kp, o := range offs {
+			part, ok := p.in.id(topic, kp)
+			if !ok {
+				continue
+			}
+			delete(p.off.awaiting, part) // fetched (offsetwatch.go)
+			if off, ok := p.off.stored[part]; ok && o.EpochOffset().Offset != off {
+				offs[kp] = kgo.NewOffset().At(off).WithEpoch(-1)
+				p.log.Info("resuming from local checkpoint", zap.String("partition", p.in.label(part)), zap.Int64("offset", off), zap.Stringer("group_offset", o))
+			}
 		}
 	}
 	return offsets, nil
@@ -147,12 +158,13 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 
 func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	p.hideQuery() // (the next checkpoint publishes what stays)
-	p.dropAwaited(revoked[p.cfg.Input.Topic])
+	parts := p.in.fromKafka(revoked)
+	p.dropAwaited(parts)
 	if p.eos {
-		p.deferRelease(revoked[p.cfg.Input.Topic], true)
+		p.deferRelease(parts, true)
 		return
 	}
-	p.handOver(ctx, revoked[p.cfg.Input.Topic], true)
+	p.handOver(ctx, parts, true)
 }
 
 // onLost: the group no longer accepts our commits and the partitions may
@@ -160,12 +172,13 @@ func (p *pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // more of it (handOver).
 func (p *pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	p.hideQuery()
-	p.dropAwaited(lost[p.cfg.Input.Topic])
+	parts := p.in.fromKafka(lost)
+	p.dropAwaited(parts)
 	if p.eos {
-		p.deferRelease(lost[p.cfg.Input.Topic], false)
+		p.deferRelease(parts, false)
 		return
 	}
-	p.handOver(ctx, lost[p.cfg.Input.Topic], false)
+	p.handOver(ctx, parts, false)
 }
 
 // handOver runs a commit cycle (to the group too when it still accepts
@@ -249,7 +262,7 @@ func (p *pipeline) releaseLocked(parts []int32) {
 		delete(p.mu.gated, part)
 		p.mu.eng.Revoke(part)
 		delete(p.mu.parts, part)
-		label := strconv.Itoa(int(part))
+		label := p.in.label(part)
 		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
 			g.DeleteLabelValues(p.cfg.Name, label)
 		}

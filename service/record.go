@@ -3,7 +3,6 @@ package service
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,7 +17,7 @@ func (p *pipeline) partitionStateLocked(part int32) *partition {
 	if st, ok := p.mu.parts[part]; ok {
 		return st
 	}
-	label := strconv.Itoa(int(part))
+	label := p.in.label(part)
 	st := newPartition(p.m.recordsIn.WithLabelValues(p.cfg.Name, label), p.m.deadLetters.WithLabelValues(p.cfg.Name, label),
 		p.m.lateDropped.WithLabelValues(p.cfg.Name, label), p.m.filtered.WithLabelValues(p.cfg.Name, label))
 	p.mu.parts[part] = st
@@ -76,7 +75,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 			return err
 		}
 		part.dead.Inc()
-		p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, r))
+		p.produceLocked(sink.DivertedRecord(p.cfg.DeadLetterTopic, de.Reason, p.in.sourceRecord(r)))
 		p.mu.deadSinceLog++
 		if t := p.now(); t.Sub(p.mu.lastDeadLog) >= time.Second {
 			p.log.Info("records dead-lettered", zap.String("topic", p.cfg.DeadLetterTopic), zap.Int("count", p.mu.deadSinceLog),
@@ -89,7 +88,7 @@ func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) err
 			return fmt.Errorf("engine: %w", err)
 		}
 	} else {
-		if p.mu.split != nil && p.mu.split.see(ev.Key, r.Partition) {
+		if p.mu.split != nil && p.mu.split.see(ev.Key, lead(r.Partition)) {
 			p.warnSplitLocked(r.Partition, ev.Key)
 		}
 		if err := p.mu.eng.Record(ev, now); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -22,7 +23,7 @@ import (
 func (p *pipeline) growChangelog(ctx context.Context, parts []int32) error {
 	need := int32(0)
 	for _, part := range parts {
-		need = max(need, part+1)
+		need = max(need, lead(part)+1)
 	}
 	if need == 0 {
 		return nil
@@ -61,14 +62,14 @@ func (p *pipeline) restoreLatestLocked(part int32, entries []restoreEntry) error
 // applyChangelog reads one changelog record of part into the restore's
 // state: a marker, or a key's latest value into latest (the restore's
 // reader; it touches nothing of the pipeline's).
-func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[]byte, covers *coverLog, latest *latestValues) error {
+func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[]byte, covers *coverLogs, latest *latestValues) error {
 	if len(r.Key) == 1 && r.Key[0] == markerKey[0] {
 		m, err := decodeMarker(r.Value)
 		if err != nil {
 			return fmt.Errorf("changelog %s[%d] offset %d: %w", p.clTopic, part, r.Offset, err)
 		}
 		*mk = &m
-		covers.marked(m.position)
+		covers.marked(&m)
 		return nil
 	}
 	if len(r.Key) == 1 && r.Key[0] == definitionKey[0] {
@@ -81,9 +82,9 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[
 	kb := latest.keep(r.Key[1:])
 	key := unsafe.String(unsafe.SliceData(kb), len(kb))
 	for _, h := range r.Headers {
-		if h.Key == headerCovers {
+		if i, ok := coversInput(h.Key); ok {
 			if c, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && c >= 0 {
-				covers.add(key, c)
+				covers.add(i, key, c)
 			}
 		}
 	}
@@ -97,6 +98,20 @@ func (p *pipeline) applyChangelog(part int32, r *kgo.Record, mk **marker, def *[
 	latest.values[key] = value
 	latest.bytes += len(key) + len(value)
 	return nil
+}
+
+// coversInput reports whether header is a covers header (coversHeader),
+// and of which input.
+func coversInput(header string) (int, bool) {
+	if header == headerCovers {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(header, headerCovers+".")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i > 0
 }
 
 // dropPartitionLocked removes part's local state and what the pipeline knew of

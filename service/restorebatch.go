@@ -208,6 +208,43 @@ func (c *coverLog) marked(position int64) {
 	}
 }
 
+// coverLogs are the coverLogs of a restore, one per input (coinputs.go:
+// the partition of each input that shares the state's partition).
+type coverLogs []coverLog
+
+// add notes a key's cover of input i.
+func (cs *coverLogs) add(i int, key string, at int64) {
+	for len(*cs) <= i {
+		*cs = append(*cs, coverLog{})
+	}
+	(*cs)[i].add(key, at)
+}
+
+// marked forgets, for each input, the keys that marker m's position of its
+// partition covers (a position not known yet covers none).
+func (cs coverLogs) marked(m *marker) {
+	for i := range cs {
+		pos := m.position
+		if i > 0 {
+			pos = -1
+			if i-1 < len(m.follow) {
+				pos = m.follow[i-1].position
+			}
+		}
+		if pos >= 0 {
+			cs[i].marked(pos)
+		}
+	}
+}
+
+// of returns input i's log (empty when none was read).
+func (cs coverLogs) of(i int) *coverLog {
+	if i < len(cs) {
+		return &cs[i]
+	}
+	return &coverLog{}
+}
+
 // latest returns each key's latest cover.
 func (c *coverLog) latest() map[string]int64 {
 	out := make(map[string]int64, len(c.entries))

@@ -11,8 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/windowd/windowd/watermark"
 )
 
 // Restoring in the background (docs/OPERATIONS.md, Restore). A partition
@@ -103,7 +104,7 @@ type restoreBatch struct {
 	end           bool
 	mk            *marker
 	def           []byte // the last definition record read (definition.go)
-	covers        coverLog
+	covers        coverLogs
 	records, size int64
 	// pos: a batch of latest values ends before this changelog offset.
 	pos int64
@@ -158,8 +159,13 @@ func (p *pipeline) restoringPart(part int32) bool {
 // startRestoreLocked pauses newly assigned partition part and starts its
 // restore.
 func (p *pipeline) startRestoreLocked(part int32) {
-	p.cl.PauseFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	p.cl.PauseFetchPartitions(p.in.toKafka([]int32{part}))
 	p.mu.eng.Watermarks().HoldRestoring(part)
+	if part >= coStride {
+		// A follower (coinputs.go): it joins with its lead's restore.
+		p.mu.following[part] = true
+		return
+	}
 	p.rs.Lock()
 	j := p.rs.jobs[part]
 	p.rs.Unlock()
@@ -283,6 +289,13 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 		if err := p.dropPartitionLocked(j.part); err != nil {
 			return false, err
 		}
+		for _, f := range p.in.followers(j.part) {
+			if p.mu.following[f] {
+				if err := p.dropPartitionLocked(f); err != nil {
+					return false, err
+				}
+			}
+		}
 		// The drop and the changelog positions without part commit
 		// together: a crash mid-restore then restarts it from scratch.
 		return false, p.putLocalMeta(p.offsetsToStoreLocked())
@@ -313,49 +326,29 @@ func (p *pipeline) applyRestoreBatchLocked(j *restoreJob, b restoreBatch) (done 
 // its state ends.
 func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	part := j.part
-	if b.mk != nil {
-		p.off.Lock()
-		p.off.stored[part] = b.mk.position
-		p.off.Unlock()
-		p.mu.eng.Watermarks().RestoreGenerator(part, b.mk.gen)
-		if p.mu.rp != nil && b.mk.upstream != nil {
-			p.mu.rp.ups[part] = p.mu.rp.adopt(b.mk.upstream, b.mk.layout)
-		}
-	}
-	p.off.Lock()
-	resume, known := p.off.stored[part]
-	p.off.Unlock()
-	s := p.mu.skip[part]
-	for k, c := range b.covers.latest() {
-		if known && c <= resume {
-			continue
-		}
-		if s == nil {
-			s = &skipSet{keys: map[string]int64{}}
-			p.mu.skip[part] = s
-		}
-		k = strings.Clone(k) // not the restore batch's slab
-		s.keys[k] = max(s.keys[k], c)
-		s.max = max(s.max, c)
+	if b.mk != nil && p.mu.rp != nil && b.mk.upstream != nil {
+		p.mu.rp.ups[part] = p.mu.rp.adopt(b.mk.upstream, b.mk.layout)
 	}
 	if b.hi > 0 {
 		j.loop.stats.to = b.hi
 	}
 	p.mu.clNext[part] = j.loop.stats.to
-	st := p.partitionStateLocked(part)
-	if known {
-		st.position, st.marked = resume, resume
+	resume := map[int32]int64{}
+	for i, f := range append([]int32{part}, p.in.followers(part)...) {
+		if i > 0 && !p.mu.following[f] {
+			continue // not assigned here
+		}
+		delete(p.mu.following, f)
+		if off, ok := p.joinRestoredLocked(f, b.mk, i, b.covers.of(i)); ok {
+			resume[f] = off
+		}
 	}
-	p.mu.eng.Assign(part, p.nowMS(), false)
-	p.gateIfBehindLocked(part)
 	p.endRestore(j)
-	if known {
-		// Where the offsets fetched at the assignment (or an offset
-		// fetch still under way: franz-go applies this one instead)
-		// may not be (AdjustFetchOffsetsFn ran before the restore).
-		p.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.cfg.Input.Topic: {part: {Epoch: -1, Offset: resume}}})
-	}
-	p.cl.ResumeFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	// Where the offsets fetched at the assignment (or an offset fetch
+	// still under way: franz-go applies this one instead) may not be
+	// (AdjustFetchOffsetsFn ran before the restore).
+	p.cl.SetOffsets(p.in.epochOffsets(resume))
+	p.cl.ResumeFetchPartitions(p.in.toKafka(append([]int32{part}, p.in.followers(part)...)))
 	j.loop.stats.took = p.now().Sub(j.start)
 	label := strconv.Itoa(int(part))
 	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.loop.stats.records))
@@ -370,6 +363,52 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
 			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLenLocked(part)))
 	}
+}
+
+// joinRestoredLocked assigns part, input i's partition of a restored state
+// whose changelog's last marker is mk (nil: none): its generator and
+// position come from mk, and its keys logged ahead of that position skip
+// the records their state holds (covers). It returns where part resumes,
+// when that is known.
+func (p *pipeline) joinRestoredLocked(part int32, mk *marker, i int, covers *coverLog) (int64, bool) {
+	if mk != nil {
+		pos, gen := mk.position, mk.gen
+		if i > 0 {
+			pos, gen = -1, watermark.NewGenerator()
+			if i-1 < len(mk.follow) {
+				pos, gen = mk.follow[i-1].position, mk.follow[i-1].gen
+			}
+		}
+		if pos >= 0 {
+			p.off.Lock()
+			p.off.stored[part] = pos
+			p.off.Unlock()
+		}
+		p.mu.eng.Watermarks().RestoreGenerator(part, gen)
+	}
+	p.off.Lock()
+	resume, known := p.off.stored[part]
+	p.off.Unlock()
+	s := p.mu.skip[part]
+	for k, c := range covers.latest() {
+		if known && c <= resume {
+			continue
+		}
+		if s == nil {
+			s = &skipSet{keys: map[string]int64{}}
+			p.mu.skip[part] = s
+		}
+		k = strings.Clone(k) // not the restore batch's slab
+		s.keys[k] = max(s.keys[k], c)
+		s.max = max(s.max, c)
+	}
+	st := p.partitionStateLocked(part)
+	if known {
+		st.position, st.marked = resume, resume
+	}
+	p.mu.eng.Assign(part, p.nowMS(), false)
+	p.gateIfBehindLocked(part)
+	return resume, known
 }
 
 // endRestore forgets j, whose reader has returned or been cancelled.
@@ -397,6 +436,11 @@ func (p *pipeline) restartReadersLocked() {
 // if one runs, and lifts its pause. Its state is what its next assignment
 // restores from again.
 func (p *pipeline) cancelRestoreLocked(part int32) {
+	if p.mu.following[part] {
+		delete(p.mu.following, part)
+		p.cl.ResumeFetchPartitions(p.in.toKafka([]int32{part}))
+		return
+	}
 	p.rs.Lock()
 	j := p.rs.jobs[part]
 	p.rs.Unlock()
@@ -404,7 +448,7 @@ func (p *pipeline) cancelRestoreLocked(part int32) {
 		return
 	}
 	p.endRestore(j)
-	p.cl.ResumeFetchPartitions(map[string][]int32{p.cfg.Input.Topic: {part}})
+	p.cl.ResumeFetchPartitions(p.in.toKafka([]int32{part}))
 	p.log.Info("restore cancelled: the partition is no longer assigned", zap.Int32("partition", part), zap.Int64("records_read", j.records.Load()))
 }
 
@@ -420,5 +464,8 @@ func (p *pipeline) stopRestores() {
 func (p *pipeline) holdRestoringLocked() {
 	for _, j := range p.rs.restoring() {
 		p.mu.eng.Watermarks().HoldRestoring(j.part)
+	}
+	for f := range p.mu.following {
+		p.mu.eng.Watermarks().HoldRestoring(f)
 	}
 }

@@ -113,7 +113,10 @@ type GroupStatus struct {
 
 // PartitionStatus is one lane of the timeline: an assigned input partition.
 type PartitionStatus struct {
-	Partition   int32  `json:"partition"`
+	Partition int32 `json:"partition"`
+	// Topic: with several inputs read co-partitioned, the partition's
+	// input topic ("" otherwise).
+	Topic       string `json:"topic,omitempty"`
 	WatermarkMS *int64 `json:"watermark_ms"` // null before its first watermark
 	Idle        bool   `json:"idle"`
 	// HoldsFrontier: its watermark is the frontier.
@@ -293,7 +296,7 @@ func (p *pipeline) partitionsStatusLocked(ps *PipelineStatus, status []watermark
 			continue
 		}
 		q := PartitionStatus{
-			Partition:          st.Partition,
+			Partition:          lead(st.Partition),
 			WatermarkMS:        optInt(st.Watermark),
 			Idle:               st.Idle,
 			Paused:             st.Paused,
@@ -302,6 +305,9 @@ func (p *pipeline) partitionsStatusLocked(ps *PipelineStatus, status []watermark
 			RecordsIn:          counterValue(part.in),
 			DeadLetters:        counterValue(part.dead),
 			LateDropped:        counterValue(part.late),
+		}
+		if p.in.co() {
+			q.Topic, _ = p.in.kafka(st.Partition)
 		}
 		if c := part.consumed(); part.end >= 0 && c >= 0 {
 			lag := max(0, part.end-c)
@@ -314,7 +320,9 @@ func (p *pipeline) partitionsStatusLocked(ps *PipelineStatus, status []watermark
 		ps.Partitions = append(ps.Partitions, q)
 	}
 	for part := range p.mu.parts {
-		ps.Group.Assigned = append(ps.Group.Assigned, part)
+		if part < coStride { // co-partitioned inputs: partition p of each
+			ps.Group.Assigned = append(ps.Group.Assigned, part)
+		}
 	}
 	sort.Slice(ps.Group.Assigned, func(i, j int) bool { return ps.Group.Assigned[i] < ps.Group.Assigned[j] })
 }

@@ -46,10 +46,11 @@ type Options struct {
 	// every partition shares shard 0 (replay).
 	ShardByPartition bool
 	// Shards, with ShardByPartition and above 0, puts partition p's
-	// windows in shard p mod Shards. For inputs of Shards partitions each,
-	// keyed alike (co-partitioned), partition p of input i is partition
-	// i*Shards+p: an upstream partition with a generator of its own, while
-	// the records of a key from every input meet in shard p. 0: shard p.
+	// windows in shard p mod Shards. For inputs keyed alike
+	// (co-partitioned) of fewer than Shards partitions each, partition p
+	// of input i is partition i*Shards+p: an upstream partition with a
+	// generator of its own, while the records of a key from every input
+	// meet in shard p. 0: shard p.
 	Shards int32
 	// CacheBytes bounds the in-memory window cache (approximately); 0 means 64 MiB.
 	CacheBytes int

@@ -1,0 +1,103 @@
+package service
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestInputTopics: the partitions of co-partitioned inputs and back, and a
+// poll renumbered so that the loop reads one topic while dead letters and
+// late records still name the partition they came from.
+func TestInputTopics(t *testing.T) {
+	in := inputTopics{topics: []string{"views", "clicks"}}
+	part, ok := in.id("clicks", 3)
+	if !ok || part != coStride+3 || lead(part) != 3 || in.input(part) != 1 || in.label(part) != "clicks/3" || in.label(3) != "3" {
+		t.Fatalf("clicks 3: %d %v, lead %d, input %d, label %q", part, ok, lead(part), in.input(part), in.label(part))
+	}
+	if _, ok := in.id("other", 0); ok {
+		t.Fatal("a topic that is not an input has a partition")
+	}
+	if topic, p := in.kafka(part); topic != "clicks" || p != 3 {
+		t.Fatalf("kafka(%d) = %s %d", part, topic, p)
+	}
+	if got := in.followers(2); !slices.Equal(got, []int32{coStride + 2}) {
+		t.Fatalf("followers of 2: %v", got)
+	}
+	if got := (inputTopics{topics: []string{"in"}}).followers(2); got != nil {
+		t.Fatalf("one input has followers %v", got)
+	}
+	parts := in.fromKafka(map[string][]int32{"views": {1}, "clicks": {1, 2}, "other": {0}})
+	if !slices.Equal(parts, []int32{1, coStride + 1, coStride + 2}) {
+		t.Fatalf("fromKafka: %v", parts)
+	}
+	back := in.toKafka(parts)
+	if !maps.EqualFunc(back, map[string][]int32{"views": {1}, "clicks": {1, 2}}, slices.Equal[[]int32]) {
+		t.Fatalf("toKafka: %v", back)
+	}
+	offs := in.epochOffsets(map[int32]int64{1: 10, coStride + 1: 20})
+	if offs["views"][1].Offset != 10 || offs["clicks"][1].Offset != 20 || len(offs) != 2 {
+		t.Fatalf("epochOffsets: %v", offs)
+	}
+
+	r := &kgo.Record{Topic: "clicks", Partition: 2, Offset: 7}
+	v := &kgo.Record{Topic: "views", Partition: 2, Offset: 9}
+	fetches := kgo.Fetches{{Topics: []kgo.FetchTopic{
+		{Topic: "views", Partitions: []kgo.FetchPartition{{Partition: 2, Records: []*kgo.Record{v}}}},
+		{Topic: "clicks", Partitions: []kgo.FetchPartition{{Partition: 2, Records: []*kgo.Record{r}}}},
+	}}}
+	in.renumber(fetches)
+	var seen []int32
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.Topic != "views" {
+			t.Errorf("a renumbered poll has topic %s", fp.Topic)
+		}
+		seen = append(seen, fp.Partition)
+	})
+	if !slices.Equal(seen, []int32{2, coStride + 2}) || r.Partition != coStride+2 || v.Partition != 2 {
+		t.Fatalf("renumbered partitions %v, records %d and %d", seen, v.Partition, r.Partition)
+	}
+	if src := in.sourceRecord(r); src.Topic != "clicks" || src.Partition != 2 || src.Offset != 7 || r.Partition != coStride+2 {
+		t.Fatalf("source of the clicks record: %s %d %d", src.Topic, src.Partition, src.Offset)
+	}
+	if in.sourceRecord(v) != v {
+		t.Fatal("the lead's record is its own source")
+	}
+}
+
+// TestCoverLogs: each input's covers are forgotten by its own position in
+// a marker, a follower's position not yet known covering nothing.
+func TestCoverLogs(t *testing.T) {
+	var cs coverLogs
+	cs.add(0, "a", 10)
+	cs.add(1, "a", 5)
+	cs.add(2, "b", 3)
+	cs.marked(&marker{position: 10, follow: []followMark{{position: 4}, {position: -1}}})
+	if got := cs.of(0).latest(); len(got) != 0 {
+		t.Errorf("input 0: %v, want all covered by 10", got)
+	}
+	if got := cs.of(1).latest(); got["a"] != 5 || len(got) != 1 {
+		t.Errorf("input 1: %v, want a at 5 ahead of 4", got)
+	}
+	if got := cs.of(2).latest(); got["b"] != 3 {
+		t.Errorf("input 2: %v, want b kept (no position known)", got)
+	}
+	if got := cs.of(5).latest(); len(got) != 0 {
+		t.Errorf("an input with no covers: %v", got)
+	}
+	for h, want := range map[string]int{"covers": 0, "covers.1": 1, "covers.12": 12} {
+		if i, ok := coversInput(h); !ok || i != want {
+			t.Errorf("coversInput(%q) = %d, %v", h, i, ok)
+		}
+	}
+	for _, h := range []string{"covers.0", "covers.x", "cover", "covers."} {
+		if _, ok := coversInput(h); ok {
+			t.Errorf("coversInput(%q) accepted", h)
+		}
+	}
+	if coversHeader(0) != "covers" || coversHeader(3) != "covers.3" {
+		t.Error("coversHeader")
+	}
+}
