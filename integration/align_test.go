@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,4 +185,80 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// TestWatermarkAlignmentInputs: watermark.max_drift over two inputs of 4
+// partitions, one of which (clicks) holds four times the other's event
+// time, drained by one windowd process, co-partitioned and through
+// repartition: true: the clicks partitions are paused while they run
+// ahead (their own metric labels, <topic>/<partition>), every final pane
+// is replay's, and nothing is late.
+func TestWatermarkAlignmentInputs(t *testing.T) {
+	if os.Getenv("WINDOWD_KAFKA_BROKERS") == "" {
+		t.Skip("needs a real broker (WINDOWD_KAFKA_BROKERS): windowd draining preloaded topics")
+	}
+	windowdBinary(t)
+	for _, co := range []bool{true, false} {
+		t.Run(map[bool]string{true: "co-partitioned", false: "repartitioned"}[co], func(t *testing.T) {
+			parallel(t, 20*time.Second)
+			edit := func(y string) string {
+				y = strings.Replace(y, "idle_timeout: 60s}", "idle_timeout: 60s, max_drift: 1m}", 1)
+				y = strings.Replace(y, "window: {type: tumbling, size: 10s}", "window: {type: tumbling, size: 1m}", 1)
+				if co {
+					y = coPartitioned(y)
+				}
+				return y
+			}
+			ie := newInputsEnv(t, "at_least_once", 4, 4, edit)
+			views, clicks := ie.views, ie.clicks
+			// As TestWatermarkAlignmentBackfill: records of about 500
+			// bytes, so that a partition is several fetches long.
+			pad := strings.Repeat("p", 400)
+			rng := rand.New(rand.NewSource(9))
+			const perPartition = 8000
+			recs := map[string][]input{}
+			for _, topic := range []string{views.in, clicks.in} {
+				step := int64(3600_000 / perPartition) // views: an hour of event time
+				if topic == clicks.in {
+					step *= 4 // clicks: four hours
+				}
+				for p := int32(0); p < 4; p++ {
+					for i := int64(0); i < perPartition; i++ {
+						u := fmt.Sprintf("u%d-%d", p, rng.Intn(10))
+						recs[topic] = append(recs[topic], input{partition: p, key: u, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":%d,"pad":%q}`, u, base+i*step-int64(rng.Intn(1000)), rng.Intn(100), pad)})
+					}
+					// Past both ranges: every data window closes in run.
+					k := fmt.Sprintf("flush-%d", p)
+					recs[topic] = append(recs[topic], input{partition: p, key: k, value: fmt.Sprintf(`{"user":%q,"ts":%d,"x":0}`, k, base+5*3600_000)})
+				}
+			}
+			want := replayInputs(t, &views.cfg.Pipelines[0], recs, 4)
+			for topic, rs := range recs {
+				produce(t, topic, rs, kgo.ProducerBatchCompression(kgo.NoCompression()))
+			}
+			inst := ie.member("a").spawn(nil)
+			inst.waitListening(t)
+			out := views.reader(views.out)
+			readFinals(out, want, 120*time.Second)
+			out.poll(time.Second)
+			late := views.reader(views.late)
+			late.poll(time.Second)
+			res := checkDelivery(views, want, out.got, late.got, false)
+			if len(res.problems) > 0 {
+				t.Fatalf("output differs from replay:\n%s", strings.Join(res.problems, "\n"))
+			}
+			var paused float64
+			for p := 0; p < 4; p++ {
+				v, _ := inst.metric(t, "windowd_partition_paused_seconds_total", "partition", fmt.Sprintf("%s/%d", clicks.in, p))
+				paused += v
+			}
+			t.Logf("%d windows in replay; clicks partitions paused %.1fs in all", len(want), paused)
+			if paused == 0 {
+				t.Fatal("no clicks partition was paused: alignment did not hold the input that runs ahead")
+			}
+			if err := inst.signal(t, syscall.SIGTERM); err != nil {
+				t.Errorf("after SIGTERM: %v\n%s", err, stderrTail(inst, 30))
+			}
+		})
+	}
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,18 +26,27 @@ import (
 // 3 times slower than without alignment.
 const alignFetchMaxWait = 100 * time.Millisecond
 
-// aligner pauses and resumes one consumer's partitions of one topic.
+// aligner pauses and resumes one consumer's partitions, of one topic or
+// of several (topics: the frontier's partitions and the consumer's).
 type aligner struct {
 	cl       *kgo.Client
-	topic    string
+	topics   partitionMap
 	pipeline string
 	m        *metrics
 	since    map[int32]time.Time // paused partitions: when last counted
 	wait     *registryWait       // its pauses are its own; nil: none
 }
 
-func newAligner(cl *kgo.Client, topic, pipeline string, m *metrics) *aligner {
-	return &aligner{cl: cl, topic: topic, pipeline: pipeline, m: m, since: map[int32]time.Time{}}
+// partitionMap names a frontier's partitions in the consumer's topics
+// (inputTopics, stage 1's layoutTopics) and back, and in metrics.
+type partitionMap interface {
+	toKafka(parts []int32) map[string][]int32
+	fromKafka(m map[string][]int32) []int32
+	label(part int32) string
+}
+
+func newAligner(cl *kgo.Client, topics partitionMap, pipeline string, m *metrics) *aligner {
+	return &aligner{cl: cl, topics: topics, pipeline: pipeline, m: m, since: map[int32]time.Time{}}
 }
 
 // step applies wm's alignment at now.
@@ -46,27 +54,27 @@ func (a *aligner) step(wm *watermark.Frontier, now time.Time) {
 	pause, resume := wm.Align(now.UnixMilli())
 	// A partition the frontier forgot while paused resumes too: the
 	// client keeps a pause until it is lifted.
-	for _, part := range a.cl.PauseFetchPartitions(nil)[a.topic] {
+	for _, part := range a.topics.fromKafka(a.cl.PauseFetchPartitions(nil)) {
 		if !wm.Paused(part) && !wm.Restoring(part) && !slices.Contains(resume, part) && !a.wait.waiting(part) {
 			resume = append(resume, part)
 		}
 	}
 	if len(pause) > 0 {
-		a.cl.PauseFetchPartitions(map[string][]int32{a.topic: pause})
+		a.cl.PauseFetchPartitions(a.topics.toKafka(pause))
 	}
 	if len(resume) > 0 {
-		a.cl.ResumeFetchPartitions(map[string][]int32{a.topic: resume})
+		a.cl.ResumeFetchPartitions(a.topics.toKafka(resume))
 	}
 	for _, part := range pause {
 		a.since[part] = now
-		a.m.paused.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Set(1)
+		a.m.paused.WithLabelValues(a.pipeline, a.topics.label(part)).Set(1)
 	}
 	for part, t := range a.since {
-		a.m.pausedSeconds.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Add(now.Sub(t).Seconds())
+		a.m.pausedSeconds.WithLabelValues(a.pipeline, a.topics.label(part)).Add(now.Sub(t).Seconds())
 		a.since[part] = now
 	}
 	for _, part := range resume {
 		delete(a.since, part)
-		a.m.paused.WithLabelValues(a.pipeline, strconv.Itoa(int(part))).Set(0)
+		a.m.paused.WithLabelValues(a.pipeline, a.topics.label(part)).Set(0)
 	}
 }

@@ -508,7 +508,7 @@ func (p *pipeline) openGroupClientLocked(txnID string) error {
 		p.mu.wait.cl = p.cl
 	}
 	if cfg.Watermark.MaxDrift > 0 {
-		p.mu.align = newAligner(p.cl, cfg.Input.Topic, cfg.Name, p.m)
+		p.mu.align = newAligner(p.cl, p.in, cfg.Name, p.m)
 		p.mu.align.wait = p.mu.wait
 	}
 	return nil

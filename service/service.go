@@ -422,15 +422,13 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) 
 
 // Runnable says why run cannot run pipeline p in this version, or nil: a
 // pipeline with several input topics (a join too) runs with JSON inputs
-// and without watermark alignment (docs/SEMANTICS.md, Several inputs).
-// Whether its inputs are co-partitioned, without repartition: true, the
-// start checks (kafka.EnsureTopics).
+// (docs/SEMANTICS.md, Several inputs). Whether its inputs are
+// co-partitioned, without repartition: true, the start checks
+// (kafka.EnsureTopics).
 func Runnable(p *config.Pipeline) error {
 	why, section := "", "Several inputs"
 	switch {
 	case p.Inputs == nil:
-	case p.Watermark.MaxDrift > 0:
-		why = "watermark.max_drift (alignment) is not supported with several input topics in this version"
 	default:
 		for _, in := range p.Inputs {
 			if in.Format != config.JSON {

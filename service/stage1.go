@@ -96,7 +96,7 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		r.wait.cl = cl
 	}
 	if cfg.Watermark.MaxDrift > 0 {
-		r.align = newAligner(cl, cfg.Input.Topic, cfg.Name, m)
+		r.align = newAligner(cl, layoutTopics{topics: r.topics, layout: r.layout}, cfg.Name, m)
 		r.align.wait = r.wait
 	}
 	return r, nil
@@ -113,6 +113,39 @@ func (r *repartitioner) partitionState(u int32) *partition {
 		r.m.filtered.WithLabelValues(r.cfg.Name, label))
 	r.mu.parts[u] = st
 	return st
+}
+
+// layoutTopics names stage 1's upstream partitions (its frontier's, in
+// layout) in its input topics and back (partitionMap).
+type layoutTopics struct {
+	topics []string
+	layout repartition.Layout
+}
+
+func (l layoutTopics) toKafka(us []int32) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, u := range us {
+		i, p := l.layout.Input(u)
+		out[l.topics[i]] = append(out[l.topics[i]], p)
+	}
+	return out
+}
+
+func (l layoutTopics) fromKafka(m map[string][]int32) []int32 {
+	var us []int32
+	for i, topic := range l.topics {
+		for _, p := range m[topic] {
+			if l.layout.Has(i, p) {
+				us = append(us, l.layout.ID(i, p))
+			}
+		}
+	}
+	return us
+}
+
+func (l layoutTopics) label(u int32) string {
+	i, p := l.layout.Input(u)
+	return inputPartitionLabel(l.topics, i, p)
 }
 
 // inputPartitionLabel is the metrics' label of partition p of input i of
