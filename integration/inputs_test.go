@@ -171,13 +171,19 @@ func TestCoPartitionedCountsRefused(t *testing.T) {
 	parallel(t, 2*time.Second)
 	ie := newInputsEnv(t, "at_least_once", 4, 2, coPartitioned)
 	inst := ie.member("a").spawn(nil)
+	exitsSaying(t, inst, 30*time.Second, "its start", fmt.Sprintf("pipeline p: its input topics have different partition counts (%s has 4, %s has 2): read without repartition: true, partition p of every input must hold the same keys; give the topics one partition count (and key their records alike), or set repartition: true",
+		ie.views.in, ie.clicks.in))
+}
+
+// exitsSaying fails t unless inst exits with an error within d of what
+// (e.g. "its start") and its log says want.
+func exitsSaying(t *testing.T, inst *instance, d time.Duration, what, want string) {
+	t.Helper()
 	select {
 	case <-inst.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("windowd still runs 30 s after its start\n%s", stderrTail(inst, 15))
+	case <-time.After(d):
+		t.Fatalf("windowd still runs %s after %s\n%s", d, what, stderrTail(inst, 15))
 	}
-	want := fmt.Sprintf("pipeline p: its input topics have different partition counts (%s has 4, %s has 2): read without repartition: true, partition p of every input must hold the same keys; give the topics one partition count (and key their records alike), or set repartition: true",
-		ie.views.in, ie.clicks.in)
 	if inst.exitErr == nil || !strings.Contains(inst.stderr.String(), want) {
 		t.Fatalf("exit %v, stderr:\n%s\nwant it to say %q", inst.exitErr, stderrTail(inst, 15), want)
 	}
@@ -202,15 +208,8 @@ func TestCoPartitionedInputGrewAlone(t *testing.T) {
 		return code == 200
 	})
 	addPartitions(t, ie.clicks.in, 2)
-	select {
-	case <-inst.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("windowd still runs 60 s after %s grew\n%s", ie.clicks.in, stderrTail(inst, 15))
-	}
-	want := fmt.Sprintf("its input topics have different partition counts (%s has 2, %s has 4)", ie.views.in, ie.clicks.in)
-	if inst.exitErr == nil || !strings.Contains(inst.stderr.String(), want) {
-		t.Fatalf("exit %v, stderr:\n%s\nwant it to say %q", inst.exitErr, stderrTail(inst, 15), want)
-	}
+	exitsSaying(t, inst, 60*time.Second, ie.clicks.in+" grew",
+		fmt.Sprintf("its input topics have different partition counts (%s has 2, %s has 4)", ie.views.in, ie.clicks.in))
 }
 
 // coPartitioned makes inputsYAML's pipeline read its inputs without
