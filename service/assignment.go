@@ -31,7 +31,7 @@ func (p *pipeline) deferRelease(parts []int32, revoked bool) {
 		p.rel.lost = append(p.rel.lost, parts...)
 		p.inGroup.Store(false)
 	}
-	logHandOver(p.log, parts, revoked)
+	logHandOver(p.log, p.in.partitionsField(parts), revoked)
 }
 
 // markEnd notes that a transaction end begins: revokes up to now are
@@ -121,7 +121,7 @@ func (p *pipeline) settleAssignmentLocked(ctx context.Context, attempts int) err
 	if len(extra) > 0 {
 		// A revoke the session did not pass on: what the open
 		// transaction did for them must not commit.
-		p.log.Info("partitions revoked (read from the group)", zap.Int32s("partitions", extra))
+		p.log.Info("partitions revoked (read from the group)", p.in.partitionsField(extra))
 		p.releaseLocked(extra)
 		p.mu.abortNext = true
 	}

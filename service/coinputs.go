@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // Co-partitioned inputs (docs/SEMANTICS.md, Several inputs). A pipeline
@@ -131,6 +132,15 @@ func (t inputTopics) labels(parts []int32) []string {
 		out[i] = t.label(part)
 	}
 	return out
+}
+
+// partitionsField is parts as a log field: numbers, or with several
+// topics their labels.
+func (t inputTopics) partitionsField(parts []int32) zap.Field {
+	if t.co() {
+		return zap.Strings("partitions", t.labels(parts))
+	}
+	return zap.Int32s("partitions", parts)
 }
 
 // renumber gives the records of one poll the pipeline's partitions (a

@@ -85,7 +85,7 @@ func (p *pipeline) watchOffsets(ctx context.Context) {
 		}
 		waiting := now.Sub(since).Round(time.Second)
 		why := st.update(ctx, now, p.restoreStall, func() (string, bool) { return p.offsetsBlocker(ctx, parts) }, func(why string, lost bool) {
-			fields := []zap.Field{zap.String("group", p.cfg.Input.Group), zap.Strings("partitions", p.in.labels(parts)),
+			fields := []zap.Field{zap.String("group", p.cfg.Input.Group), p.in.partitionsField(parts),
 				zap.Duration("waiting", waiting), zap.String("why", why)}
 			if lost {
 				p.log.Error("group offsets held for good by a transaction the broker left hanging: abort it (docs/OPERATIONS.md, Broker failures)", fields...)

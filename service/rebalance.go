@@ -35,7 +35,7 @@ func (p *pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	p.assignedOnce.Store(true)
 	p.inGroup.Store(true)
 	p.awaitOffsets(parts, p.now())
-	p.log.Info("partitions assigned", zap.Int32s("partitions", parts))
+	p.log.Info("partitions assigned", p.in.partitionsField(parts))
 }
 
 func (p *pipeline) assignLocked(ctx context.Context, parts []int32) error {
@@ -149,7 +149,7 @@ func (p *pipeline) adjustOffsets(_ context.Context, offsets map[string]map[int32
 			delete(p.off.awaiting, part) // fetched (offsetwatch.go)
 			if off, ok := p.off.stored[part]; ok && o.EpochOffset().Offset != off {
 				offs[kp] = kgo.NewOffset().At(off).WithEpoch(-1)
-				p.log.Info("resuming from local checkpoint", zap.String("partition", p.in.label(part)), zap.Int64("offset", off), zap.Stringer("group_offset", o))
+				p.log.Info("resuming from local checkpoint", zap.String("topic", topic), zap.Int32("partition", kp), zap.Int64("offset", off), zap.Stringer("group_offset", o))
 			}
 		}
 	}
@@ -223,7 +223,7 @@ func (p *pipeline) handOver(ctx context.Context, parts []int32, toGroup bool) {
 	if !toGroup {
 		p.inGroup.Store(false)
 	}
-	logHandOver(p.log, parts, toGroup)
+	logHandOver(p.log, p.in.partitionsField(parts), toGroup)
 }
 
 // dropReleasedLocked drops released partitions' local state and
@@ -299,11 +299,12 @@ func (p *pipeline) releaseGatedLocked() error {
 	return nil
 }
 
-// logHandOver logs partitions revoked (handed over to the group) or lost.
-func logHandOver(log *zap.Logger, parts []int32, revoked bool) {
+// logHandOver logs partitions (a partitionsField) revoked (handed over to
+// the group) or lost.
+func logHandOver(log *zap.Logger, parts zap.Field, revoked bool) {
 	if revoked {
-		log.Info("partitions revoked", zap.Int32s("partitions", parts))
+		log.Info("partitions revoked", parts)
 	} else {
-		log.Warn("partitions lost", zap.Int32s("partitions", parts))
+		log.Warn("partitions lost", parts)
 	}
 }

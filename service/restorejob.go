@@ -334,11 +334,13 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	}
 	p.mu.clNext[part] = j.loop.stats.to
 	resume := map[int32]int64{}
+	var joined []int32 // part, and its followers assigned here (coinputs.go)
 	for i, f := range append([]int32{part}, p.in.followers(part)...) {
 		if i > 0 && !p.mu.following[f] {
-			continue // not assigned here
+			continue
 		}
 		delete(p.mu.following, f)
+		joined = append(joined, f)
 		if off, ok := p.joinRestoredLocked(f, b.mk, i, b.covers.of(i)); ok {
 			resume[f] = off
 		}
@@ -348,7 +350,7 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	// still under way: franz-go applies this one instead) may not be
 	// (AdjustFetchOffsetsFn ran before the restore).
 	p.cl.SetOffsets(p.in.epochOffsets(resume))
-	p.cl.ResumeFetchPartitions(p.in.toKafka(append([]int32{part}, p.in.followers(part)...)))
+	p.cl.ResumeFetchPartitions(p.in.toKafka(joined))
 	j.loop.stats.took = p.now().Sub(j.start)
 	label := strconv.Itoa(int(part))
 	p.m.restoreRecords.WithLabelValues(p.cfg.Name, label).Add(float64(j.loop.stats.records))
