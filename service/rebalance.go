@@ -292,11 +292,25 @@ func (p *pipeline) releaseGatedLocked() error {
 			continue
 		}
 		delete(p.mu.gated, part)
+		if p.gatedShareLocked(part) {
+			continue // co-partitioned inputs: the last of a state's partitions releases it
+		}
 		if err := p.mu.eng.ReleaseTimers(part); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gatedShareLocked reports whether a partition of part's state other than
+// part is still gated (coinputs.go: a follower and its lead share one).
+func (p *pipeline) gatedShareLocked(part int32) bool {
+	for q := range p.mu.gated {
+		if q != part && lead(q) == lead(part) {
+			return true
+		}
+	}
+	return false
 }
 
 // logHandOver logs partitions (a partitionsField) revoked (handed over to

@@ -157,6 +157,13 @@ func (p *pipeline) dropExpiredHoldsLocked() error {
 		if err := p.dropPartitionLocked(part); err != nil {
 			return err
 		}
+		for _, f := range p.in.followers(part) { // their offsets and generators went with the state
+			if _, assigned := p.mu.parts[f]; !assigned && !p.mu.following[f] {
+				if err := p.dropPartitionLocked(f); err != nil {
+					return err
+				}
+			}
+		}
 		dropped = append(dropped, part)
 	}
 	if len(dropped) > 0 {
