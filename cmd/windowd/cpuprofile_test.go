@@ -18,9 +18,12 @@ import (
 func TestRunCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.pprof")
 	t.Run("run", func(t *testing.T) {
-		base := startQuickstartRun(t, "--cpu-profile", path)
-		// The quickstart's generator feeds the pipeline: wait for
-		// some processing to be sampled.
+		// The quickstart's generator feeds the pipeline, here at 20,000
+		// records a second: at its 50, the pipeline's CPU in the half
+		// second the test waited was a few milliseconds, and a CI run's
+		// profile held no sample of it (the profile samples 100 times a
+		// CPU second).
+		base := startQuickstartRun(t, [][2]string{{"rate: 50 ", "rate: 20000 "}}, "--cpu-profile", path)
 		deadline := time.Now().Add(30 * time.Second)
 		for !(metricsFrontier(t, base) > 0) {
 			if time.Now().After(deadline) {
@@ -28,7 +31,7 @@ func TestRunCPUProfile(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(2 * time.Second)
 	}) // its cleanup stops windowd
 	f, err := os.Open(path)
 	if err != nil {

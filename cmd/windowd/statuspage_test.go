@@ -37,9 +37,10 @@ func chromiumPath() string {
 
 // startQuickstartRun runs `windowd run` on configs/quickstart.yaml with a
 // temporary state dir, free ports for the embedded broker and the HTTP
-// listener, and returns the status page's address; args follow --config.
-// The run stops (SIGINT, as Ctrl-C) when the test ends and must exit 0.
-func startQuickstartRun(t *testing.T, args ...string) (base string) {
+// listener, and returns the status page's address; edits are further
+// replacements in the configuration's text, args follow --config. The run
+// stops (SIGINT, as Ctrl-C) when the test ends and must exit 0.
+func startQuickstartRun(t *testing.T, edits [][2]string, args ...string) (base string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../configs/quickstart.yaml")
 	if err != nil {
@@ -47,11 +48,11 @@ func startQuickstartRun(t *testing.T, args ...string) (base string) {
 	}
 	dir := t.TempDir()
 	cfg := string(raw)
-	for _, r := range [][2]string{
+	for _, r := range append([][2]string{
 		{"embedded_listen: 127.0.0.1:19092", "embedded_listen: 127.0.0.1:0"},
 		{"dir: ./data/quickstart", "dir: " + filepath.Join(dir, "state")},
 		{"listen: 127.0.0.1:9100", "listen: 127.0.0.1:0"},
-	} {
+	}, edits...) {
 		if !strings.Contains(cfg, r[0]) {
 			t.Fatalf("configs/quickstart.yaml no longer holds %q", r[0])
 		}
@@ -172,7 +173,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the browser test runs the quickstart for several seconds")
 	}
-	base := startQuickstartRun(t)
+	base := startQuickstartRun(t, nil)
 	profile := t.TempDir()
 
 	// Wait for a frontier: the generator's records reach every partition.
