@@ -5,7 +5,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
 )
 
 // TestInputTopics: the partitions of co-partitioned inputs and back, and a
@@ -99,5 +104,69 @@ func TestCoverLogs(t *testing.T) {
 	}
 	if coversHeader(0) != "covers" || coversHeader(3) != "covers.3" {
 		t.Error("coversHeader")
+	}
+}
+
+// dropCounter is an engine's emitter that counts what it drops.
+type dropCounter struct{ panes, dropped int }
+
+func (d *dropCounter) Pane(*windowing.Pane) error                           { d.panes++; return nil }
+func (d *dropCounter) Dropped(*windowing.Event, windowing.DropReason) error { d.dropped++; return nil }
+
+// TestCoPartitionedCatchUp: a state whose lead and follower both rejoin
+// behind the frontier runs on its own frontier until both have caught up.
+// Before, the lead's catching up released the state while the follower
+// was still behind, and the follower's next record, within its own
+// watermark, was dropped as late.
+func TestCoPartitionedCatchUp(t *testing.T) {
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10_000, Hop: 10_000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
+	}
+	var out dropCounter
+	p := &pipeline{setup: setup{in: inputTopics{topics: []string{"views", "clicks"}}}}
+	p.mu.gated = map[int32]int64{}
+	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &out,
+		windowing.Options{ShardByPartition: true, Shards: coStride}); err != nil {
+		t.Fatal(err)
+	}
+	eng := p.mu.eng
+	record := func(part int32, key string, ts int64) {
+		t.Helper()
+		ev := windowing.Event{Partition: part, Key: key, Time: ts, Inputs: make([]windowing.Input, 1)}
+		if err := eng.Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.releaseGatedLocked(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const lead, follower = int32(0), coStride
+	for _, part := range []int32{lead, 1, follower, coStride + 1} {
+		eng.Assign(part, 0, true)
+		record(part, "k", 20_000)
+	}
+	// Partition 0's state moved away and comes back behind the frontier
+	// (20,000): its lead at 8,000, its follower at 5,000.
+	for part, wm := range map[int32]int64{lead: 8_000, follower: 5_000} {
+		eng.Revoke(part)
+		eng.Watermarks().RestoreGenerator(part, watermark.Generator{MaxTS: wm, Seen: 1, Watermark: wm})
+		eng.Assign(part, 0, false)
+		p.gateIfBehindLocked(part)
+	}
+	record(lead, "a", 21_000) // the lead has caught up
+	record(follower, "a", 6_000)
+	if out.dropped != 0 {
+		t.Fatalf("%d records dropped as late: the follower's record within its own watermark is on time", out.dropped)
+	}
+	record(follower, "a", 21_000) // now both have: the state fires at the frontier
+	if len(p.mu.gated) != 0 || out.panes == 0 {
+		t.Fatalf("still gated %v, %d panes: want the state released and its windows fired", p.mu.gated, out.panes)
 	}
 }
