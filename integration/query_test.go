@@ -29,8 +29,17 @@ func TestQueryWindows(t *testing.T) {
 	inst := e.startInProcess()
 	produce(t, e.in, append(append([]input(nil), s.phases[0]...), s.phases[1]...))
 	inst.waitRecordsIn(t, len(s.phases[0])+len(s.phases[1]))
+	// Every pane of the records in, read until the output has been quiet
+	// for 2 s (a fixed 3 s read found none in a CI race run, six tests
+	// beside it: the reader had not fetched yet).
 	out := e.reader(e.out)
-	out.poll(3 * time.Second)
+	for deadline, quiet := time.Now().Add(60*time.Second), 0; quiet < 4 && time.Now().Before(deadline); {
+		n := len(out.got)
+		out.poll(500 * time.Millisecond)
+		if quiet++; len(out.got) > n || n == 0 {
+			quiet = 0
+		}
+	}
 
 	last := map[string]gjson.Result{} // key/start/end: the window's last pane
 	keys := map[string]bool{}
