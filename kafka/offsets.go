@@ -11,14 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// CommitPositions commits positions (the next offset to consume, per
-// partition of topic) to cl's group; a partition's refusal is an error.
-func CommitPositions(ctx context.Context, cl *kgo.Client, topic string, positions map[int32]int64) error {
-	return CommitTopicPositions(ctx, cl, map[string]map[int32]int64{topic: positions})
-}
-
-// CommitTopicPositions is CommitPositions for the partitions of several
-// topics, in one commit.
+// CommitTopicPositions commits positions (the next offset to consume, per
+// partition, by topic) to cl's group in one commit; a partition's refusal
+// is an error.
 func CommitTopicPositions(ctx context.Context, cl *kgo.Client, positions map[string]map[int32]int64) error {
 	uncommitted := map[string]map[int32]kgo.EpochOffset{}
 	for topic, offs := range positions {

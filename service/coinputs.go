@@ -1,6 +1,7 @@
 package service
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,12 +40,11 @@ func (t inputTopics) co() bool { return len(t.topics) > 1 }
 // id returns the pipeline's partition of partition p of topic, and
 // whether topic is an input.
 func (t inputTopics) id(topic string, p int32) (int32, bool) {
-	for i, name := range t.topics {
-		if name == topic {
-			return int32(i)*coStride + p, true
-		}
+	i := slices.Index(t.topics, topic)
+	if i < 0 {
+		return 0, false
 	}
-	return 0, false
+	return int32(i)*coStride + p, true
 }
 
 // kafka returns the input topic and partition of the pipeline's
@@ -154,14 +154,9 @@ func (t inputTopics) renumber(fetches kgo.Fetches) {
 	for i := range fetches {
 		for j := range fetches[i].Topics {
 			ft := &fetches[i].Topics[j]
-			in := -1
-			for k, name := range t.topics {
-				if name == ft.Topic {
-					in = k
-				}
-			}
+			in := slices.Index(t.topics, ft.Topic)
 			if in <= 0 {
-				continue
+				continue // the lead's, or not an input
 			}
 			ft.Topic = t.topics[0]
 			for k := range ft.Partitions {

@@ -407,10 +407,9 @@ func (r *repartitioner) commitLocked(ctx context.Context) error {
 		// commit; stage 2 drops what it processed already.
 		return fatalError{fmt.Errorf("repartitioned record not acknowledged: %w", perr)}
 	}
+	all := map[string]map[int32]int64{}
 	for i, topic := range r.topics {
-		if err := kafka.CommitPositions(ctx, r.cl, topic, positions(r.ofTopic(i))); err != nil {
-			return err
-		}
+		all[topic] = positions(r.ofTopic(i))
 	}
-	return nil
+	return kafka.CommitTopicPositions(ctx, r.cl, all)
 }
