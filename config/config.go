@@ -428,6 +428,20 @@ func (p *Pipeline) InputTopics() []string {
 	return topics
 }
 
+// BinaryInput reports whether an input of the pipeline is in avro or
+// protobuf: its values are read with schemas from the schema registry.
+func (p *Pipeline) BinaryInput() bool {
+	if p.Inputs == nil {
+		return p.Input.Format != JSON
+	}
+	for _, in := range p.Inputs {
+		if in.Format != JSON {
+			return true
+		}
+	}
+	return false
+}
+
 // ForInput returns the pipeline as the records of Inputs[i] see it: its
 // topic, format, filter, key and timestamp, and in SkipAggregates the
 // aggregates of the other inputs. Without Inputs it returns p.

@@ -397,3 +397,154 @@ func TestRegistryOutagePausesConsumption(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInputsBinaryFormats: a pipeline of two inputs, views in JSON and
+// clicks in Avro, read co-partitioned (clicks' partitions follow views'),
+// through repartition: true (stage 1 reads both topics), and joined
+// (co-partitioned). windowd starts while the schema registry answers 503:
+// the two clicks partitions wait for it
+// (windowd_schema_registry_waiting_partitions), the consumer pausing
+// clicks' own partitions, and nothing is dead-lettered. Once the registry
+// answers, every final pane (every join row) equals replay's for the same
+// bytes, with allowed_lateness 0s and nothing late. Before, run refused a
+// second input in any format but json.
+func TestInputsBinaryFormats(t *testing.T) {
+	for _, mode := range []string{"co-partitioned", "repartition", "join"} {
+		t.Run(mode, func(t *testing.T) {
+			parallel(t, 20*time.Second)
+			regURL := registryURL(t)
+			target, err := url.Parse(regURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var down atomic.Bool
+			down.Store(true)
+			rp := httputil.NewSingleHostReverseProxy(target)
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					http.Error(w, `{"error_code":50302,"message":"registry restarting"}`, http.StatusServiceUnavailable)
+					return
+				}
+				rp.ServeHTTP(w, r)
+			}))
+			defer proxy.Close()
+			ie := newInputsEnv(t, "at_least_once", 2, 2, func(y string) string {
+				y = strings.Replace(y, "pipelines:\n", "schema_registry: {url: \""+proxy.URL+"\"}\npipelines:\n", 1)
+				y = strings.Replace(y, "as: clicks}", "as: clicks, format: avro}", 1)
+				switch mode {
+				case "co-partitioned":
+					y = coPartitioned(y)
+				case "join":
+					y = joinYAML(coPartitioned(y))
+				}
+				return y
+			})
+			views, clicks := ie.views, ie.clicks
+			// Users u<p>-<n> of partition p in both topics: keyed alike.
+			vrecs := formatStream(func(ev formatEvent, _ int) []byte {
+				return fmt.Appendf(nil, `{"user":%q,"ts":%d,"x":%d}`, ev.user, ev.ts, ev.x)
+			}, 2, 300)
+			crecs := formatStream(avroEncoder(t, srClient(t, regURL), uniqueName(t, "value")), 2, 300)
+
+			reg, err := schema.New(schema.Options{URL: regURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in strings.Builder
+			for _, r := range vrecs {
+				fmt.Fprintf(&in, "{\"topic\":%q,\"partition\":%d,\"value\":%s}\n", views.in, r.partition, r.value)
+			}
+			for _, r := range crecs {
+				fmt.Fprintf(&in, "{\"topic\":%q,\"partition\":%d,\"value\":{\"base64\":%q}}\n", clicks.in, r.partition, base64.StdEncoding.EncodeToString([]byte(r.value)))
+			}
+			var out, errs strings.Builder
+			if _, err := replay.Run(replay.Options{Pipeline: &views.cfg.Pipelines[0], Input: strings.NewReader(in.String()), Partitions: 2,
+				StateDir: filepath.Join(t.TempDir(), "replay"), Out: &out, Errs: &errs, Registry: reg}); err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if errs.Len() > 0 {
+				t.Fatalf("replay reported errors (the stream has no late or bad record): %s", errs.String())
+			}
+			var want []string
+			both := 0 // panes of views and clicks; join rows with a click
+			for _, p := range lines(out.String()) {
+				if !strings.Contains(p, `"key":"flush-`) {
+					want = append(want, p)
+					if mode == "join" && gjson.Get(p, "matched").Bool() ||
+						gjson.Get(p, "aggregates.clicks").Int() > 0 && gjson.Get(p, "aggregates.views").Int() > 0 {
+						both++
+					}
+				}
+			}
+			if len(want) < 20 || both < len(want)/2 {
+				t.Fatalf("test stream too small or one-sided: %d panes or rows, %d of both inputs", len(want), both)
+			}
+
+			inst := views.startInProcess()
+			produce(t, views.in, vrecs)
+			produce(t, clicks.in, crecs)
+			waitFor(t, "the clicks partitions waiting for the registry", 30*time.Second, func() bool {
+				v, _ := inst.metric(t, "windowd_schema_registry_waiting_partitions")
+				return v == 2
+			})
+			if v, _ := inst.metric(t, "windowd_dead_letters_total"); v != 0 {
+				t.Fatalf("windowd_dead_letters_total = %v while the registry is down, want 0", v)
+			}
+			down.Store(false)
+			if mode == "join" {
+				checkRows(t, views, want)
+			} else {
+				checkAgainstReplay(t, views, want)
+			}
+			for _, m := range []string{"windowd_dead_letters_total", "windowd_late_dropped_total", "windowd_schema_registry_waiting_partitions"} {
+				if v, _ := inst.metric(t, m); v != 0 {
+					t.Fatalf("%s = %v, want 0", m, v)
+				}
+			}
+			if err := inst.stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// checkRows reads e's output until it holds every row of want (or 60 s
+// pass) and checks that it holds nothing else and that nothing is late.
+func checkRows(t *testing.T, e *env, want []string) {
+	t.Helper()
+	out := e.reader(e.out)
+	wanted := map[string]bool{}
+	for _, r := range want {
+		wanted[r] = true
+	}
+	missing := func() int {
+		seen := map[string]bool{}
+		for _, r := range out.got {
+			seen[r.value] = true
+		}
+		n := 0
+		for r := range wanted {
+			if !seen[r] {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(60 * time.Second); missing() > 0 && time.Now().Before(deadline); {
+		out.poll(200 * time.Millisecond)
+	}
+	out.poll(time.Second)
+	if n := missing(); n > 0 {
+		t.Fatalf("%d of %d rows of replay missing after 60 s (read %d)", n, len(wanted), len(out.got))
+	}
+	for _, r := range out.got {
+		if !wanted[r.value] && !strings.Contains(r.value, `"key":"flush-`) {
+			t.Fatalf("a row replay does not write: %s", r.value)
+		}
+	}
+	late := e.reader(e.late)
+	late.poll(time.Second)
+	if len(late.got) > 0 {
+		t.Fatalf("%d records on the late topic, the first: %s", len(late.got), late.got[0].value)
+	}
+}

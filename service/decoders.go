@@ -5,6 +5,7 @@ import (
 
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/repartition"
+	"github.com/windowd/windowd/schema"
 	"github.com/windowd/windowd/source"
 )
 
@@ -24,6 +25,26 @@ func newDecoders(cfg *config.Pipeline) *decoders {
 		ds.each = append(ds.each, source.NewDecoder(cfg.ForInput(i)))
 	}
 	return ds
+}
+
+// withSchemas makes the decoder of each input of cfg in avro or protobuf
+// read its values with schemas from reg (HoldsEvents too when holds: the
+// decoders of a poll's second goroutine, ahead.go), and reports whether
+// one does.
+func (ds *decoders) withSchemas(cfg *config.Pipeline, reg *schema.Registry, holds bool) bool {
+	binary := false
+	for i, d := range ds.each {
+		in := cfg.ForInput(i)
+		if in.Input.Format == config.JSON {
+			continue
+		}
+		d.WithSchemas(in, reg)
+		if holds {
+			d.HoldsEvents()
+		}
+		binary = true
+	}
+	return binary
 }
 
 // of returns the decoder of r's input.

@@ -433,13 +433,11 @@ func (p *pipeline) openDecoders(deps deps) {
 	p.mu.dec = newDecoders(cfg)
 	p.mu.ahead = newDecodeAhead(newDecoders(cfg), spreads(cfg))
 	p.mu.dec.co, p.mu.ahead.dec.co = p.in.co(), p.in.co()
-	if cfg.Input.Format != config.JSON {
-		// One input (formats other than json with several are refused).
+	if p.mu.dec.withSchemas(cfg, deps.registry, false) {
+		p.mu.ahead.dec.withSchemas(cfg, deps.registry, true)
 		p.reg = deps.registry
-		p.mu.dec.each[0].WithSchemas(cfg, p.reg)
-		p.mu.ahead.dec.each[0].WithSchemas(cfg, p.reg).HoldsEvents()
 		// Before the client joins the group: its callbacks read it.
-		p.mu.wait = newRegistryWait(cfg.Input.Topic, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
+		p.mu.wait = newRegistryWait(p.in, p.log, p.m.registryWaiting.WithLabelValues(cfg.Name, "pipeline"))
 	}
 }
 

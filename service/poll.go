@@ -142,7 +142,7 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 				if errors.As(err, &wait) {
 					// The rest of the partition's poll comes again
 					// once the registry answers (registrywait.go).
-					p.mu.wait.hold(r, wait.un, p.now())
+					p.mu.wait.hold(r.Partition, r, wait.un, p.now())
 					err = nil
 				}
 				return

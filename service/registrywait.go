@@ -21,11 +21,13 @@ import (
 // registryLogEvery bounds how often a wait is logged.
 const registryLogEvery = 10 * time.Second
 
-// registryWait pauses one consumer's partitions of one topic while the
-// registry is unavailable (under the caller's lock).
+// registryWait pauses one consumer's partitions while the registry is
+// unavailable (under the caller's lock). It names them as the caller's
+// frontier does (the pipeline's partitions, or stage 1's upstream
+// partitions); topics maps them to the consumer's topics and back.
 type registryWait struct {
 	cl      *kgo.Client
-	topic   string
+	topics  partitionMap
 	log     *zap.Logger
 	gauge   prometheus.Gauge
 	parts   []int32   // paused for the registry
@@ -34,18 +36,25 @@ type registryWait struct {
 	failed  bool // a wait since the registry last answered: log when it does
 }
 
-// newRegistryWait returns the wait of topic; its client is set once made.
-func newRegistryWait(topic string, log *zap.Logger, gauge prometheus.Gauge) *registryWait {
-	return &registryWait{topic: topic, log: log, gauge: gauge}
+// newRegistryWait returns the wait of the partitions topics maps; its
+// client is set once made.
+func newRegistryWait(topics partitionMap, log *zap.Logger, gauge prometheus.Gauge) *registryWait {
+	return &registryWait{topics: topics, log: log, gauge: gauge}
 }
 
-// hold rewinds r's partition to r and pauses it: the registry could not
-// be asked for r's schema (err), at now.
-func (w *registryWait) hold(r *kgo.Record, err *schema.Unavailable, now time.Time) {
-	w.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{w.topic: {r.Partition: {Epoch: r.LeaderEpoch, Offset: r.Offset}}})
-	w.cl.PauseFetchPartitions(map[string][]int32{w.topic: {r.Partition}})
-	if !slices.Contains(w.parts, r.Partition) {
-		w.parts = append(w.parts, r.Partition)
+// hold rewinds partition part, r's, to r and pauses it: the registry could
+// not be asked for r's schema (err), at now.
+func (w *registryWait) hold(part int32, r *kgo.Record, err *schema.Unavailable, now time.Time) {
+	at := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range w.topics.toKafka([]int32{part}) {
+		for _, kp := range ps {
+			at[topic] = map[int32]kgo.EpochOffset{kp: {Epoch: r.LeaderEpoch, Offset: r.Offset}}
+		}
+	}
+	w.cl.SetOffsets(at)
+	w.cl.PauseFetchPartitions(w.topics.toKafka([]int32{part}))
+	if !slices.Contains(w.parts, part) {
+		w.parts = append(w.parts, part)
 	}
 	if err.Retry.After(w.retry) {
 		w.retry = err.Retry
@@ -55,7 +64,7 @@ func (w *registryWait) hold(r *kgo.Record, err *schema.Unavailable, now time.Tim
 	if now.Sub(w.lastLog) >= registryLogEvery {
 		w.lastLog = now
 		w.log.Warn("schema registry unavailable: partitions paused until it answers (no record is dead-lettered for it)",
-			zap.String("topic", w.topic), zap.Int32s("partitions", w.parts), zap.Error(err.Err),
+			zap.Strings("partitions", w.labels()), zap.Error(err.Err),
 			zap.Duration("retry_in", err.Retry.Sub(now).Round(time.Millisecond)))
 	}
 }
@@ -71,7 +80,7 @@ func (w *registryWait) step(now time.Time, aligned func(int32) bool) {
 	if aligned != nil {
 		resume = slices.DeleteFunc(slices.Clone(resume), aligned)
 	}
-	w.cl.ResumeFetchPartitions(map[string][]int32{w.topic: resume})
+	w.cl.ResumeFetchPartitions(w.topics.toKafka(resume))
 	w.parts = w.parts[:0]
 	w.gauge.Set(0)
 }
@@ -100,8 +109,18 @@ func registerRegistryMetrics(pr prometheus.Registerer, reg *schema.Registry) {
 func (w *registryWait) recovered(reg *schema.Registry) {
 	if w.failed && len(w.parts) == 0 && reg.Up() {
 		w.failed = false
-		w.log.Info("schema registry answers again: consumption resumed", zap.String("topic", w.topic))
+		w.log.Info("schema registry answers again: consumption resumed")
 	}
+}
+
+// labels are the paused partitions as metrics name them (<topic>/<partition>
+// with several input topics).
+func (w *registryWait) labels() []string {
+	out := make([]string, 0, len(w.parts))
+	for _, part := range w.parts {
+		out = append(out, w.topics.label(part))
+	}
+	return out
 }
 
 // waiting reports whether part is paused for the registry.
@@ -119,7 +138,7 @@ func (w *registryWait) forget(parts []int32) {
 		return false
 	})
 	if len(resume) > 0 {
-		w.cl.ResumeFetchPartitions(map[string][]int32{w.topic: resume})
+		w.cl.ResumeFetchPartitions(w.topics.toKafka(resume))
 	}
 	w.gauge.Set(float64(len(w.parts)))
 }

@@ -89,11 +89,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
 	}
-	for i := range cfg.Pipelines {
-		if err := Runnable(&cfg.Pipelines[i]); err != nil {
-			return err
-		}
-	}
 	log := opts.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -188,7 +183,7 @@ func newDeps(cfg *config.Config, opts Options, reg *prometheus.Registry) (deps, 
 	d := deps{log: log, metrics: newMetrics(reg), now: opts.Now, stdout: &lockedWriter{w: opts.Stdout}, fatal: opts.Fatal, faults: opts.Faults}
 	d.guard = newRetentionGuard(cfg, d.metrics, log, opts.Now)
 	for _, p := range cfg.Pipelines {
-		if (p.Input.Format != config.JSON || p.OutputFormat != config.JSON) && d.registry == nil {
+		if (p.BinaryInput() || p.OutputFormat != config.JSON) && d.registry == nil {
 			r, err := schema.FromConfig(cfg.SchemaRegistry, "")
 			if err != nil {
 				return deps{}, err
@@ -418,26 +413,4 @@ func serveHTTP(listen string, reg *prometheus.Registry, st *status, m *metrics) 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr().String(), nil
-}
-
-// Runnable says why run cannot run pipeline p in this version, or nil: a
-// pipeline with several input topics (a join too) runs with JSON inputs
-// (docs/SEMANTICS.md, Several inputs). Whether its inputs are
-// co-partitioned, without repartition: true, the start checks
-// (kafka.EnsureTopics).
-func Runnable(p *config.Pipeline) error {
-	why, section := "", "Several inputs"
-	switch {
-	case p.Inputs == nil:
-	default:
-		for _, in := range p.Inputs {
-			if in.Format != config.JSON {
-				why = "input " + in.As + ": several input topics are read as json in this version"
-			}
-		}
-	}
-	if why == "" {
-		return nil
-	}
-	return fmt.Errorf("pipeline %s: %s (docs/SEMANTICS.md, %s)", p.Name, why, section)
 }

@@ -68,11 +68,11 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		cfg: cfg, log: log.With(zap.String("stage", "repartition")), m: m, now: now,
 		topic: kafka.RepartitionTopic(cfg), n: partitions, reg: reg, layout: repartition.NewLayout(inputs),
 	}
-	r.decs, r.topics = newDecoders(cfg).each, cfg.InputTopics()
-	if cfg.Input.Format != config.JSON && cfg.Inputs == nil {
-		r.decs[0].WithSchemas(cfg, reg)
+	decs := newDecoders(cfg)
+	r.decs, r.topics = decs.each, cfg.InputTopics()
+	if decs.withSchemas(cfg, reg, false) {
 		// Before the client joins the group: its callbacks read it.
-		r.wait = newRegistryWait(cfg.Input.Topic, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
+		r.wait = newRegistryWait(layoutTopics{topics: r.topics, layout: r.layout}, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
 	}
 	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -213,7 +213,7 @@ func (r *repartitioner) onLost(_ context.Context, _ *kgo.Client, lost map[string
 // forget drops upstream partitions us.
 func (r *repartitioner) forget(us []int32) {
 	if r.wait != nil {
-		r.wait.forget(us) // one input: its partitions are its upstream partitions
+		r.wait.forget(us)
 	}
 	for _, u := range us {
 		r.mu.stage1.Forget(u)
@@ -275,7 +275,7 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 			if un := r.handleLocked(rec, st, i, u, nowMS); un != nil {
 				// The rest of the partition's poll comes again once
 				// the registry answers (registrywait.go).
-				r.wait.hold(rec, un, now)
+				r.wait.hold(u, rec, un, now)
 				return
 			}
 		}
