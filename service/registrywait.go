@@ -45,14 +45,13 @@ func newRegistryWait(topics partitionMap, log *zap.Logger, gauge prometheus.Gaug
 // hold rewinds partition part, r's, to r and pauses it: the registry could
 // not be asked for r's schema (err), at now.
 func (w *registryWait) hold(part int32, r *kgo.Record, err *schema.Unavailable, now time.Time) {
+	kp := w.topics.toKafka([]int32{part}) // one topic, one partition
 	at := map[string]map[int32]kgo.EpochOffset{}
-	for topic, ps := range w.topics.toKafka([]int32{part}) {
-		for _, kp := range ps {
-			at[topic] = map[int32]kgo.EpochOffset{kp: {Epoch: r.LeaderEpoch, Offset: r.Offset}}
-		}
+	for topic, ps := range kp {
+		at[topic] = map[int32]kgo.EpochOffset{ps[0]: {Epoch: r.LeaderEpoch, Offset: r.Offset}}
 	}
 	w.cl.SetOffsets(at)
-	w.cl.PauseFetchPartitions(w.topics.toKafka([]int32{part}))
+	w.cl.PauseFetchPartitions(kp)
 	if !slices.Contains(w.parts, part) {
 		w.parts = append(w.parts, part)
 	}
