@@ -63,7 +63,7 @@ func (w *registryWait) hold(part int32, r *kgo.Record, err *schema.Unavailable, 
 	if now.Sub(w.lastLog) >= registryLogEvery {
 		w.lastLog = now
 		w.log.Warn("schema registry unavailable: partitions paused until it answers (no record is dead-lettered for it)",
-			zap.Strings("partitions", w.labels()), zap.Error(err.Err),
+			zap.Any("partitions", w.topics.toKafka(w.parts)), zap.Error(err.Err),
 			zap.Duration("retry_in", err.Retry.Sub(now).Round(time.Millisecond)))
 	}
 }
@@ -110,16 +110,6 @@ func (w *registryWait) recovered(reg *schema.Registry) {
 		w.failed = false
 		w.log.Info("schema registry answers again: consumption resumed")
 	}
-}
-
-// labels are the paused partitions as metrics name them (<topic>/<partition>
-// with several input topics).
-func (w *registryWait) labels() []string {
-	out := make([]string, 0, len(w.parts))
-	for _, part := range w.parts {
-		out = append(out, w.topics.label(part))
-	}
-	return out
 }
 
 // waiting reports whether part is paused for the registry.

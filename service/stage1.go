@@ -70,9 +70,10 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 	}
 	decs := newDecoders(cfg)
 	r.decs, r.topics = decs.each, cfg.InputTopics()
+	upstreams := layoutTopics{topics: r.topics, layout: r.layout} // the registry wait's and the aligner's partitions
 	if decs.withSchemas(cfg, reg, false) {
 		// Before the client joins the group: its callbacks read it.
-		r.wait = newRegistryWait(layoutTopics{topics: r.topics, layout: r.layout}, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
+		r.wait = newRegistryWait(upstreams, r.log, m.registryWaiting.WithLabelValues(cfg.Name, "repartition"))
 	}
 	r.mu.stage1, r.mu.parts = repartition.NewStage1(cfg.Watermark), map[int32]*partition{}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -96,7 +97,7 @@ func newRepartitioner(cfg *config.Pipeline, session time.Duration, base []kgo.Op
 		r.wait.cl = cl
 	}
 	if cfg.Watermark.MaxDrift > 0 {
-		r.align = newAligner(cl, layoutTopics{topics: r.topics, layout: r.layout}, cfg.Name, m)
+		r.align = newAligner(cl, upstreams, cfg.Name, m)
 		r.align.wait = r.wait
 	}
 	return r, nil
