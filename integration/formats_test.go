@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,39 @@ func srClient(t *testing.T, url string) *sr.Client {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// What registryProxy does with a request.
+const (
+	registryUp     = iota // passes it to the registry
+	registry503           // answers 503, as a registry restarting does
+	registryClosed        // closes the connection
+)
+
+// registryProxy serves the registry at regURL (its path included) as
+// *state says, until t ends; it returns the proxy's URL.
+func registryProxy(t *testing.T, regURL string, state *atomic.Int32) string {
+	target, err := url.Parse(regURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch state.Load() {
+		case registry503:
+			http.Error(w, `{"error_code":50302,"message":"registry restarting"}`, http.StatusServiceUnavailable)
+		case registryClosed:
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+				}
+			}
+		default:
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy.URL
 }
 
 func register(t *testing.T, cl *sr.Client, subject string, s sr.Schema) int {
@@ -168,10 +202,11 @@ message Event { string user = 1; google.protobuf.Timestamp ts = 2; int64 x = 3; 
 	}
 }
 
-// formatEnv is newEnv with the pipeline reading format from the registry
-// at url, allowed_lateness 0s.
-func formatEnv(t *testing.T, format, url string) *env {
-	e := newEnv(t, 2, "")
+// formatEnv is newEnv (watermarkExtra: the watermark's further settings)
+// with the pipeline reading format from the registry at url,
+// allowed_lateness 0s.
+func formatEnv(t *testing.T, format, url, watermarkExtra string) *env {
+	e := newEnv(t, 2, watermarkExtra)
 	e.editConfig(map[string]string{
 		"pipelines:\n":                "schema_registry: {url: \"" + url + "\"}\npipelines:\n",
 		"group: " + e.group + "}":     "group: " + e.group + ", format: " + format + "}",
@@ -253,7 +288,7 @@ func TestFormatsAgainstRegistry(t *testing.T) {
 			if format == "protobuf" {
 				enc = protobufEncoder
 			}
-			e := formatEnv(t, format, url)
+			e := formatEnv(t, format, url, "")
 			if repartitioned {
 				// Stage 1 decodes the value for its key, stage 2 again.
 				e.editConfig(map[string]string{"    commit_interval: 200ms\n": "    commit_interval: 200ms\n    repartition: true\n"})
@@ -326,30 +361,9 @@ func TestFormatsAgainstRegistry(t *testing.T) {
 func TestRegistryOutagePausesConsumption(t *testing.T) {
 	parallel(t, 25*time.Second)
 	regURL := registryURL(t)
-	target, err := url.Parse(regURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var down atomic.Int32 // 0 up, 1 answers 503, 2 closes connections
-	down.Store(1)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch down.Load() {
-		case 1:
-			http.Error(w, `{"error_code":50302,"message":"registry restarting"}`, http.StatusServiceUnavailable)
-		case 2:
-			if hj, ok := w.(http.Hijacker); ok {
-				if c, _, err := hj.Hijack(); err == nil {
-					c.Close()
-				}
-			}
-		default:
-			rp.ServeHTTP(w, r)
-		}
-	}))
-	defer proxy.Close()
-
-	e := formatEnv(t, "avro", proxy.URL) // the proxy adds the registry's path
+	var down atomic.Int32
+	down.Store(registry503)
+	e := formatEnv(t, "avro", registryProxy(t, regURL, &down), "")
 	stream := formatStream(avroEncoder(t, srClient(t, regURL), uniqueName(t, "value")), e.partitions, 300)
 	want := replayFormat(t, &e.cfg.Pipelines[0], regURL, stream, int(e.partitions))
 
@@ -363,7 +377,7 @@ func TestRegistryOutagePausesConsumption(t *testing.T) {
 		_, body := httpGet(t, "http://"+inst.httpAddr+"/api/status")
 		return gjson.Get(body, `pipelines.0.partitions.#(waiting_for_registry==true)#`).Get("#").Int() == int64(e.partitions)
 	})
-	down.Store(2)
+	down.Store(registryClosed)
 	// Retries, against a registry that refuses connections now.
 	waitFor(t, "a retry after the backoff", 30*time.Second, func() bool {
 		v, _ := inst.metric(t, "windowd_schema_registry_failures_total")
@@ -377,7 +391,7 @@ func TestRegistryOutagePausesConsumption(t *testing.T) {
 			t.Fatalf("%s = %v during the outage, want 0", m, v)
 		}
 	}
-	down.Store(0)
+	down.Store(registryUp)
 	checkAgainstReplay(t, e, want)
 	if v, _ := inst.metric(t, "windowd_schema_registry_up"); v != 1 {
 		t.Fatalf("windowd_schema_registry_up = %v after the outage, want 1", v)
@@ -392,6 +406,106 @@ func TestRegistryOutagePausesConsumption(t *testing.T) {
 	}
 	if v, _ := inst.metric(t, "windowd_records_in_total"); v != float64(len(stream)) {
 		t.Fatalf("windowd_records_in_total = %v, want %d (each record taken in once)", v, len(stream))
+	}
+	if err := inst.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRegistryWaitHoldsFrontier: partition 1 of an Avro topic has gone
+// idle (idle_timeout 2s) when the registry stops answering and a record of
+// a schema version windowd has not cached arrives there. The record waits,
+// and meanwhile its partition holds the frontier as the record, taken in,
+// would have: partition 0 runs a minute of event time on, the frontier
+// stays behind the record, and once the registry answers every pane
+// equals replay's, with allowed_lateness 0s and nothing late. Read
+// directly, and through repartition: true (stage 1 waits, and its markers
+// say the partition is not idle). Before, the waiting partition stayed
+// idle, partition 0 carried the frontier past the record, and the record
+// was dropped as late.
+func TestRegistryWaitHoldsFrontier(t *testing.T) {
+	for _, repartition := range []bool{false, true} {
+		t.Run(fmt.Sprintf("repartition=%v", repartition), func(t *testing.T) {
+			parallel(t, 15*time.Second)
+			registryWaitHoldsFrontier(t, repartition)
+		})
+	}
+}
+
+func registryWaitHoldsFrontier(t *testing.T, repartition bool) {
+	regURL := registryURL(t)
+	var down atomic.Int32
+	e := formatEnv(t, "avro", registryProxy(t, regURL, &down), ", idle_timeout: 2s")
+	if repartition {
+		e.cfg.Pipelines[0].Repartition = &config.Repartition{WatermarkInterval: config.DefaultWatermarkInterval}
+	}
+	enc := avroEncoder(t, srClient(t, regURL), uniqueName(t, "value"))
+	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	rec := func(p int32, user string, ts int64, version int) input {
+		return input{partition: p, key: user, value: string(enc(formatEvent{user: user, ts: ts, x: ts / 1000 % 100}, version))}
+	}
+	// 20 s of event time on both partitions, in schema version 1.
+	var first []input
+	for i := int64(0); i < 20; i++ {
+		for p := int32(0); p < 2; p++ {
+			first = append(first, rec(p, fmt.Sprintf("u%d-%d", p, i%3), from+i*1000, 0))
+		}
+	}
+	// Version 2, which windowd has not read yet: on time when it arrives.
+	waiting := rec(1, "u1-waits", from+21_000, 1)
+	var ahead []input // partition 0 a minute on, in version 1
+	for i := int64(22); i < 82; i++ {
+		ahead = append(ahead, rec(0, fmt.Sprintf("u0-%d", i%3), from+i*1000, 0))
+	}
+	flush := []input{rec(0, "flush-0", from+600_000, 0), rec(1, "flush-1", from+600_000, 0)}
+	want := replayFormat(t, &e.cfg.Pipelines[0], regURL, slices.Concat(first, []input{waiting}, ahead, flush), 2)
+
+	inst := e.startInProcess()
+	status := func() string {
+		_, body := httpGet(t, "http://"+inst.httpAddr+"/api/status")
+		return body
+	}
+	recordsIn := func(n int) func() bool {
+		return func() bool {
+			v, _ := inst.metric(t, "windowd_records_in_total")
+			return v == float64(n)
+		}
+	}
+	produce(t, e.in, first)
+	waitFor(t, "the first records taken in", 30*time.Second, recordsIn(len(first)))
+	if repartition {
+		// Stage 1's idleness shows only in its markers.
+		time.Sleep(3 * time.Second)
+	} else {
+		waitFor(t, "partition 1 idle", 30*time.Second, func() bool {
+			return gjson.Get(status(), "pipelines.0.partitions.#(partition==1).idle").Bool()
+		})
+	}
+	down.Store(registry503)
+	produce(t, e.in, []input{waiting})
+	waitFor(t, "partition 1 waiting for the registry", 30*time.Second, func() bool {
+		v, _ := inst.metric(t, "windowd_schema_registry_waiting_partitions")
+		return v == 1
+	})
+	produce(t, e.in, ahead)
+	waitFor(t, "partition 0's minute taken in", 30*time.Second, recordsIn(len(first)+len(ahead)))
+	// Commit cycles, ticks and markers pass: they would move a frontier
+	// that left partition 1 out.
+	time.Sleep(time.Second)
+	st := status()
+	if f := gjson.Get(st, "pipelines.0.frontier_ms").Int(); f >= from+20_000 {
+		t.Fatalf("the frontier is at +%d ms while a record at +21000 ms waits for the registry (it closes the record's window)", f-from)
+	}
+	if !repartition && gjson.Get(st, "pipelines.0.partitions.#(partition==1).idle").Bool() {
+		t.Fatal("partition 1 is idle while its record waits for the registry")
+	}
+	down.Store(registryUp)
+	produce(t, e.in, flush)
+	checkAgainstReplay(t, e, want)
+	for _, m := range []string{"windowd_dead_letters_total", "windowd_late_dropped_total"} {
+		if v, _ := inst.metric(t, m); v != 0 {
+			t.Fatalf("%s = %v, want 0", m, v)
+		}
 	}
 	if err := inst.stop(); err != nil {
 		t.Fatal(err)
@@ -413,23 +527,11 @@ func TestInputsBinaryFormats(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			parallel(t, 20*time.Second)
 			regURL := registryURL(t)
-			target, err := url.Parse(regURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var down atomic.Bool
-			down.Store(true)
-			rp := httputil.NewSingleHostReverseProxy(target)
-			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if down.Load() {
-					http.Error(w, `{"error_code":50302,"message":"registry restarting"}`, http.StatusServiceUnavailable)
-					return
-				}
-				rp.ServeHTTP(w, r)
-			}))
-			defer proxy.Close()
+			var down atomic.Int32
+			down.Store(registry503)
+			proxy := registryProxy(t, regURL, &down)
 			ie := newInputsEnv(t, "at_least_once", 2, 2, func(y string) string {
-				y = strings.Replace(y, "pipelines:\n", "schema_registry: {url: \""+proxy.URL+"\"}\npipelines:\n", 1)
+				y = strings.Replace(y, "pipelines:\n", "schema_registry: {url: \""+proxy+"\"}\npipelines:\n", 1)
 				y = strings.Replace(y, "as: clicks}", "as: clicks, format: avro}", 1)
 				switch mode {
 				case "co-partitioned":
@@ -490,7 +592,7 @@ func TestInputsBinaryFormats(t *testing.T) {
 			if v, _ := inst.metric(t, "windowd_dead_letters_total"); v != 0 {
 				t.Fatalf("windowd_dead_letters_total = %v while the registry is down, want 0", v)
 			}
-			down.Store(false)
+			down.Store(registryUp)
 			if mode == "join" {
 				rows := map[string]int{}
 				for _, r := range want {

@@ -141,8 +141,10 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 				var wait *registryUnavailable
 				if errors.As(err, &wait) {
 					// The rest of the partition's poll comes again
-					// once the registry answers (registrywait.go).
+					// once the registry answers (registrywait.go);
+					// meanwhile the partition holds the frontier.
 					p.mu.wait.hold(r.Partition, r, wait.un, p.now())
+					p.mu.eng.Watermarks().Wait(r.Partition)
 					err = nil
 				}
 				return

@@ -275,8 +275,10 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 		for _, rec := range fp.Records {
 			if un := r.handleLocked(rec, st, i, u, nowMS); un != nil {
 				// The rest of the partition's poll comes again once
-				// the registry answers (registrywait.go).
+				// the registry answers (registrywait.go); meanwhile
+				// the partition holds the frontier.
 				r.wait.hold(u, rec, un, now)
+				r.mu.stage1.Watermarks().Wait(u)
 				return
 			}
 		}

@@ -279,6 +279,25 @@ func (f *Frontier) SetCaughtUp(p int32, caughtUp bool) {
 	}
 }
 
+// Wait marks assigned partition p as holding back a record it has not
+// observed: the record waits (for the schema registry,
+// service/registrywait.go) and comes later. p is active again, as the
+// record's Observe would have made it, and lags, so that it does not turn
+// idle while the record waits: its watermark holds the frontier until the
+// record comes, and the record is not made late by the wait.
+func (f *Frontier) Wait(p int32) {
+	st := f.lookup(p)
+	if st == nil || !st.assigned {
+		return
+	}
+	st.caughtUp = false
+	if st.idle {
+		st.idle = false
+		f.stale = true
+	}
+	f.endQuiet()
+}
+
 // Observe feeds a record of partition p that arrived at processing time now:
 // p becomes active again and its generator sees ts.
 func (f *Frontier) Observe(p int32, ts, now int64) {

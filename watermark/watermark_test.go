@@ -123,6 +123,47 @@ func TestFrontierIdleRules(t *testing.T) {
 	}
 }
 
+// A partition that waits with a record it has not observed (the schema
+// registry's wait) holds the frontier as the record would have: an idle
+// one is active again at its watermark, and it does not turn idle while
+// it waits, so the other partitions cannot carry the frontier past the
+// record. Once the record is observed it counts as usual.
+func TestFrontierWait(t *testing.T) {
+	f := NewFrontier(Spec{Strategy: Monotonic, Every: 1, IdleTimeout: 10000})
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 5000, 0)
+	f.Observe(1, 4000, 0)
+	f.Tick(10000) // both idle: the largest watermark
+	f.Advance()
+	if f.Value() != 5000 {
+		t.Fatalf("all idle: F = %d, want 5000", f.Value())
+	}
+	f.Wait(1) // p1's next record waits
+	f.Observe(0, 60000, 11000)
+	f.Advance()
+	if f.Value() != 5000 {
+		t.Fatalf("p1 waits at 4000: F = %d, want 5000 (it never goes back)", f.Value())
+	}
+	for now := int64(20000); now <= 100000; now += 10000 {
+		f.Observe(0, 60000+now, now)
+		f.Tick(now)
+		f.Advance()
+		if f.Value() != 5000 || f.Status()[1].Idle {
+			t.Fatalf("at %d, p1 still waiting: F = %d, idle %v; want 5000, not idle", now, f.Value(), f.Status()[1].Idle)
+		}
+	}
+	f.Observe(1, 21000, 101000) // the record that waited: on time
+	f.Advance()
+	if f.Value() != 21000 {
+		t.Fatalf("after the record: F = %d, want 21000", f.Value())
+	}
+	f.Wait(7) // not a partition of the frontier: nothing happens
+	if len(f.Status()) != 2 {
+		t.Fatalf("Wait of an unknown partition added one: %+v", f.Status())
+	}
+}
+
 func TestFrontierNeverGoesBack(t *testing.T) {
 	f := NewFrontier(Spec{Every: 1})
 	f.Assign(0, 0, true)
