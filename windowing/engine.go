@@ -372,17 +372,27 @@ func (e *Engine) Complete(partitions []int32) (c int64, ok bool) {
 }
 
 // Assign adds partition p to the frontier at processing time now; the
-// timers of its shard may fire from now on.
+// timers of its shard may fire from now on, unless the shard catches up
+// (CatchUp, until ReleaseTimers). A follower's assignment leaves its
+// lead's shard as it is (followsLead).
 func (e *Engine) Assign(p int32, now int64, caughtUp bool) {
 	e.wm.Assign(p, now, caughtUp)
-	e.owned[e.shard(p)] = true
+	if followsLead(p, e.opts.ShardByPartition, e.opts.Shards) {
+		return
+	}
+	if _, catching := e.catching[e.shard(p)]; !catching {
+		e.owned[e.shard(p)] = true
+	}
 }
 
 // Revoke removes partition p from the frontier; the timers of its shard
-// stop firing (DropShard removes its state).
+// stop firing (DropShard removes its state), unless p follows a lead,
+// whose shard it is.
 func (e *Engine) Revoke(p int32) {
 	e.wm.Revoke(p)
-	e.HoldTimers(p)
+	if !followsLead(p, e.opts.ShardByPartition, e.opts.Shards) {
+		e.HoldTimers(p)
+	}
 }
 
 // mayFire reports whether timers of shard may fire: always in replay, only
@@ -403,6 +413,14 @@ func shardOf(p int32, byPartition bool, n int32) uint32 {
 		return uint32(p % n)
 	}
 	return uint32(p)
+}
+
+// followsLead reports whether partition p shares the shard of another
+// partition, its lead, which owns the shard (shardOf with n: p of an input
+// after the first of co-partitioned inputs, whose state is its lead's):
+// p's assignment, revocation and drop leave the shard to the lead's.
+func followsLead(p int32, byPartition bool, n int32) bool {
+	return byPartition && n > 0 && p >= n
 }
 
 // shardWatermark is the least watermark of the known partitions of shard

@@ -102,18 +102,24 @@ func (j *Joiner) catchingFrontier(id uint32) int64 {
 }
 
 // Assign adds partition p to the frontier at processing time now; its
-// shard's expiries and early rows may fire from now on.
+// shard's expiries and early rows may fire from now on, unless the shard
+// catches up (CatchUp). A follower's assignment leaves its lead's shard as
+// it is (followsLead).
 func (j *Joiner) Assign(p int32, now int64, caughtUp bool) {
 	j.wm.Assign(p, now, caughtUp)
-	j.owned[j.shardID(p)] = true
 	j.recheck = true
+	if id := j.shardID(p); !followsLead(p, j.opts.ShardByPartition, j.opts.Shards) && !j.catching[id] {
+		j.owned[id] = true
+	}
 }
 
 // Revoke removes partition p from the frontier; its shard's expiries stop
-// firing (DropShard removes its records).
+// firing (DropShard removes its records), unless p follows a lead.
 func (j *Joiner) Revoke(p int32) {
 	j.wm.Revoke(p)
-	j.HoldTimers(p)
+	if !followsLead(p, j.opts.ShardByPartition, j.opts.Shards) {
+		j.HoldTimers(p)
+	}
 }
 
 // HoldTimers keeps partition p's expiries and early rows from firing until
@@ -507,8 +513,13 @@ func (sh *joinShard) dropTimers() {
 // DropShard removes every record of partition p's shard, from memory and
 // from the store, and p's generator: the partition's records now live
 // elsewhere (or will be restored from its changelog). Changed keys are
-// flushed first.
+// flushed first. A partition that follows a lead takes only its
+// generator.
 func (j *Joiner) DropShard(p int32) error {
+	if followsLead(p, j.opts.ShardByPartition, j.opts.Shards) {
+		j.wm.Drop(p) // the shard's records are its lead's to drop
+		return nil
+	}
 	if err := j.Flush(); err != nil {
 		return err
 	}

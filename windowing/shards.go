@@ -29,8 +29,14 @@ func (e *Engine) KeyState(p int32, key string) ([]byte, error) {
 
 // DropShard removes every key and timer of partition p's shard and p's
 // generator: the partition's state now lives elsewhere (or will be
-// restored from its changelog). The cache is flushed first.
+// restored from its changelog). The cache is flushed first. A partition
+// that follows a lead (followsLead) takes only its generator: the shard
+// is its lead's.
 func (e *Engine) DropShard(p int32) error {
+	if followsLead(p, e.opts.ShardByPartition, e.opts.Shards) {
+		e.wm.Drop(p) // the shard's state is its lead's to drop
+		return nil
+	}
 	shard := e.shard(p)
 	if err := e.flush(); err != nil {
 		return err
