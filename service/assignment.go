@@ -163,6 +163,19 @@ func (p *pipeline) keepLostLocked() {
 	}
 }
 
+// rollbackDropsLocked reports whether a rollback drops the local state of
+// part, a partition of the checkpoint: unless it is assigned, restoring,
+// or kept for the group to hand back. A co-partitioned follower's state is
+// its lead's (coinputs.go): a follower, its offset and its skip set stay
+// with its lead.
+func (p *pipeline) rollbackDropsLocked(part int32) bool {
+	keeps := func(part int32) bool {
+		_, assigned := p.mu.parts[part]
+		return assigned || p.restoringPart(part) || p.keptForLocked(part)
+	}
+	return !keeps(part) && !keeps(lead(part))
+}
+
 // keptForLocked reports whether a lost partition's state is still kept.
 func (p *pipeline) keptForLocked(part int32) bool {
 	until, ok := p.mu.keptLost[part]

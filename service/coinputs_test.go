@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -168,5 +169,28 @@ func TestCoPartitionedCatchUp(t *testing.T) {
 	record(follower, "a", 21_000) // now both have: the state fires at the frontier
 	if len(p.mu.gated) != 0 || out.panes == 0 {
 		t.Fatalf("still gated %v, %d panes: want the state released and its windows fired", p.mu.gated, out.panes)
+	}
+}
+
+// A rollback keeps a co-partitioned follower with its lead: lost and kept
+// for the group to hand back, restoring, or assigned. Before, it dropped
+// the follower on its own, and with it the lead's shard (its state) and
+// the follower's offset.
+func TestRollbackKeepsFollowers(t *testing.T) {
+	now := time.Now()
+	p := &pipeline{setup: setup{in: inputTopics{topics: []string{"views", "clicks"}}, now: func() time.Time { return now }}}
+	p.rs = newRestores()
+	p.mu.parts = map[int32]*partition{1: {}}
+	p.mu.keptLost = map[int32]time.Time{0: now.Add(time.Minute)}
+	p.rs.jobs[2] = nil // restoring
+	for part, drops := range map[int32]bool{
+		0: false, coStride: false, // kept lost
+		1: false, coStride + 1: false, // assigned
+		2: false, coStride + 2: false, // restoring
+		3: true, coStride + 3: true, // none of those
+	} {
+		if got := p.rollbackDropsLocked(part); got != drops {
+			t.Errorf("partition %s: rollback drops it %v, want %v", p.in.label(part), got, drops)
+		}
 	}
 }

@@ -322,7 +322,7 @@ func (p *pipeline) rollbackLocked() error {
 	}
 	p.off.Unlock()
 	for part := range inCheckpoint {
-		if _, assigned := p.mu.parts[part]; !assigned && !p.restoringPart(part) && !p.keptForLocked(part) {
+		if p.rollbackDropsLocked(part) {
 			if err := p.dropPartitionLocked(part); err != nil {
 				return err
 			}
