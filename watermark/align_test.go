@@ -97,3 +97,38 @@ func TestAlignNeverPausesTheHolder(t *testing.T) {
 		}
 	}
 }
+
+// A partition that was idle when alignment pauses it is active again:
+// records may come to it while it is paused, unfetched, and the frontier
+// must not pass its watermark meanwhile. Before, it stayed idle, and with
+// every other partition idle the frontier went to the largest watermark,
+// another paused partition's, past the records to come.
+func TestAlignPausesIdleActive(t *testing.T) {
+	f := NewFrontier(Spec{Strategy: Monotonic, Every: 1, IdleTimeout: 10_000, MaxDrift: 60_000})
+	for p := int32(0); p < 3; p++ {
+		f.Assign(p, 0, true)
+	}
+	f.Observe(1, 1_000_000, 0)
+	f.Observe(2, 2_020_000, 0)
+	f.SetCaughtUp(0, false) // partition 0 lags: the frontier waits for it
+	f.Tick(10_000)          // 1 and 2 idle
+	f.Observe(0, 100_000, 11_000)
+	f.Advance()
+	if f.Value() != 100_000 {
+		t.Fatalf("frontier %d, want partition 0's 100000", f.Value())
+	}
+	if pause, _ := f.Align(11_000); !slices.Equal(pause, []int32{1, 2}) {
+		t.Fatalf("pause %v, want [1 2]", pause)
+	}
+	for _, st := range f.Status()[1:] {
+		if st.Idle {
+			t.Fatalf("partition %d paused and idle", st.Partition)
+		}
+	}
+	f.SetCaughtUp(0, true)
+	f.Tick(30_000) // partition 0 idle: 1 and 2, paused, are the active ones
+	f.Advance()
+	if f.Value() != 1_000_000 {
+		t.Fatalf("frontier %d, want partition 1's 1000000 (not past it while it is paused)", f.Value())
+	}
+}

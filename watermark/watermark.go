@@ -542,6 +542,12 @@ func (f *Frontier) Align(now int64) (pause, resume []int32) {
 		switch {
 		case ahead && !st.paused:
 			st.paused = true
+			if st.idle {
+				// Records may come while it is paused, unfetched: it
+				// holds the frontier at its watermark meanwhile.
+				st.idle = false
+				f.stale = true
+			}
 			pause = append(pause, st.id)
 		case !ahead && st.paused:
 			st.paused = false
