@@ -8,9 +8,12 @@ import "github.com/windowd/windowd/codec"
 // upstream partitions that are not idle, the largest of them when all are
 // idle, and minus infinity until every upstream partition has sent a marker.
 //
-// Invariant: an upstream partition's watermark never decreases here, even
-// when a marker carries a lower one (a new owner of the upstream partition
-// starts its generator again).
+// Invariant: an upstream partition's own watermark (base) never decreases
+// here, even when a marker carries a lower one (a new owner of the
+// upstream partition starts its generator again). What the quiet advance
+// raised it to lasts only while its markers say so: a marker of its own
+// watermark (it is active again, or has a new owner) brings it back to
+// that.
 type Upstreams struct {
 	marks []upstreamMark
 	known int // upstream partitions with at least one marker
@@ -47,12 +50,19 @@ func (u *Upstreams) ObserveQuiet(p int32, wm, base int64, idle bool) bool {
 		return false
 	}
 	m := &u.marks[p]
-	if !m.seen {
+	switch {
+	case !m.seen:
 		m.seen = true
 		m.watermark, m.base = wm, base
 		u.known++
-	} else {
+	case wm > base: // raised by the quiet advance upstream
 		m.watermark, m.base = max(m.watermark, wm), max(m.base, base)
+	default:
+		// Its own watermark: a quiet raise ends here. Counted at the
+		// raised value while active, it let the frontier pass the
+		// partition's records to come.
+		m.base = max(m.base, base)
+		m.watermark = max(m.base, wm)
 	}
 	m.idle = idle
 	return true

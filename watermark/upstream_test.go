@@ -57,6 +57,31 @@ func TestUpstreams(t *testing.T) {
 	}
 }
 
+// A watermark the quiet advance raised lasts while the partition's markers
+// are quiet: its next marker of its own watermark (it is active again, or
+// a new owner's first) brings it back, never below what its own watermark
+// gave. Before, the raised value stayed, and once the partition was
+// active again the other partitions carried the frontier past its
+// records.
+func TestUpstreamsQuietRaiseEnds(t *testing.T) {
+	u := NewUpstreams(2)
+	u.Observe(1, 100_000, false)
+	u.ObserveQuiet(0, 660_000, 60_000, true) // idle, raised by the quiet advance
+	if got := u.Watermark(); got != 100_000 {
+		t.Fatalf("partition 0 idle: watermark %d, want partition 1's 100000", got)
+	}
+	u.Observe(0, 120_000, false) // active again
+	u.Observe(1, 300_000, false)
+	if got := u.Watermark(); got != 120_000 {
+		t.Fatalf("partition 0 active at its own 120000: watermark %d, want 120000", got)
+	}
+	u.ObserveQuiet(0, 700_000, 130_000, true)
+	u.Observe(0, MinTime, false) // a new owner's first marker
+	if wm, _, _ := u.Upstream(0); wm != 130_000 {
+		t.Fatalf("after a new owner's first marker: partition 0 at %d, want its own last 130000", wm)
+	}
+}
+
 // TestMarkedFrontier: records do not move a marked partition's watermark;
 // Mark does, and never lowers it.
 func TestMarkedFrontier(t *testing.T) {
