@@ -141,3 +141,28 @@ func TestQuietMarked(t *testing.T) {
 		t.Fatal("a step of the upstream partitions' own watermarks reported quiet")
 	}
 }
+
+// A partition forgotten while the input is quiet (stage 1's revocation)
+// ends the quiet period, as a revocation does: it starts again from the
+// remaining partitions' own watermarks. Before, it went on from the
+// forgotten partition's watermark.
+func TestQuietForgetEnds(t *testing.T) {
+	f := NewFrontier(quietSpec)
+	f.Assign(0, 0, true)
+	f.Assign(1, 0, true)
+	f.Observe(0, 5000, 0)
+	f.Observe(1, 9000, 0)
+	f.Tick(10000) // both idle: quiet from 10000, W = 9000
+	f.Tick(12000)
+	f.Advance()
+	if f.Value() != 11000 {
+		t.Fatalf("F = %d, want 11000", f.Value())
+	}
+	f.Forget(1)
+	f.Tick(12500) // quiet again from 12500, W = 5000
+	f.Tick(15000)
+	f.Advance()
+	if f.Value() != 11000 {
+		t.Fatalf("F = %d after partition 1 left, want 11000 (5000 + 2500 is below it)", f.Value())
+	}
+}

@@ -672,7 +672,8 @@ func (f *Frontier) Last() (int32, bool) {
 	return f.sorted[len(f.sorted)-1].id, true
 }
 
-// Forget removes p entirely (its state moved to another instance).
+// Forget removes p entirely (its state moved to another instance); like
+// a revocation, it ends the quiet advance.
 func (f *Frontier) Forget(p int32) {
 	i, ok := f.index(p)
 	if !ok {
@@ -680,4 +681,5 @@ func (f *Frontier) Forget(p int32) {
 	}
 	f.sorted = slices.Delete(f.sorted, i, i+1)
 	f.stale = true
+	f.endQuiet()
 }
