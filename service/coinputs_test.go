@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
+	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/state"
 	"github.com/windowd/windowd/watermark"
 	"github.com/windowd/windowd/windowing"
@@ -192,5 +196,54 @@ func TestRollbackKeepsFollowers(t *testing.T) {
 		if got := p.rollbackDropsLocked(part); got != drops {
 			t.Errorf("partition %s: rollback drops it %v, want %v", p.in.label(part), got, drops)
 		}
+	}
+}
+
+// A follower the group gives a member that already runs its lead joins
+// the lead's state at once. Before, it waited for a lead restore that
+// never came: paused, never read, holding the frontier restoring. A
+// follower whose lead restores here still waits for that restore.
+func TestFollowerJoinsRunningLead(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "views", "clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pc := &config.Pipeline{Name: "p"}
+	p := &pipeline{setup: setup{cfg: pc, in: inputTopics{topics: []string{"views", "clicks"}}, log: zap.NewNop(),
+		m: newMetrics(prometheus.NewRegistry()), now: time.Now}}
+	p.cl = cl
+	p.rs = newRestores()
+	p.mu.parts, p.mu.following, p.mu.gated = map[int32]*partition{}, map[int32]bool{}, map[int32]int64{}
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+	}
+	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &dropCounter{},
+		windowing.Options{ShardByPartition: true, Shards: coStride}); err != nil {
+		t.Fatal(err)
+	}
+	p.partitionStateLocked(0) // the lead runs here
+	p.mu.eng.Assign(0, 0, true)
+	p.startRestoreLocked(coStride)
+	if _, joined := p.mu.parts[coStride]; !joined || p.mu.following[coStride] || p.mu.eng.Watermarks().Restoring(coStride) {
+		t.Fatalf("follower of a running lead: joined %v, following %v, restoring %v; want it joined",
+			joined, p.mu.following[coStride], p.mu.eng.Watermarks().Restoring(coStride))
+	}
+	p.rs.jobs[1] = &restoreJob{part: 1} // lead 1 restores
+	p.partitionStateLocked(1)
+	p.startRestoreLocked(coStride + 1)
+	if !p.mu.following[coStride+1] {
+		t.Fatal("the follower of a restoring lead does not wait for its restore")
 	}
 }

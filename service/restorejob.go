@@ -162,7 +162,14 @@ func (p *pipeline) startRestoreLocked(part int32) {
 	p.cl.PauseFetchPartitions(p.in.toKafka([]int32{part}))
 	p.mu.eng.Watermarks().HoldRestoring(part)
 	if part >= coStride {
-		// A follower (coinputs.go): it joins with its lead's restore.
+		// A follower (coinputs.go): it joins with its lead's restore,
+		// or at once when its lead already runs here (the group gave
+		// the follower later: nothing else would ever join it, and it
+		// would hold the frontier restoring).
+		if _, joined := p.mu.parts[lead(part)]; joined && !p.restoringPart(lead(part)) {
+			p.joinFollowerLocked(part)
+			return
+		}
 		p.mu.following[part] = true
 		return
 	}
@@ -365,6 +372,17 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 			zap.Int64("from_offset", rs.from), zap.Int64("to_offset", rs.to), zap.Int64("records", rs.records),
 			zap.Int64("bytes", rs.bytes), zap.Duration("took", rs.took), zap.Int("keys_to_skip", p.skipLenLocked(part)))
 	}
+}
+
+// joinFollowerLocked joins follower part to its lead's state, which runs
+// here already: from the position this member stored for it, else from
+// the group's committed offset.
+func (p *pipeline) joinFollowerLocked(part int32) {
+	if off, known := p.joinRestoredLocked(part, nil, p.in.input(part), &coverLog{}); known {
+		p.cl.SetOffsets(p.in.epochOffsets(map[int32]int64{part: off}))
+	}
+	p.cl.ResumeFetchPartitions(p.in.toKafka([]int32{part}))
+	p.log.Info("partition joined its lead's state, which runs here", p.in.partitionsField([]int32{part}))
 }
 
 // joinRestoredLocked assigns part, input i's partition of a restored state
