@@ -204,16 +204,7 @@ func TestRollbackKeepsFollowers(t *testing.T) {
 // never came: paused, never read, holding the frontier restoring. A
 // follower whose lead restores here still waits for that restore.
 func TestFollowerJoinsRunningLead(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "views", "clicks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := fakeCluster(t, kfake.SeedTopics(2, "views", "clicks"))()
 	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)

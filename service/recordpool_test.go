@@ -30,22 +30,9 @@ func TestRecordPoolClasses(t *testing.T) {
 // Records decoded into recycled slices are the records fetched: a consumer
 // that recycles each poll reads every record of three rounds intact.
 func TestRecordPoolRecycledFetches(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("in"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(new(recordPool)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
+	client := fakeCluster(t, kfake.SeedTopics(1, "in"))
+	prod := client(kgo.DefaultProduceTopic("in"))
+	cons := client(kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithPools(new(recordPool)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	next := 0

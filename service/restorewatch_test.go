@@ -19,16 +19,8 @@ import (
 // j.blocked), logs it once however long it lasts, and clears both when a
 // record comes. A read with nothing left to read is not watched.
 func TestWatchRestore(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "cl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	other, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("other"), kgo.DefaultProduceTopic("cl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	client := fakeCluster(t, kfake.SeedTopics(1, "cl"))
+	other := client(kgo.TransactionalID("other"), kgo.DefaultProduceTopic("cl"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := other.BeginTransaction(); err != nil {
@@ -38,11 +30,7 @@ func TestWatchRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client()
 
 	core, logs := observer.New(zap.InfoLevel)
 	p := &pipeline{setup: setup{log: zap.New(core), now: time.Now, adm: kadm.NewClient(cl), clTopic: "cl", restoreStall: 100 * time.Millisecond}}

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -23,16 +22,7 @@ import (
 // naming the topic, the setting and what to do. A record stamped when
 // produced (emit_time: no timestamp yet) and a topic without limits pass.
 func TestRetentionGuard(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := fakeCluster(t)()
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	for topic, retention := range map[string]string{"out": "3600000", "dlq": "-1"} {

@@ -17,34 +17,7 @@ import (
 // shard p, while each upstream partition keeps its own generator: the
 // window fires only once the last of the four has passed its end.
 func TestShardsCoPartitioned(t *testing.T) {
-	spec := windowing.Spec{
-		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
-		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
-		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
-	}
-	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var col collector
-	eng, err := windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &col,
-		windowing.Options{ShardByPartition: true, Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := int32(0); p < 4; p++ {
-		eng.Assign(p, 0, true)
-	}
-	feed := func(recs ...rec) {
-		t.Helper()
-		for _, r := range recs {
-			ev := r.event(1)
-			if err := eng.Record(&ev, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	eng, col, feed := coEngine(t)
 	// a: partition 0 of each input; b: partition 1 of each.
 	feed(rec{part: 0, key: "a", t: 100}, rec{part: 2, key: "a", t: 200}, rec{part: 1, key: "b", t: 150}, rec{part: 3, key: "b", t: 250})
 	if err := eng.Flush(); err != nil {
@@ -70,7 +43,7 @@ func TestShardsCoPartitioned(t *testing.T) {
 	}
 	feed(rec{part: 3, key: "z", t: 5000})
 	got := map[string]int64{}
-	for _, p := range paneValues(&col) {
+	for _, p := range paneValues(col) {
 		got[p.key] = p.n
 	}
 	if len(got) != 2 || got["a"] != 2 || got["b"] != 2 {
@@ -92,10 +65,10 @@ func paneValues(col *collector) []keyCount {
 	return out
 }
 
-// coEngine is an engine of TestShardsCoPartitioned's pipeline (two inputs
-// of two partitions: partitions 2 and 3 follow 0 and 1) with every
-// partition assigned.
-func coEngine(t *testing.T) (*windowing.Engine, *collector) {
+// coEngine is an engine of two inputs of two partitions read
+// co-partitioned (partitions 2 and 3 follow 0 and 1) with every partition
+// assigned, the panes it emits, and a feed of records to it.
+func coEngine(t *testing.T) (*windowing.Engine, *collector, func(...rec)) {
 	t.Helper()
 	spec := windowing.Spec{
 		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
@@ -116,17 +89,7 @@ func coEngine(t *testing.T) (*windowing.Engine, *collector) {
 	for p := int32(0); p < 4; p++ {
 		eng.Assign(p, 0, true)
 	}
-	return eng, col
-}
-
-// A follower dropped or revoked without its lead leaves the lead's shard
-// alone: the state is the lead's, and its timers fire. Before, dropping
-// partition 2 removed shard 0's keys (a rollback that dropped a follower
-// alone wiped its kept lead's windows), and revoking it stopped shard 0's
-// timers.
-func TestFollowerLeavesLeadShard(t *testing.T) {
-	eng, col := coEngine(t)
-	feed := func(recs ...rec) {
+	return eng, col, func(recs ...rec) {
 		t.Helper()
 		for _, r := range recs {
 			ev := r.event(1)
@@ -135,6 +98,15 @@ func TestFollowerLeavesLeadShard(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A follower dropped or revoked without its lead leaves the lead's shard
+// alone: the state is the lead's, and its timers fire. Before, dropping
+// partition 2 removed shard 0's keys (a rollback that dropped a follower
+// alone wiped its kept lead's windows), and revoking it stopped shard 0's
+// timers.
+func TestFollowerLeavesLeadShard(t *testing.T) {
+	eng, col, feed := coEngine(t)
 	feed(rec{part: 0, key: "a", t: 100}, rec{part: 2, key: "a", t: 200}, rec{part: 1, key: "b", t: 100}, rec{part: 3, key: "b", t: 100})
 	if err := eng.DropShard(2); err != nil {
 		t.Fatal(err)
@@ -163,16 +135,7 @@ func TestFollowerLeavesLeadShard(t *testing.T) {
 // lead's next record, on time on its own frontier, made a second ON_TIME
 // pane of the same window.
 func TestFollowerAssignKeepsCatchUp(t *testing.T) {
-	eng, col := coEngine(t)
-	feed := func(recs ...rec) {
-		t.Helper()
-		for _, r := range recs {
-			ev := r.event(1)
-			if err := eng.Record(&ev, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	eng, col, feed := coEngine(t)
 	// Key b's window [0,1000) in shard 0, whose partitions then leave;
 	// the others take the frontier to 20,000.
 	feed(rec{part: 0, key: "b", t: 500})
