@@ -133,6 +133,9 @@ func GroupOpts(base []kgo.Opt, session time.Duration, group string, topics ...st
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A transaction's commit or abort marker takes an offset: kept, the
+		// position passes it and reaches the high watermark (caught up).
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 	)

@@ -40,6 +40,10 @@ type decoded struct {
 // place a Kafka record becomes a source.Record (the pipeline's decoders
 // and repartition stage 1's).
 func decodeRecord(dec *source.Decoder, r *kgo.Record, d *decoded, now int64) {
+	if r.Attrs.IsControl() {
+		d.err = nil
+		return // a transaction marker: no data (handleDecodedLocked)
+	}
 	rec := source.Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Now: now}
 	if dec.UsesExpressions() && len(r.Headers) > 0 {
 		rec.Headers = headers(r.Headers, d.headers[:0])

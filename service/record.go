@@ -33,6 +33,12 @@ func (p *pipeline) handleLocked(r *kgo.Record, now int64) error {
 // ahead), or done here when d is nil.
 func (p *pipeline) handleDecodedLocked(r *kgo.Record, d *decoded, now int64) error {
 	part := p.mu.parts[r.Partition] // assigned: step skips the others
+	if r.Attrs.IsControl() {
+		// A transaction's commit or abort marker (kafka.GroupOpts keeps
+		// them): not data, but the position passes it.
+		p.advancePositionLocked(part, r)
+		return nil
+	}
 	marker := false
 	if p.mu.rp != nil {
 		marker, _ = repartitionHeaders(r)

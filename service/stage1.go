@@ -324,6 +324,10 @@ func (r *repartitioner) stepLocked(ctx context.Context, fetches kgo.Fetches) err
 // registry cannot be asked for the record's schema it does nothing with
 // it and returns why.
 func (r *repartitioner) handleLocked(in *kgo.Record, st *partition, input int, u int32, now int64) *schema.Unavailable {
+	if in.Attrs.IsControl() {
+		st.position = in.Offset + 1 // a transaction marker: not data
+		return nil
+	}
 	decodeRecord(r.decs[input], in, &r.mu.d, now)
 	err := r.mu.d.err
 	var un *schema.Unavailable
