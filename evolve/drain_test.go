@@ -111,6 +111,35 @@ func TestDrainNeedsItsWindowWhileRunning(t *testing.T) {
 	n.finish()
 }
 
+// TestDrainFinishedStaysFinished: a drain that has finished stays
+// finished when allowed_lateness grows later: its old windows expired
+// under the lateness it ran with and are sealed. Before, the larger
+// lateness made them look open again, and the start was refused ("keep
+// drain") for as long as the frontier could not move: a crash loop.
+func TestDrainFinishedStaysFinished(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	before(t, fs, tumbling(10, agg("n", windowing.Count)), &panes, &drops)
+	n, err := start(t, fs, drained(tumbling(20, agg("n", windowing.Count)), 40), &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 13, 1)
+	n.wm(50) // the drain's last old window, [30,40), has closed
+	n.stop()
+	if n, err = start(t, fs, tumbling(20, agg("n", windowing.Count)), &panes, &drops); err != nil {
+		t.Fatalf("a start without the drain after it ended: %v", err)
+	}
+	n.stop()
+	later := tumbling(20, agg("n", windowing.Count))
+	later.Spec.AllowedLateness = 30
+	if n, err = start(t, fs, later, &panes, &drops); err != nil {
+		t.Fatalf("allowed_lateness 0 → 30 after the drain ended: %v", err)
+	}
+	n.finish()
+}
+
 func hopping(size, hop int64, aggs ...windowing.AggSpec) *config.Pipeline {
 	p := tumbling(size, aggs...)
 	p.Spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: size, Hop: hop}

@@ -61,12 +61,12 @@ func (d *drain) has(a *Assigner, buf *[]Span, start, end int64) bool {
 
 // startDrain runs ev's drain unless the frontier already passed it.
 func (e *Engine) startDrain(ev *Evolution) error {
-	if ev.PriorDrainEnd != 0 && !expired(e.f, ev.PriorDrainEnd, e.spec.AllowedLateness) {
+	if ev.PriorDrainEnd != 0 && !e.drainDone(ev, ev.PriorDrainEnd) {
 		return fmt.Errorf("%w: the previous drain has not finished (its windows close when the frontier passes %s, allowed_lateness included; it is at %s): change the window again after that",
 			ErrDrain, FormatTime(addSat(ev.PriorDrainEnd, e.spec.AllowedLateness)), FormatTime(e.f))
 	}
 	d := ev.Drain
-	if d == nil || expired(e.f, d.End, e.spec.AllowedLateness) {
+	if d == nil || e.drainDone(ev, d.End) {
 		return nil
 	}
 	if !Drainable(e.spec.Window.Kind) || d.Window.Kind != 0 && !Drainable(d.Window.Kind) {
@@ -87,6 +87,16 @@ func (e *Engine) startDrain(ev *Evolution) error {
 	e.sliceLen = 0
 	e.assigner.setSlice(0)
 	return nil
+}
+
+// drainDone reports whether a drain whose old windows end by end has
+// finished: they expired at the frontier, under the allowed_lateness of
+// this start or under one it ran with before (a larger lateness later
+// does not bring back a drain that finished: its windows are sealed,
+// Evolution.Sealed, or are sealed by this start's rearm).
+func (e *Engine) drainDone(ev *Evolution, end int64) bool {
+	return expired(e.f, end, e.spec.AllowedLateness) || end <= e.sealed ||
+		ev.Rearm && expired(e.f, end, ev.PriorLateness)
 }
 
 // drainAssigner returns the assigner of a record at t.
