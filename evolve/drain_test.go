@@ -140,6 +140,42 @@ func TestDrainFinishedStaysFinished(t *testing.T) {
 	n.finish()
 }
 
+// TestDrainCutAfterRecordsRead: a drain's cut must be after every record
+// the state has read: records from the cut on belong to the new windows,
+// and those already read sit in windows of the previous definition, which
+// a window lookup by start would then share with the new windows'
+// records. Before, such a drain was accepted, and with records at 21 and
+// 25 read under tumbling 10s, a cut at 20 into tumbling 20s gave one pane
+// [20,30) of four records, 33 among them, and no [20,40).
+func TestDrainCutAfterRecordsRead(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	n, err := start(t, fs, tumbling(10, agg("n", windowing.Count)), &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 21, 1)
+	n.rec("a", 25, 1)
+	n.wm(22)
+	n.stop()
+	_, err = start(t, fs, drained(tumbling(20, agg("n", windowing.Count)), 20), &panes, &drops)
+	if !errors.Is(err, windowing.ErrDrain) || !strings.Contains(err.Error(), "not after every record already read") {
+		t.Fatalf("a drain cut at 20 after a record at 25 was read: %v, want a refusal", err)
+	}
+	if n, err = start(t, fs, drained(tumbling(20, agg("n", windowing.Count)), 40), &panes, &drops); err != nil {
+		t.Fatalf("a drain cut at 40: %v", err)
+	}
+	n.rec("a", 27, 1)
+	n.rec("a", 43, 1)
+	n.finish()
+	want := "a/20/30/0 ON_TIME final=true map[n:3] partial=\"\"\n" +
+		"a/40/60/0 ON_TIME final=true map[n:1] partial=\"\"\n"
+	if got := fmtPanes(finals(panes)); got != want {
+		t.Fatalf("final panes:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func hopping(size, hop int64, aggs ...windowing.AggSpec) *config.Pipeline {
 	p := tumbling(size, aggs...)
 	p.Spec.Window = windowing.WindowSpec{Kind: windowing.Hopping, Size: size, Hop: hop}

@@ -87,6 +87,7 @@ func (d *Definition) Evolution(prior *Definition) (*windowing.Evolution, error) 
 		if prior != nil && prior.Drain != nil && *prior.Drain != *dr {
 			ev.PriorDrainEnd = prior.Drain.End
 		}
+		ev.DrainBegins = prior != nil && prior.Window != d.Window
 	}
 	return ev, nil
 }

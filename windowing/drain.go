@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/windowd/windowd/watermark"
 )
 
 // Drain finishes the windows of a pipeline's previous window definition
@@ -66,7 +68,17 @@ func (e *Engine) startDrain(ev *Evolution) error {
 			ErrDrain, FormatTime(addSat(ev.PriorDrainEnd, e.spec.AllowedLateness)), FormatTime(e.f))
 	}
 	d := ev.Drain
-	if d == nil || e.drainDone(ev, d.End) {
+	if d == nil {
+		return nil
+	}
+	if seen := e.latestSeen(); ev.DrainBegins && seen >= d.Cut {
+		// Records from the cut on belong to the new windows; those
+		// read already are in windows of the previous definition,
+		// where the new windows' records would join them.
+		return fmt.Errorf("%w: drain.until %s is not after every record already read (this state has read records up to %s): give a cut after them",
+			ErrDrain, FormatTime(d.Cut), FormatTime(seen))
+	}
+	if e.drainDone(ev, d.End) {
 		return nil
 	}
 	if !Drainable(e.spec.Window.Kind) || d.Window.Kind != 0 && !Drainable(d.Window.Kind) {
@@ -87,6 +99,18 @@ func (e *Engine) startDrain(ev *Evolution) error {
 	e.sliceLen = 0
 	e.assigner.setSlice(0)
 	return nil
+}
+
+// latestSeen is the largest event time the state's partitions have read
+// (their generators'), MinTime when none.
+func (e *Engine) latestSeen() int64 {
+	seen := watermark.MinTime
+	for _, st := range e.wm.Status() {
+		if g, ok := e.wm.Generator(st.Partition); ok && g.Seen > 0 {
+			seen = max(seen, g.MaxTS)
+		}
+	}
+	return seen
 }
 
 // drainDone reports whether a drain whose old windows end by end has

@@ -39,9 +39,11 @@ type Evolution struct {
 	PriorLateness int64
 	// Drain: finish the windows of the previous window definition
 	// (drain.go); PriorDrainEnd: the End of a drain before this one,
-	// which must have finished (0: none).
+	// which must have finished (0: none). DrainBegins: the window changes
+	// at this start (the drain is not one that runs on).
 	Drain         *Drain
 	PriorDrainEnd int64
+	DrainBegins   bool
 }
 
 // maxPartialAggs is how many aggregates a pane can name partial: the
