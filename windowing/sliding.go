@@ -109,6 +109,12 @@ func (e *Engine) retireOrDelete(ks *keyState, w *window) error {
 		ks.slide.retiredEnd = w.end
 		return e.deleteWindow(ks, w)
 	}
+	if e.keepUntil(w) <= e.f {
+		// A frontier step past its records' use too: they go now, as
+		// fireRetired would take them (a timer at or below what the
+		// timer scan has passed would never fire).
+		return e.deleteWindow(ks, w)
+	}
 	if err := e.cancelProc(ks, w); err != nil {
 		return err
 	}

@@ -196,3 +196,39 @@ func keyOps(t *testing.T, eng **windowing.Engine) (record func(key string, ts in
 	}
 	return record, held
 }
+
+// A sliding key whose last window expires in a frontier step that also
+// passes the time its records are kept until goes at once. Before, its
+// window was retired with a timer at or below what the timer scan had
+// passed: the timer never fired, and the key, its records and an open
+// window stayed until a restart.
+func TestSlidingRetiredInOneStep(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Sliding, Size: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true},
+	}
+	db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var col collector
+	eng, err := windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &col, windowing.Options{ShardByPartition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Assign(0, 0, true)
+	record, held := keyOps(t, &eng)
+	record("k", 0)
+	record("other", 5000) // k's window expires; its records are kept until 1000 at most
+	for ts := int64(10_000); ts <= 100_000; ts += 10_000 {
+		record("other", ts)
+	}
+	if held() {
+		t.Fatal("key k still held at F = 100000; its records were useless from 1000")
+	}
+	if n := eng.OpenWindows(); n != 1 {
+		t.Fatalf("%d open windows, want other's 1", n)
+	}
+}
