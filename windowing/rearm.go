@@ -74,6 +74,10 @@ func (e *Engine) Rearm(prior, f int64) error {
 		if err := e.setEventTimer(ks, w, to); err != nil {
 			return err
 		}
+		// A running engine's timer scan may have passed to already (a
+		// restored window that the smaller lateness closes): the next
+		// scan starts there.
+		e.rewind(&e.doneEvent, &e.nextEvent, to)
 		ks.dirty = true
 	}
 	return nil

@@ -618,3 +618,78 @@ func TestDropShardKeepsRestoringHold(t *testing.T) {
 		t.Fatalf("after dropping partition 1's shard: F = %d, %d panes: the restore's hold was lost", f, len(r.col.panes))
 	}
 }
+
+// A window restored into a running engine from a changelog written under
+// a larger allowed_lateness, whose new expiry the engine's frontier has
+// passed already, closes at the next frontier step with its closing pane
+// (docs/OPERATIONS.md: allowed_lateness shrinks). Before, Rearm moved its
+// timer below what the running engine's timer scan had passed, and the
+// window never closed.
+func TestRearmRestoredIntoRunningEngine(t *testing.T) {
+	spec := windowing.Spec{
+		Window:          windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates:      []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:         windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingAlways},
+		AllowedLateness: 10_000,
+	}
+	engine := func(spec windowing.Spec, col *collector) *windowing.Engine {
+		t.Helper()
+		db, err := state.Open("db", state.Options{FS: vfs.NewMem()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		eng, err := windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, col, windowing.Options{ShardByPartition: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eng
+	}
+	feed := func(eng *windowing.Engine, recs ...rec) {
+		t.Helper()
+		for _, r := range recs {
+			ev := r.event(1)
+			if err := eng.Record(&ev, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The writer: lateness 10 s; k's window [11000,12000) is on time and
+	// expires at 22000.
+	var written collector
+	a := engine(spec, &written)
+	a.Assign(1, 0, true)
+	feed(a, rec{part: 1, key: "k", t: 11_000}, rec{part: 1, key: "k", t: 20_000})
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := a.KeyState(1, "k")
+	if err != nil || k == nil {
+		t.Fatalf("k's state: %x, %v", k, err)
+	}
+	g, _ := a.Watermarks().Generator(1)
+	// The reader: lateness 1 s, its timer scan past 20000.
+	spec.AllowedLateness = 1_000
+	var col collector
+	b := engine(spec, &col)
+	b.Assign(0, 0, true)
+	feed(b, rec{part: 0, key: "other", t: 10_000}, rec{part: 0, key: "other", t: 20_000})
+	if err := b.RestoreNewKey(1, "k", k); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rearm(10_000, a.Frontier()); err != nil {
+		t.Fatal(err)
+	}
+	b.Watermarks().RestoreGenerator(1, g)
+	b.Assign(1, 0, false)
+	if err := b.FireDue(); err != nil {
+		t.Fatal(err)
+	}
+	feed(b, rec{part: 0, key: "other", t: 30_000}, rec{part: 1, key: "k", t: 30_000})
+	for _, p := range col.panes {
+		if p.Key == "k" && p.Start == 11_000 && p.Final {
+			return
+		}
+	}
+	t.Fatalf("no closing pane of k's window [11000,12000) at F = %d; panes: %+v", b.Frontier(), col.panes)
+}
