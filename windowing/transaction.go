@@ -118,8 +118,24 @@ func (e *Engine) assignTransaction(ks *keyState, ev *Event, now int64) error {
 			if p+1 < len(ks.windows) && ks.windows[p+1].start < end {
 				next := ks.windows[p+1]
 				end, ended = next.end, next.ended
+				// The merged window keeps the earliest pending
+				// processing-time deadline of its phase, as a session
+				// merge does: a merge never restarts a trigger's clock.
+				late := w.lateProc()
+				hasProc, proc := w.procOf(late)
+				if ok, d := next.procOf(late); ok && (!hasProc || d < proc) {
+					hasProc, proc = true, d
+				}
 				if err := e.absorb(ks, w, next); err != nil {
 					return err
+				}
+				if hasProc && (!w.hasProc || w.proc != proc) {
+					if err := e.cancelProc(ks, w); err != nil {
+						return err
+					}
+					if err := e.setProc(ks, w, proc); err != nil {
+						return err
+					}
 				}
 			}
 			if err := e.rebound(ks, w, w.start, end); err != nil {

@@ -218,3 +218,45 @@ func TestTransactionPaneIDsUnique(t *testing.T) {
 		}
 	}
 }
+
+// A transaction window that takes in the next keeps the earliest pending
+// processing-time deadline of the two, as a session merge does: a merge
+// never restarts an early trigger's clock. Before, the absorbed window's
+// timer was dropped and the merged window's armed again from the bridging
+// record's arrival.
+func TestTransactionMergeKeepsEarlyTimer(t *testing.T) {
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Transaction, Gap: 100},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, EarlyEvery: 50},
+	}
+	r := newRestoreRun(t, spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 1000, Every: 1}, 1<<20)
+	r.eng.Assign(0, 0, true)
+	at := func(ts, now int64) {
+		t.Helper()
+		ev := rec{key: "k", t: ts, x: 1}.event(1)
+		if err := r.eng.Record(&ev, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := func(now int64) {
+		t.Helper()
+		if err := r.eng.Tick(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at(1000, 0)
+	tick(50)     // an EARLY pane of [1000,…)
+	at(1150, 60) // a window of its own: its early timer is due at 110
+	at(1080, 70) // reaches 1180: takes in the window at 1150
+	tick(110)
+	var early []int64
+	for _, p := range r.col.panes {
+		if p.Timing == windowing.Early {
+			early = append(early, p.Values[0].Int)
+		}
+	}
+	if len(early) != 2 || early[1] != 3 {
+		t.Fatalf("EARLY panes by processing time 110 counted %v, want [1 3]: the merged window keeps the timer due at 110", early)
+	}
+}
