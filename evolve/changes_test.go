@@ -402,3 +402,34 @@ func TestJoinChanges(t *testing.T) {
 		})
 	}
 }
+
+// A processing-time timer armed under early.every fires nothing once the
+// configuration drops early.every: the window's panes are the new
+// trigger's. Before, the pending timer fired one more EARLY pane after the
+// restart.
+func TestTriggerEveryRemovedFiresNoPane(t *testing.T) {
+	fs := vfs.NewMem()
+	var panes []pane
+	var drops int
+	early := tumbling(10, agg("n", windowing.Count))
+	early.Spec.Trigger.EarlyEvery = 50
+	n, err := start(t, fs, early, &panes, &drops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 1, 1) // arms an early timer, due at 50
+	n.stop()
+	if n, err = start(t, fs, tumbling(10, agg("n", windowing.Count)), &panes, &drops); err != nil {
+		t.Fatal(err)
+	}
+	n.rec("a", 2, 1)
+	if err := n.eng.Tick(100); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range panes {
+		if strings.Contains(fmtPanes([]pane{p}), "EARLY") {
+			t.Fatalf("an EARLY pane after early.every was removed: %s", fmtPanes([]pane{p}))
+		}
+	}
+	n.finish()
+}

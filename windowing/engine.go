@@ -737,6 +737,9 @@ func (e *Engine) fireProc(t Timer, ks *keyState) error {
 	}
 	w.hasProc = false
 	ks.dirty = true
+	if procDelay(&e.spec.Trigger, w.lateProc()) <= 0 {
+		return nil // armed under a trigger the configuration no longer has
+	}
 	if fire, timing := procFiring(w.lateProc(), e.frontierOf(ks), w.end, w.sincePane); fire {
 		return e.emitPane(ks, w, timing, false)
 	}
