@@ -48,14 +48,23 @@ type engine interface {
 }
 
 // newEngineLocked makes the pipeline's engine on its store: at start, and
-// again after an exactly_once rollback discarded the uncommitted state.
+// again after a rollback discarded the uncommitted state.
 func (p *pipeline) newEngineLocked() (engine, error) {
 	if j := p.cfg.Join; j != nil {
 		rows := &joinRows{p: p, w: sink.NewJoinRows(p.cfg.Inputs[j.Left].As, p.cfg.Inputs[j.Right].As, j.Interval)}
 		return windowing.NewJoiner(*j, p.cfg.Watermark, rows, windowing.JoinOptions{
 			ShardByPartition: true, Shards: p.engOpts.Shards, Store: p.mu.store, MaxPendingBytes: p.engOpts.MaxPendingBytes, Evolve: p.engOpts.Evolve})
 	}
-	return windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
+	eng, err := windowing.New(p.cfg.Spec, p.cfg.Watermark, p.mu.store, p, p.engOpts)
+	if ev := p.engOpts.Evolve; err == nil && ev != nil && ev.DrainBegins {
+		// The start's drain passed its check against the state read
+		// before it; an engine made again (a rollback's) continues that
+		// drain, on state that has read past the cut since.
+		c := *ev
+		c.DrainBegins = false
+		p.engOpts.Evolve = &c
+	}
+	return eng, err
 }
 
 // joinRows is a join's windowing.JoinEmitter: each row is produced to the
