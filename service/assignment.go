@@ -169,11 +169,14 @@ func (p *pipeline) keepLostLocked() {
 // its lead's (coinputs.go): a follower, its offset and its skip set stay
 // with its lead.
 func (p *pipeline) rollbackDropsLocked(part int32) bool {
-	keeps := func(part int32) bool {
-		_, assigned := p.mu.parts[part]
-		return assigned || p.restoringPart(part) || p.keptForLocked(part)
-	}
-	return !keeps(part) && !keeps(lead(part))
+	return !p.keepsStateLocked(part) && !p.keepsStateLocked(lead(part))
+}
+
+// keepsStateLocked reports whether part's local state stays: it is
+// assigned, restoring, or kept for the group to hand it back.
+func (p *pipeline) keepsStateLocked(part int32) bool {
+	_, assigned := p.mu.parts[part]
+	return assigned || p.restoringPart(part) || p.keptForLocked(part)
 }
 
 // keptForLocked reports whether a lost partition's state is still kept.

@@ -150,7 +150,7 @@ func (p *pipeline) dropExpiredHoldsLocked() error {
 	}
 	var dropped []int32
 	for part := range p.mu.clNext {
-		if _, assigned := p.mu.parts[part]; assigned || held[part] || p.restoringPart(part) || p.keptForLocked(part) {
+		if held[part] || p.keepsStateLocked(part) {
 			continue
 		}
 		delete(p.mu.keptLost, part)

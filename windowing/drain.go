@@ -71,12 +71,14 @@ func (e *Engine) startDrain(ev *Evolution) error {
 	if d == nil {
 		return nil
 	}
-	if seen := e.latestSeen(); ev.DrainBegins && seen >= d.Cut {
-		// Records from the cut on belong to the new windows; those
-		// read already are in windows of the previous definition,
-		// where the new windows' records would join them.
-		return fmt.Errorf("%w: drain.until %s is not after every record already read (this state has read records up to %s): give a cut after them",
-			ErrDrain, FormatTime(d.Cut), FormatTime(seen))
+	if ev.DrainBegins {
+		if seen := e.latestSeen(); seen >= d.Cut {
+			// Records from the cut on belong to the new windows; those
+			// read already are in windows of the previous definition,
+			// where the new windows' records would join them.
+			return fmt.Errorf("%w: drain.until %s is not after every record already read (this state has read records up to %s): give a cut after them",
+				ErrDrain, FormatTime(d.Cut), FormatTime(seen))
+		}
 	}
 	if e.drainDone(ev, d.End) {
 		return nil
@@ -119,7 +121,7 @@ func (e *Engine) latestSeen() int64 {
 // does not bring back a drain that finished: its windows are sealed,
 // Evolution.Sealed, or are sealed by this start's rearm).
 func (e *Engine) drainDone(ev *Evolution, end int64) bool {
-	return expired(e.f, end, e.spec.AllowedLateness) || end <= e.sealed ||
+	return expiredOrSealed(e.f, end, e.spec.AllowedLateness, e.sealed) ||
 		ev.Rearm && expired(e.f, end, ev.PriorLateness)
 }
 
