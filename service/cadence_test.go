@@ -11,8 +11,9 @@ import (
 )
 
 // TestCommitPutOffWhileBehind checks the commit cadence (cadence.go): due
-// every commit_interval while the input waiting in Kafka is no more than
-// the cycle processed, put off up to commit_interval_max while it is more.
+// every commit_interval while the input waiting in Kafka takes at most
+// commit_interval to process at the cycle's rate, put off up to
+// commit_interval_max while it takes longer.
 func TestCommitPutOffWhileBehind(t *testing.T) {
 	clock := time.Unix(1_700_000_000, 0)
 	p := &pipeline{}
@@ -45,7 +46,9 @@ func TestCommitPutOffWhileBehind(t *testing.T) {
 		t.Fatalf("a new cycle starts with %d records, put off %v", p.mu.cycleRecords, p.mu.putOff)
 	}
 	check("a new cycle behind is counted again", 100*time.Millisecond, 6000, 100000, 1000, false, 2)
-	check("waiting equals what the cycle processed", 150*time.Millisecond, 99700, 100000, 300, true, 2)
+	// 4,000 records in 400ms: 1,000 are one commit_interval's work.
+	check("3,000 waiting, fewer than the cycle processed but more than one commit_interval's work", 400*time.Millisecond, 97000, 100000, 4000, false, 2)
+	check("1,000 waiting: one commit_interval's work", 400*time.Millisecond, 99000, 100000, 4000, true, 2)
 	check("caught up", 150*time.Millisecond, 100000, 100000, 300, true, 2)
 	check("end unknown", 100*time.Millisecond, 0, -1, 0, true, 2)
 }
