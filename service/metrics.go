@@ -98,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		assigned:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "windowd_assigned_partitions", Help: "Input partitions assigned to this instance."}, p),
 		commitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_failures_total", Help: "Commit cycles that failed (the cycle is retried; offsets are not committed)."}, p),
 		commitsPutOff: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_commit_cycles_put_off_total",
-			Help: "Commit cycles put off past commit_interval (up to commit_interval_max) because the input waiting in Kafka would take longer than commit_interval to process."}, p),
+			Help: "Commit cycles put off past commit_interval (up to commit_interval_max) because the pipeline was behind its input: more input waiting in Kafka than the cycle had processed, or a draining backlog's tail longer than commit_interval of work."}, p),
 		changelogRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_changelog_records_total", Help: "Records written to the changelog topic (changed keys and partition markers)."}, p),
 		changelogBytes:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_changelog_bytes_total", Help: "Key and value bytes of the changelog's key records."}, p),
 		stateWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "windowd_state_writes_total", Help: "Window state writes to the local store (changelog key records / this is the coalescing ratio)."}, p),

@@ -184,8 +184,10 @@ type loopState struct {
 	ahead      *decodeAhead // step's decoding of a poll's records
 	lastCommit time.Time
 	// cycleRecords: records processed since the last cycle began;
-	// putOff: this cycle was put off (cadence.go).
+	// cycleWaiting: the records waiting in Kafka when it began; putOff:
+	// this cycle was put off (cadence.go).
 	cycleRecords int64
+	cycleWaiting int64
 	putOff       bool
 	lastEnds     time.Time
 	lastErrLog   time.Time
