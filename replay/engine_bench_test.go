@@ -214,6 +214,11 @@ func BenchmarkEngine(b *testing.B) {
 		}
 		noSlicing, cache := shape.noSlicing, int(cfg.State.CacheBytes)
 		b.Run(shape.name, func(b *testing.B) { benchEngineRecords(b, p, in, onDisk, noSlicing, cache) })
+		if shape.name == "tumbling-10s-key" {
+			b.Run("prefetch-"+shape.name, func(b *testing.B) {
+				benchEngineRecordsTo(b, p, in, onDisk, noSlicing, cache, &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)}, true)
+			})
+		}
 	}
 	for _, shape := range engineShapes {
 		if shape.noSlicing {
@@ -237,7 +242,7 @@ func BenchmarkEngine(b *testing.B) {
 		p := &cfg.Pipelines[0]
 		for _, f := range []config.Format{config.JSON, config.Avro, config.Protobuf} {
 			b.Run("output-"+f.String()+"-"+shape.name, func(b *testing.B) {
-				benchEngineRecordsTo(b, p, in, onDisk, false, int(cfg.State.CacheBytes), &paneSink{enc: outputEncoder(f, p), records: true})
+				benchEngineRecordsTo(b, p, in, onDisk, false, int(cfg.State.CacheBytes), &paneSink{enc: outputEncoder(f, p), records: true}, false)
 			})
 		}
 	}
@@ -291,11 +296,17 @@ func (c *perRecord) report(b *testing.B, records int) {
 }
 
 func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int) {
-	benchEngineRecordsTo(b, p, in, onDisk, noSlicing, cacheBytes, &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)})
+	benchEngineRecordsTo(b, p, in, onDisk, noSlicing, cacheBytes, &paneSink{enc: windowing.NewPaneJSON(p.Spec.Aggregates)}, false)
 }
 
-// benchEngineRecordsTo is benchEngineRecords with the panes going to ps.
-func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int, ps *paneSink) {
+// benchPrefetch is how many records a prefetching run decodes, prefetches
+// (windowing.Engine.Prefetch) and then processes at a time, as `run`'s
+// loop does (service/poll.go).
+const benchPrefetch = 32
+
+// benchEngineRecordsTo is benchEngineRecords with the panes going to ps,
+// and the records prefetched benchPrefetch at a time when prefetch.
+func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDisk, noSlicing bool, cacheBytes int, ps *paneSink, prefetch bool) {
 	var alloc perRecord
 	var panes int64
 	b.ResetTimer()
@@ -319,20 +330,34 @@ func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDi
 			eng.Assign(int32(part), 0, true)
 		}
 		dec := source.NewDecoder(p)
-		var ev windowing.Event
+		var evs [benchPrefetch]windowing.Event
+		batch := 1
+		if prefetch {
+			batch = benchPrefetch
+		}
 		alloc.start()
 		b.StartTimer()
 
-		for j := range in.records {
-			if err := dec.Decode(&in.records[j], &ev); err != nil {
-				b.Fatalf("record %d: %v", j, err)
+		for from := 0; from < len(in.records); from += batch {
+			n := min(batch, len(in.records)-from)
+			for j := range n {
+				if err := dec.Decode(&in.records[from+j], &evs[j]); err != nil {
+					b.Fatalf("record %d: %v", from+j, err)
+				}
 			}
-			if err := eng.Record(&ev, 0); err != nil {
-				b.Fatal(err)
+			if prefetch {
+				for j := range n {
+					eng.Prefetch(evs[j].Partition, evs[j].Key)
+				}
 			}
-			if eng.NeedsCheckpoint() { // as replay does
-				if err := eng.Checkpoint(false); err != nil {
+			for j := range n {
+				if err := eng.Record(&evs[j], 0); err != nil {
 					b.Fatal(err)
+				}
+				if eng.NeedsCheckpoint() { // as replay does
+					if err := eng.Checkpoint(false); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 		}

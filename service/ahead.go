@@ -75,7 +75,7 @@ type decodeAhead struct {
 	now      int64 // the poll's processing time (Unix ms)
 
 	running bool
-	avail   int      // slots the goroutine has handed over (running)
+	avail   int      // slots decoded: handed over by the goroutine, or decoded by get
 	ready   chan int // the goroutine's progress: slots decoded so far
 	stop    chan struct{}
 }
@@ -99,11 +99,18 @@ type decodedPoll struct{ a *decodeAhead }
 func (d decodedPoll) get(i int) *decoded { return d.a.get(i) }
 func (d decodedPoll) finish()            { d.a.finish() }
 
+// decoded returns records [from, to) of the poll decoded, to be read
+// before get reaches them (prefetchLocked).
+func (d decodedPoll) decoded(from, to int) []decoded {
+	d.a.decodeTo(to)
+	return d.a.slots[from:to]
+}
+
 // start takes the records of topic in fetches, polled at processing time
 // now (Unix ms), when worth it starts decoding them, and returns the poll.
 func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) decodedPoll {
 	a.recs = a.recs[:0]
-	a.now = now
+	a.now, a.avail = now, 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if fp.Topic == topic {
 			a.recs = append(a.recs, fp.Records...)
@@ -115,7 +122,7 @@ func (a *decodeAhead) start(fetches kgo.Fetches, topic string, now int64) decode
 	if !a.parallel || len(a.recs) < aheadMin {
 		return decodedPoll{a}
 	}
-	a.running, a.avail = true, 0
+	a.running = true
 	a.ready = make(chan int, (len(a.recs)+aheadChunk-1)/aheadChunk)
 	a.stop = make(chan struct{})
 	go a.run(a.recs, a.slots, a.now, a.ready, a.stop)
@@ -142,23 +149,29 @@ func (a *decodeAhead) run(recs []*kgo.Record, slots []decoded, now int64, ready 
 }
 
 // get returns the decoding of record i of the poll; i must be below the
-// number of records start took and above that of the previous get.
+// number of records start took.
 func (a *decodeAhead) get(i int) *decoded {
-	d := &a.slots[i]
-	if !a.running {
-		decodeRecord(a.dec.of(a.recs[i]), a.recs[i], d, a.now)
-		return d
-	}
-	for i >= a.avail {
-		n, ok := <-a.ready
+	a.decodeTo(i + 1)
+	return &a.slots[i]
+}
+
+// decodeTo makes sure the records of the poll below n are decoded: by the
+// goroutine, waited for, or else here, in order.
+func (a *decodeAhead) decodeTo(n int) {
+	for n > a.avail {
+		if !a.running {
+			i := a.avail
+			decodeRecord(a.dec.of(a.recs[i]), a.recs[i], &a.slots[i], a.now)
+			a.avail++
+			continue
+		}
+		m, ok := <-a.ready
 		if !ok { // not reached: the goroutine hands over every slot before it closes ready
 			a.running = false
-			decodeRecord(a.dec.of(a.recs[i]), a.recs[i], d, a.now)
-			return d
+			continue
 		}
-		a.avail = n
+		a.avail = m
 	}
-	return d
 }
 
 // finish ends the poll: it stops the goroutine, if any, and waits for it,

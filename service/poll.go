@@ -109,6 +109,31 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
+// prefetchRecords is how many records the loop has the engine prefetch
+// the state of at a time (prefetchLocked).
+const prefetchRecords = 32
+
+// prefetcher is an engine that reads a record's state ahead
+// (windowing.Engine.Prefetch; the join's engine does not).
+type prefetcher interface {
+	Prefetch(part int32, key string)
+}
+
+// prefetchLocked has the engine read the state of the records of
+// partition part decoded in ds before it processes them: their loads
+// overlap rather than come one record at a time.
+func (p *pipeline) prefetchLocked(part int32, ds []decoded) {
+	pf, ok := p.mu.eng.(prefetcher)
+	if !ok {
+		return
+	}
+	for i := range ds {
+		if ds[i].err == nil {
+			pf.Prefetch(part, ds[i].ev.Key)
+		}
+	}
+}
+
 // processPollLocked feeds the poll's records to the engine in order,
 // running a commit cycle in the middle when uncommitted state has grown
 // past its bound. After a rollback the rest of the poll is dropped: the
@@ -137,6 +162,9 @@ func (p *pipeline) processPollLocked(ctx context.Context, fetches kgo.Fetches, n
 			st.end = fp.HighWatermark
 		}
 		for i, r := range fp.Records {
+			if i%prefetchRecords == 0 {
+				p.prefetchLocked(fp.Partition, poll.decoded(first+i, first+min(i+prefetchRecords, len(fp.Records))))
+			}
 			if err = p.handleDecodedLocked(r, poll.get(first+i), now.UnixMilli()); err != nil {
 				var wait *registryUnavailable
 				if errors.As(err, &wait) {

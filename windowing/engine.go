@@ -126,6 +126,9 @@ type Engine struct {
 	emit     Emitter
 	wm       *watermark.Frontier
 	f        int64 // frontier as last acted upon
+	// prefetched sums what Prefetch read, which nothing uses: it keeps
+	// the compiler from dropping those loads.
+	prefetched int64
 	// quietAbove: while a frontier step made by the quiet advance fires,
 	// the frontier the partitions alone gave; an on-time step of a window
 	// whose deadline is past it was reached by the quiet advance
