@@ -178,7 +178,7 @@ type Engine struct {
 	countFilled bool
 	fetch       []cacheKey
 	fetchKeys   []string
-	dueKeys     []*keyState // prefetch: the cached key state of each timer, or nil
+	dueKeys     []*keyState // loadDueKeys: the cached key state of each timer, or nil
 	// freeWindows are deleted windows of len(spec.Aggregates) aggregates,
 	// zeroed, for newWindow to reuse (at most maxFreeWindows): in a pipeline
 	// whose windows hold about one record each, a window per record is
@@ -614,9 +614,9 @@ func (e *Engine) fireDue(kind TimerKind, upTo int64, done, next *int64, fire fun
 
 // eachDue calls each for every timer of kind with from <= deadline <= upTo,
 // in index order, read in chunks: the uncached keys of a chunk are loaded
-// first (prefetch), and the cache is kept within its budget between chunks
-// (one step may fire every open window: the end of input). each also gets
-// the timer's key state when prefetch found it cached, or nil.
+// first (loadDueKeys), and the cache is kept within its budget between
+// chunks (one step may fire every open window: the end of input). each
+// also gets the timer's key state when loadDueKeys found it cached, or nil.
 func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer, *keyState) error) error {
 	const chunk = 1024
 	var cursor *Timer
@@ -626,7 +626,7 @@ func (e *Engine) eachDue(kind TimerKind, from, upTo int64, each func(Timer, *key
 		if err != nil {
 			return err
 		}
-		if err := e.prefetch(e.timers); err != nil {
+		if err := e.loadDueKeys(e.timers); err != nil {
 			return err
 		}
 		for i, t := range e.timers {
@@ -1234,11 +1234,12 @@ func (e *Engine) cacheKey(shard uint32, key string, b []byte) (*keyState, error)
 	return ks, nil
 }
 
-// prefetch loads the keys of timers that are not cached, shard by shard in
-// key order with one store scan each: firing many windows of keys that
+// loadDueKeys loads the keys of timers that are not cached, shard by shard
+// in key order with one store scan each: firing many windows of keys that
 // left the cache (a frontier step past many deadlines, the end of input)
 // then reads the store sequentially instead of one point read per window.
-func (e *Engine) prefetch(timers []Timer) error {
+// (Prefetch, prefetch.go, is another thing: it reads cached state only.)
+func (e *Engine) loadDueKeys(timers []Timer) error {
 	e.fetch, e.dueKeys = e.fetch[:0], e.dueKeys[:0]
 	for _, t := range timers {
 		ks := e.cache.get(t.Shard, t.Key)
