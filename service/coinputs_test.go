@@ -176,6 +176,70 @@ func TestCoPartitionedCatchUp(t *testing.T) {
 	}
 }
 
+// TestFollowerReleasedWhileGated: a follower the group takes away while it
+// is the last gated partition of its state, its lead staying, leaves the
+// state on the frontier: its windows fire as the frontier passes them.
+// Before, the state stayed on its own frontier, which only the lead's own
+// records moved: at the frontier nothing of it fired.
+func TestFollowerReleasedWhileGated(t *testing.T) {
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10_000, Hop: 10_000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
+	}
+	var out dropCounter
+	p := &pipeline{setup: setup{cfg: &config.Pipeline{Name: "p"}, in: inputTopics{topics: []string{"views", "clicks"}},
+		log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry())}}
+	p.rs = newRestores()
+	p.mu.gated, p.mu.parts = map[int32]int64{}, map[int32]*partition{}
+	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &out,
+		windowing.Options{ShardByPartition: true, Shards: coStride}); err != nil {
+		t.Fatal(err)
+	}
+	eng := p.mu.eng
+	record := func(part int32, key string, ts int64) {
+		t.Helper()
+		ev := windowing.Event{Partition: part, Key: key, Time: ts, Inputs: make([]windowing.Input, 1)}
+		if err := eng.Record(&ev, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.releaseGatedLocked(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const lead, follower = int32(0), coStride
+	for _, part := range []int32{lead, 1, follower, coStride + 1} {
+		p.mu.parts[part] = &partition{}
+		eng.Assign(part, 0, true)
+		record(part, "k", 20_000)
+	}
+	// Partition 0's state comes back behind the frontier (20,000), as in
+	// TestCoPartitionedCatchUp; the lead catches up, the follower does not.
+	for part, wm := range map[int32]int64{lead: 8_000, follower: 5_000} {
+		eng.Revoke(part)
+		eng.Watermarks().RestoreGenerator(part, watermark.Generator{MaxTS: wm, Seen: 1, Watermark: wm})
+		eng.Assign(part, 0, false)
+		p.gateIfBehindLocked(part)
+	}
+	record(lead, "a", 21_000)
+	record(follower, "a", 6_000) // window [0,10000) of the state
+	if out.panes != 0 {
+		t.Fatalf("%d panes while the state catches up below 10,000", out.panes)
+	}
+	p.releaseLocked([]int32{follower})
+	if err := p.releaseGatedLocked(); err != nil { // the next step's
+		t.Fatal(err)
+	}
+	if out.panes == 0 || out.dropped != 0 {
+		t.Fatalf("%d panes, %d dropped: want window [0,10000) fired at the frontier (20,000) once the follower left", out.panes, out.dropped)
+	}
+}
+
 // A rollback keeps a co-partitioned follower with its lead: lost and kept
 // for the group to hand back, restoring, or assigned. Before, it dropped
 // the follower on its own, and with it the lead's shard (its state) and

@@ -257,14 +257,29 @@ func (p *pipeline) releaseLocked(parts []int32) {
 	if p.mu.wait != nil {
 		p.mu.wait.forget(parts)
 	}
+	var gated []int32
 	for _, part := range parts {
 		p.cancelRestoreLocked(part)
-		delete(p.mu.gated, part)
+		if _, ok := p.mu.gated[part]; ok {
+			gated = append(gated, part)
+			delete(p.mu.gated, part)
+		}
 		p.mu.eng.Revoke(part)
 		delete(p.mu.parts, part)
 		label := p.in.label(part)
 		for _, g := range []*prometheus.GaugeVec{p.m.watermark, p.m.idle, p.m.holds, p.m.lag} {
 			g.DeleteLabelValues(p.cfg.Name, label)
+		}
+	}
+	// A follower released while gated may have been the last gated
+	// partition of a state whose lead stays. A lead that caught up first
+	// left the state's release to its last gated partition
+	// (releaseGatedLocked): the lead, gated again, now makes it at the
+	// next step.
+	for _, part := range gated {
+		l := lead(part)
+		if _, held := p.mu.gated[l]; l != part && !held && p.mu.parts[l] != nil && !p.gatedShareLocked(l) {
+			p.mu.gated[l] = watermark.MinTime
 		}
 	}
 }
