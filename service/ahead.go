@@ -62,9 +62,12 @@ func headers(hs []kgo.RecordHeader, dst []expr.Header) []expr.Header {
 
 // decodeAhead decodes one poll's records of a topic, numbered in the order
 // of kgo.Fetches.EachPartition. Between start and finish the loop reads
-// them with get, in increasing order (it may skip some). With at least
-// aheadMin records and more than one processor, a goroutine decodes them
-// ahead of the loop; otherwise get decodes each itself. slots, their
+// them with get, or a range of them with decoded, in increasing order (it
+// may skip some). With at least aheadMin records and more than one
+// processor, a goroutine decodes them ahead of the loop; otherwise they
+// are decoded, in order, as far as get or decoded asks (decodeTo), so
+// records the loop skips may be decoded too: decoding has no effect
+// besides its slot. slots, their
 // events' Inputs and the decoder are reused from poll to poll; an event's
 // Key may point into its record, as source.Decoder.Decode says.
 type decodeAhead struct {

@@ -59,11 +59,18 @@ func (p *pipeline) behindLocked(since time.Duration) bool {
 func (p *pipeline) waitingLocked() int64 {
 	var n int64
 	for _, st := range p.mu.parts {
-		if c := st.consumed(); c >= 0 && st.end > c {
-			n += st.end - c
-		}
+		n += st.waiting()
 	}
 	return n
+}
+
+// waiting is the number of the partition's records waiting in Kafka: from
+// its position to its last known end, 0 while either is unknown.
+func (st *partition) waiting() int64 {
+	if c := st.consumed(); c >= 0 && st.end > c {
+		return st.end - c
+	}
+	return 0
 }
 
 // cycleStartedLocked starts the count of the next cycle's records.

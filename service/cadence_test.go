@@ -4,10 +4,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/config"
+	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/watermark"
+	"github.com/windowd/windowd/windowing"
 )
 
 // TestCommitPutOffWhileBehind checks the commit cadence (cadence.go): due
@@ -56,4 +61,44 @@ func TestCommitPutOffWhileBehind(t *testing.T) {
 	check("a lag that stays, as many as the cycle processed", 150*time.Millisecond, 100000, 101000, 1000, true, 2)
 	check("caught up", 150*time.Millisecond, 100000, 100000, 300, true, 2)
 	check("end unknown", 100*time.Millisecond, 0, -1, 0, true, 2)
+}
+
+// TestCommitPartitionLeavesCycle: a partition the group takes away in the
+// middle of a cycle takes its waiting records out of the count the cycle
+// began with. Otherwise, with a lag that stays on the other partition,
+// the backlog looked drained by the lag that left, and the cycle was put
+// off as a draining tail up to commit_interval_max.
+func TestCommitPartitionLeavesCycle(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p := &pipeline{setup: setup{cfg: &config.Pipeline{Name: "p", CommitInterval: 100, CommitIntervalMax: 1000},
+		in: inputTopics{topics: []string{"in"}}, log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry()),
+		now: func() time.Time { return clock }}}
+	p.rs = newRestores()
+	p.mu.gated = map[int32]int64{}
+	spec := windowing.Spec{
+		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 1000, Hop: 1000},
+		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
+	}
+	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &dropCounter{},
+		windowing.Options{ShardByPartition: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Both partitions 50,000 behind, as they stay.
+	st0 := &partition{position: 0, start: -1, end: 50_000, first: -1}
+	p.mu.parts = map[int32]*partition{0: st0, 1: {position: 0, start: -1, end: 50_000, first: -1}}
+	p.cycleStartedLocked(clock)
+	p.releaseLocked([]int32{1})
+	// 60,000 records in 600ms, 50,000 still waiting: fewer than the
+	// cycle processed, and no backlog drained.
+	clock = clock.Add(600 * time.Millisecond)
+	st0.position, st0.end = 60_000, 110_000
+	p.mu.cycleRecords = 60_000
+	if !p.commitDueLocked() {
+		t.Fatal("cycle put off: the lag of the partition that left counted as a drained backlog")
+	}
 }

@@ -259,6 +259,11 @@ func (p *pipeline) releaseLocked(parts []int32) {
 	}
 	var gated []int32
 	for _, part := range parts {
+		if st := p.mu.parts[part]; st != nil {
+			// Its records no longer wait for this cycle: without them
+			// the backlog would look drained (cadence.go).
+			p.mu.cycleWaiting = max(p.mu.cycleWaiting-st.waiting(), 0)
+		}
 		p.cancelRestoreLocked(part)
 		if _, ok := p.mu.gated[part]; ok {
 			gated = append(gated, part)
