@@ -9,6 +9,7 @@ import (
 	"github.com/windowd/windowd/config"
 	"github.com/windowd/windowd/evolve"
 	"github.com/windowd/windowd/state"
+	"github.com/windowd/windowd/windowing"
 )
 
 // planAgainst prints, for each pipeline of cfg, the plan a start on the
@@ -34,10 +35,14 @@ func planAgainst(cfg *config.Config, dir string, stdout, stderr io.Writer) bool 
 			var old *evolve.Definition
 			if old, err = evolve.Decode(stored); err == nil {
 				// The input's partition count is the broker's: checked at start.
-				plan := evolve.Compare(old, evolve.Of(p, old.Partitions))
+				cur := evolve.Of(p, old.Partitions)
+				plan := evolve.Compare(old, cur)
 				fmt.Fprintf(stdout, "pipeline %s:\n%s\n", p.Name, plan.Text())
 				if plan.Refused() {
 					fmt.Fprintf(stdout, "pipeline %s: a start would be refused; %s\n", p.Name, evolve.RefusalHelp)
+					ok = false
+				} else if why := engineRefusal(p, db, stored, cur, "state directory "+pdir); why != nil {
+					fmt.Fprintf(stdout, "pipeline %s: a start would be refused: %v\n", p.Name, why)
 					ok = false
 				}
 			}
@@ -52,3 +57,30 @@ func planAgainst(cfg *config.Config, dir string, stdout, stderr io.Writer) bool 
 	}
 	return ok
 }
+
+// engineRefusal is what the engine would refuse at a start on db under
+// p's definition cur, once the plan is accepted: a drain it cannot run
+// (windowing.ErrDrain: the previous drain not finished, drain removed
+// before the frontier passed it, a cut not after the records the state
+// read). The start builds its engine on the state with evolve.Start's
+// evolution (service/definition.go, service/engine.go); so does this,
+// without writing anything (the store's writes wait for a commit, which
+// never comes). A join has no drain.
+func engineRefusal(p *config.Pipeline, db *state.DB, stored []byte, cur *evolve.Definition, where string) error {
+	if p.Join != nil {
+		return nil
+	}
+	_, _, ev, err := evolve.Start(stored, true, 0, cur, where)
+	if err != nil {
+		return err
+	}
+	_, err = windowing.New(p.Spec, p.Watermark, db, noPanes{}, windowing.Options{ShardByPartition: true, Evolve: ev})
+	return err
+}
+
+// noPanes is the emitter of engineRefusal's engine, which processes no
+// record.
+type noPanes struct{}
+
+func (noPanes) Pane(*windowing.Pane) error                           { return nil }
+func (noPanes) Dropped(*windowing.Event, windowing.DropReason) error { return nil }
