@@ -118,31 +118,33 @@ type dropCounter struct{ panes, dropped int }
 func (d *dropCounter) Pane(*windowing.Pane) error                           { d.panes++; return nil }
 func (d *dropCounter) Dropped(*windowing.Event, windowing.DropReason) error { d.dropped++; return nil }
 
-// TestCoPartitionedCatchUp: a state whose lead and follower both rejoin
-// behind the frontier runs on its own frontier until both have caught up.
-// Before, the lead's catching up released the state while the follower
-// was still behind, and the follower's next record, within its own
-// watermark, was dropped as late.
-func TestCoPartitionedCatchUp(t *testing.T) {
+// gatedCoState is a pipeline of two co-partitioned inputs (2 partitions
+// each) whose partition 0 state, lead and follower, came back behind the
+// frontier (20,000) and is gated: the lead at 8,000, the follower at
+// 5,000. record feeds one record and runs the step's release.
+func gatedCoState(t *testing.T) (p *pipeline, out *dropCounter, record func(part int32, key string, ts int64)) {
+	t.Helper()
 	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	spec := windowing.Spec{
 		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10_000, Hop: 10_000},
 		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
 		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
 	}
-	var out dropCounter
-	p := &pipeline{setup: setup{in: inputTopics{topics: []string{"views", "clicks"}}}}
-	p.mu.gated = map[int32]int64{}
-	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &out,
+	out = &dropCounter{}
+	p = &pipeline{setup: setup{cfg: &config.Pipeline{Name: "p"}, in: inputTopics{topics: []string{"views", "clicks"}},
+		log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry())}}
+	p.rs = newRestores()
+	p.mu.gated, p.mu.parts = map[int32]int64{}, map[int32]*partition{}
+	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, out,
 		windowing.Options{ShardByPartition: true, Shards: coStride}); err != nil {
 		t.Fatal(err)
 	}
 	eng := p.mu.eng
-	record := func(part int32, key string, ts int64) {
+	record = func(part int32, key string, ts int64) {
 		t.Helper()
 		ev := windowing.Event{Partition: part, Key: key, Time: ts, Inputs: make([]windowing.Input, 1)}
 		if err := eng.Record(&ev, 0); err != nil {
@@ -152,19 +154,28 @@ func TestCoPartitionedCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const lead, follower = int32(0), coStride
-	for _, part := range []int32{lead, 1, follower, coStride + 1} {
+	for _, part := range []int32{0, 1, coStride, coStride + 1} {
+		p.mu.parts[part] = &partition{}
 		eng.Assign(part, 0, true)
 		record(part, "k", 20_000)
 	}
-	// Partition 0's state moved away and comes back behind the frontier
-	// (20,000): its lead at 8,000, its follower at 5,000.
-	for part, wm := range map[int32]int64{lead: 8_000, follower: 5_000} {
+	for part, wm := range map[int32]int64{0: 8_000, coStride: 5_000} {
 		eng.Revoke(part)
 		eng.Watermarks().RestoreGenerator(part, watermark.Generator{MaxTS: wm, Seen: 1, Watermark: wm})
 		eng.Assign(part, 0, false)
 		p.gateIfBehindLocked(part)
 	}
+	return p, out, record
+}
+
+// TestCoPartitionedCatchUp: a state whose lead and follower both rejoin
+// behind the frontier runs on its own frontier until both have caught up.
+// Before, the lead's catching up released the state while the follower
+// was still behind, and the follower's next record, within its own
+// watermark, was dropped as late.
+func TestCoPartitionedCatchUp(t *testing.T) {
+	p, out, record := gatedCoState(t)
+	const lead, follower = int32(0), coStride
 	record(lead, "a", 21_000) // the lead has caught up
 	record(follower, "a", 6_000)
 	if out.dropped != 0 {
@@ -182,51 +193,9 @@ func TestCoPartitionedCatchUp(t *testing.T) {
 // Before, the state stayed on its own frontier, which only the lead's own
 // records moved: at the frontier nothing of it fired.
 func TestFollowerReleasedWhileGated(t *testing.T) {
-	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	spec := windowing.Spec{
-		Window:     windowing.WindowSpec{Kind: windowing.Tumbling, Size: 10_000, Hop: 10_000},
-		Aggregates: []windowing.AggSpec{{Name: "n", Op: windowing.Count}},
-		Trigger:    windowing.TriggerSpec{OnTime: true, Closing: windowing.ClosingNever},
-	}
-	var out dropCounter
-	p := &pipeline{setup: setup{cfg: &config.Pipeline{Name: "p"}, in: inputTopics{topics: []string{"views", "clicks"}},
-		log: zap.NewNop(), m: newMetrics(prometheus.NewRegistry())}}
-	p.rs = newRestores()
-	p.mu.gated, p.mu.parts = map[int32]int64{}, map[int32]*partition{}
-	if p.mu.eng, err = windowing.New(spec, watermark.Spec{Strategy: watermark.BoundedOutOfOrderness}, db, &out,
-		windowing.Options{ShardByPartition: true, Shards: coStride}); err != nil {
-		t.Fatal(err)
-	}
-	eng := p.mu.eng
-	record := func(part int32, key string, ts int64) {
-		t.Helper()
-		ev := windowing.Event{Partition: part, Key: key, Time: ts, Inputs: make([]windowing.Input, 1)}
-		if err := eng.Record(&ev, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.releaseGatedLocked(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p, out, record := gatedCoState(t)
 	const lead, follower = int32(0), coStride
-	for _, part := range []int32{lead, 1, follower, coStride + 1} {
-		p.mu.parts[part] = &partition{}
-		eng.Assign(part, 0, true)
-		record(part, "k", 20_000)
-	}
-	// Partition 0's state comes back behind the frontier (20,000), as in
-	// TestCoPartitionedCatchUp; the lead catches up, the follower does not.
-	for part, wm := range map[int32]int64{lead: 8_000, follower: 5_000} {
-		eng.Revoke(part)
-		eng.Watermarks().RestoreGenerator(part, watermark.Generator{MaxTS: wm, Seen: 1, Watermark: wm})
-		eng.Assign(part, 0, false)
-		p.gateIfBehindLocked(part)
-	}
-	record(lead, "a", 21_000)
+	record(lead, "a", 21_000)    // the lead has caught up
 	record(follower, "a", 6_000) // window [0,10000) of the state
 	if out.panes != 0 {
 		t.Fatalf("%d panes while the state catches up below 10,000", out.panes)

@@ -13,9 +13,9 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// TestValidateAgainstState: `validate --against-state` prints the plan a
-// start would follow and exits 1 when the start would be refused.
-func TestValidateAgainstState(t *testing.T) {
+// exampleA is testdata/example_a.yaml, as text and loaded.
+func exampleA(t *testing.T) (string, *config.Config) {
+	t.Helper()
 	orig, err := os.ReadFile("testdata/example_a.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -24,6 +24,13 @@ func TestValidateAgainstState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(orig), cfg
+}
+
+// TestValidateAgainstState: `validate --against-state` prints the plan a
+// start would follow and exits 1 when the start would be refused.
+func TestValidateAgainstState(t *testing.T) {
+	orig, cfg := exampleA(t)
 	dir := t.TempDir()
 	db, err := state.Open(filepath.Join(dir, "example-a"), state.Options{})
 	if err != nil {
@@ -37,17 +44,17 @@ func TestValidateAgainstState(t *testing.T) {
 	}
 	db.Close()
 
-	added := writeConfig(t, strings.Replace(string(orig), "- {name: n, op: count}", "- {name: n, op: count}\n      - {name: s, op: sum, field: v}", 1))
+	added := writeConfig(t, strings.Replace(orig, "- {name: n, op: count}", "- {name: n, op: count}\n      - {name: s, op: sum, field: v}", 1))
 	code, out, errs := runCLI(t, "", "validate", "--config", added, "--against-state", dir)
 	if code != 0 || !strings.Contains(out, "compatible, applied: aggregate s") || !strings.HasSuffix(out, "OK\n") {
 		t.Fatalf("aggregate added: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	resized := writeConfig(t, strings.Replace(string(orig), "size: 10s", "size: 20s", 1))
+	resized := writeConfig(t, strings.Replace(orig, "size: 10s", "size: 20s", 1))
 	code, out, errs = runCLI(t, "", "validate", "--config", resized, "--against-state", dir)
 	if code != 1 || !strings.Contains(out, "incompatible: window") || !strings.Contains(out, "choices") || !strings.Contains(out, "drain") {
 		t.Fatalf("window resized: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	drained := writeConfig(t, strings.Replace(string(orig), "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \"2026-12-04T06:00:00Z\"}", 1))
+	drained := writeConfig(t, strings.Replace(orig, "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \"2026-12-04T06:00:00Z\"}", 1))
 	code, out, errs = runCLI(t, "", "validate", "--config", drained, "--against-state", dir)
 	if code != 0 || !strings.Contains(out, "compatible, by rule: window") || !strings.Contains(out, "drained: records before 2026-12-04T06:00:00Z go to the old windows") {
 		t.Fatalf("window resized with a drain: exit %d, stdout %q, stderr %q", code, out, errs)
@@ -60,14 +67,7 @@ func TestValidateAgainstState(t *testing.T) {
 // printed OK, and the deploy it was to stop (the Helm chart's init
 // container) crash-looped on the refusal instead.
 func TestValidateAgainstStateDrainCut(t *testing.T) {
-	orig, err := os.ReadFile("testdata/example_a.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load("testdata/example_a.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig, cfg := exampleA(t)
 	p := &cfg.Pipelines[0]
 	dir := t.TempDir()
 	db, err := state.Open(filepath.Join(dir, p.Name), state.Options{})
@@ -99,7 +99,7 @@ func TestValidateAgainstStateDrainCut(t *testing.T) {
 		{"2026-12-04T06:00:00Z", false}, // before the record read
 		{"2026-12-04T08:00:00Z", true},
 	} {
-		drained := writeConfig(t, strings.Replace(string(orig), "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \""+c.until+"\"}", 1))
+		drained := writeConfig(t, strings.Replace(orig, "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \""+c.until+"\"}", 1))
 		code, out, errs := runCLI(t, "", "validate", "--config", drained, "--against-state", dir)
 		if c.ok {
 			if code != 0 || !strings.HasSuffix(out, "OK\n") {
