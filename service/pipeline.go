@@ -197,7 +197,10 @@ type loopState struct {
 	clNext       map[int32]int64    // next changelog offset per partition that local state holds
 	skip         map[int32]*skipSet // restored keys ahead of their partition's position
 	following    map[int32]bool     // co-partitioned inputs: followers waiting for their lead's restore (coinputs.go)
-	loggedWrites int64              // store.writes already counted in the metric
+	// restoredFollow: followers of a state restored here before they
+	// were assigned, where the restore puts them (joinFollowerLocked).
+	restoredFollow map[int32]restoredAt
+	loggedWrites   int64 // store.writes already counted in the metric
 	// counted: the engine's Stats() whose Evictions, QuietAdvances and
 	// Discarded are already counted in the metrics (zero again with a rollback's
 	// new engine).

@@ -129,6 +129,10 @@ func (p *pipeline) dropPartitionLocked(part int32) error {
 	p.off.Unlock()
 	delete(p.mu.clNext, part)
 	delete(p.mu.skip, part)
+	delete(p.mu.restoredFollow, part)
+	for _, f := range p.in.followers(part) { // where the dropped state put them
+		delete(p.mu.restoredFollow, f)
+	}
 	delete(p.mu.defLogged, part)
 	delete(p.mu.store.dirty, part)
 	if p.mu.rp != nil {

@@ -343,12 +343,22 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 	resume := map[int32]int64{}
 	var joined []int32 // part, and its followers assigned here (coinputs.go)
 	for i, f := range append([]int32{part}, p.in.followers(part)...) {
+		at := restoredOf(b.mk, i, b.covers.of(i))
+		delete(p.mu.restoredFollow, f)
 		if i > 0 && !p.mu.following[f] {
+			// Not assigned here (yet): if it comes, it joins where
+			// this state put it (joinFollowerLocked).
+			if at.marked {
+				if p.mu.restoredFollow == nil {
+					p.mu.restoredFollow = map[int32]restoredAt{}
+				}
+				p.mu.restoredFollow[f] = at.kept()
+			}
 			continue
 		}
 		delete(p.mu.following, f)
 		joined = append(joined, f)
-		if off, ok := p.joinRestoredLocked(f, b.mk, i, b.covers.of(i)); ok {
+		if off, ok := p.joinRestoredLocked(f, at); ok {
 			resume[f] = off
 		}
 	}
@@ -375,42 +385,82 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 }
 
 // joinFollowerLocked joins follower part to its lead's state, which runs
-// here already: from the position this member stored for it, else from
-// the group's committed offset.
+// here already: where the state's restore put it (its marker's position,
+// generator and covers, kept by finishRestoreLocked), else from the
+// position this member stored for it, else from the group's committed
+// offset. The marker's position may be ahead of the group's offset (at
+// least once: the changelog is written before the offsets are
+// committed); resuming at the group's would count the records between
+// twice.
 func (p *pipeline) joinFollowerLocked(part int32) {
-	if off, known := p.joinRestoredLocked(part, nil, p.in.input(part), &coverLog{}); known {
+	at := restoredAt{position: -1}
+	if kept, ok := p.mu.restoredFollow[part]; ok {
+		at = kept
+		delete(p.mu.restoredFollow, part)
+	}
+	if off, known := p.joinRestoredLocked(part, at); known {
 		p.cl.SetOffsets(p.in.epochOffsets(map[int32]int64{part: off}))
 	}
 	p.cl.ResumeFetchPartitions(p.in.toKafka([]int32{part}))
 	p.log.Info("partition joined its lead's state, which runs here", p.in.partitionsField([]int32{part}))
 }
 
-// joinRestoredLocked assigns part, input i's partition of a restored state
-// whose changelog's last marker is mk (nil: none): its generator and
-// position come from mk, and its keys logged ahead of that position skip
-// the records their state holds (covers). It returns where part resumes,
-// when that is known.
-func (p *pipeline) joinRestoredLocked(part int32, mk *marker, i int, covers *coverLog) (int64, bool) {
-	if mk != nil {
-		pos, gen := mk.position, mk.gen
-		if i > 0 {
-			pos, gen = -1, watermark.NewGenerator()
-			if i-1 < len(mk.follow) {
-				pos, gen = mk.follow[i-1].position, mk.follow[i-1].gen
-			}
+// restoredAt is where a restored state puts one of its partitions: its
+// last marker's position (-1: none yet) and generator, when a marker was
+// read, and the covers of its keys logged ahead of that position.
+type restoredAt struct {
+	marked   bool
+	position int64
+	gen      watermark.Generator
+	covers   map[string]int64
+}
+
+// restoredOf is where a restore whose last marker is mk (nil: none) and
+// whose covers of input i are covers puts input i's partition.
+func restoredOf(mk *marker, i int, covers *coverLog) restoredAt {
+	at := restoredAt{position: -1, covers: covers.latest()}
+	if mk == nil {
+		return at
+	}
+	at.marked, at.position, at.gen = true, mk.position, mk.gen
+	if i > 0 {
+		at.position, at.gen = -1, watermark.NewGenerator()
+		if i-1 < len(mk.follow) {
+			at.position, at.gen = mk.follow[i-1].position, mk.follow[i-1].gen
 		}
-		if pos >= 0 {
+	}
+	return at
+}
+
+// kept is at with its covers' keys copied: they point into the restore
+// batch's slab, which the next batch reuses.
+func (at restoredAt) kept() restoredAt {
+	covers := make(map[string]int64, len(at.covers))
+	for k, c := range at.covers {
+		covers[strings.Clone(k)] = c
+	}
+	at.covers = covers
+	return at
+}
+
+// joinRestoredLocked assigns part where its restored state puts it (at):
+// its generator and position, when a marker gave them, and its keys
+// logged ahead of that position skip the records their state holds
+// (covers). It returns where part resumes, when that is known.
+func (p *pipeline) joinRestoredLocked(part int32, at restoredAt) (int64, bool) {
+	if at.marked {
+		if at.position >= 0 {
 			p.off.Lock()
-			p.off.stored[part] = pos
+			p.off.stored[part] = at.position
 			p.off.Unlock()
 		}
-		p.mu.eng.Watermarks().RestoreGenerator(part, gen)
+		p.mu.eng.Watermarks().RestoreGenerator(part, at.gen)
 	}
 	p.off.Lock()
 	resume, known := p.off.stored[part]
 	p.off.Unlock()
 	s := p.mu.skip[part]
-	for k, c := range covers.latest() {
+	for k, c := range at.covers {
 		if known && c <= resume {
 			continue
 		}
