@@ -78,7 +78,7 @@ type decodeAhead struct {
 	now      int64 // the poll's processing time (Unix ms)
 
 	running bool
-	avail   int      // slots decoded: handed over by the goroutine, or decoded by get
+	avail   int      // slots decoded: handed over by the goroutine, or decoded inline (decodeTo)
 	ready   chan int // the goroutine's progress: slots decoded so far
 	stop    chan struct{}
 }
