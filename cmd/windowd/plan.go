@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,7 @@ func planAgainst(cfg *config.Config, dir string, stdout, stderr io.Writer) bool 
 			continue
 		}
 		stored, err := db.GetMeta("definition")
+		stored = bytes.Clone(stored) // GetMeta's buffer is the next read's
 		if err == nil && stored != nil {
 			var old *evolve.Definition
 			if old, err = evolve.Decode(stored); err == nil {
@@ -65,10 +67,23 @@ func planAgainst(cfg *config.Config, dir string, stdout, stderr io.Writer) bool 
 // read). The start builds its engine on the state with evolve.Start's
 // evolution (service/definition.go, service/engine.go); so does this,
 // without writing anything (the store's writes wait for a commit, which
-// never comes). A join has no drain.
+// never comes). A join has no drain; an exactly_once state left by an
+// unclean stop is not what the start runs on.
 func engineRefusal(p *config.Pipeline, db *state.DB, stored []byte, cur *evolve.Definition, where string) error {
 	if p.Join != nil {
 		return nil
+	}
+	if p.Delivery == config.ExactlyOnce {
+		// After an unclean stop an exactly_once start discards the
+		// state (service/exactlyonce.go): what the engine refuses is
+		// decided on the state it restores from the changelog.
+		clean, err := db.GetMeta("clean")
+		if err != nil {
+			return err
+		}
+		if len(clean) != 1 || clean[0] != 1 {
+			return nil
+		}
 	}
 	_, _, ev, err := evolve.Start(stored, true, 0, cur, where)
 	if err != nil {

@@ -111,4 +111,28 @@ func TestValidateAgainstStateDrainCut(t *testing.T) {
 			t.Fatalf("drain until %s: exit %d, stdout %q, stderr %q; want the engine's refusal", c.until, code, out, errs)
 		}
 	}
+
+	// Under exactly_once a start after an unclean stop discards the state
+	// (it restores from the changelog): its frontier refuses nothing. A
+	// clean stop's state is what the start runs on.
+	early := strings.Replace(orig, "size: 10s}", "size: 20s}\n    drain: {window: {type: tumbling, size: 10s}, until: \"2026-12-04T06:00:00Z\"}", 1)
+	eos := writeConfig(t, strings.Replace(early, "    output: {topic: events-windows}", "    output: {topic: events-windows}\n    delivery: exactly_once", 1))
+	code, out, errs := runCLI(t, "", "validate", "--config", eos, "--against-state", dir)
+	if code != 0 || !strings.HasSuffix(out, "OK\n") {
+		t.Fatalf("exactly_once, unclean stop: exit %d, stdout %q, stderr %q; want OK", code, out, errs)
+	}
+	if db, err = state.Open(filepath.Join(dir, p.Name), state.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutMeta("clean", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, out, errs = runCLI(t, "", "validate", "--config", eos, "--against-state", dir)
+	if code != 1 || !strings.Contains(out, "is not after every record already read") {
+		t.Fatalf("exactly_once, clean stop: exit %d, stdout %q, stderr %q; want the engine's refusal", code, out, errs)
+	}
 }
