@@ -269,8 +269,15 @@ func (p *pipeline) followMarksLocked(lead int32) (follow []followMark, moved boo
 			fm.position = st.position
 			known = known || st.position >= 0
 			moved = moved || st.position != st.marked
+			fm.gen, _ = p.mu.eng.Watermarks().Generator(f)
+		} else if at, ok := p.mu.restoredFollow[f]; ok {
+			// Not assigned here since the state's restore: where that
+			// put it, for the next restore of this state too.
+			fm.position, fm.gen = at.position, at.gen
+			known = known || at.position >= 0
+		} else {
+			fm.gen, _ = p.mu.eng.Watermarks().Generator(f)
 		}
-		fm.gen, _ = p.mu.eng.Watermarks().Generator(f)
 		follow = append(follow, fm)
 	}
 	if !known {

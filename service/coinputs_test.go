@@ -174,7 +174,8 @@ func gatedCoState(t *testing.T) (p *pipeline, out *dropCounter, record func(part
 // restored marker put it: the marker's position, generator and covers,
 // not the group's committed offset. At least once the marker may be ahead
 // of that offset (a crash between the changelog write and the offset
-// commit), and the records between were counted twice.
+// commit), and the records between were counted twice. Until it joins,
+// the lead's markers keep its position and generator.
 func TestFollowerJoinsWhereRestorePutIt(t *testing.T) {
 	cl := fakeCluster(t, kfake.SeedTopics(2, "views", "clicks"))()
 	db, err := state.Open("s", state.Options{FS: vfs.NewMem()})
@@ -211,6 +212,11 @@ func TestFollowerJoinsWhereRestorePutIt(t *testing.T) {
 	const follower = coStride + 1
 	if _, joined := p.mu.parts[follower]; joined {
 		t.Fatal("the follower joined before the group gave it")
+	}
+	// Meanwhile the lead's markers carry where the restore put it, for
+	// a restore of this state elsewhere or after a restart.
+	if follow, _ := p.followMarksLocked(1); len(follow) != 1 || follow[0].position != 7 || follow[0].gen.MaxTS != gen.MaxTS {
+		t.Fatalf("the lead's marker holds %+v of its follower, want position 7 and the restored generator", follow)
 	}
 	p.startRestoreLocked(follower)
 	p.off.Lock()
