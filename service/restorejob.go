@@ -348,7 +348,7 @@ func (p *pipeline) finishRestoreLocked(j *restoreJob, b restoreBatch) {
 		if i > 0 && !p.mu.following[f] {
 			// Not assigned here (yet): if it comes, it joins where
 			// this state put it (joinFollowerLocked).
-			if at.marked {
+			if _, running := p.mu.parts[f]; at.marked && !running {
 				if p.mu.restoredFollow == nil {
 					p.mu.restoredFollow = map[int32]restoredAt{}
 				}
