@@ -19,8 +19,8 @@ func (e *Engine) Prefetch(part int32, key string) {
 	}
 	for _, w := range ks.windows {
 		e.prefetched += w.start
-		if len(w.acc) > 0 {
-			e.prefetched += w.acc[0].n
+		for i := range w.acc {
+			e.prefetched += w.acc[i].n
 		}
 	}
 }
