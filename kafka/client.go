@@ -105,6 +105,15 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 }
 
+// FetchPartitionBytes is how much a group member's fetch asks of each
+// partition (franz-go's default is 1 MiB). A fetch is about a poll's
+// records, and the client holds up to two (the one the loop works on, the
+// next one buffered): at 1 MiB a 4-partition member kept about 30 MiB more
+// of fetched batches and decoded records live, which every collection
+// marks, for no measurable gain in throughput (docs/PERFORMANCE.md, Memory
+// and CPU). A batch larger than this is still fetched whole.
+const FetchPartitionBytes = 256 << 10
+
 // GroupOpts are the client options of a consumer-group member of group on
 // topic: read_committed from the log start, offsets committed by the
 // caller, cooperative-sticky rebalances.
@@ -138,5 +147,6 @@ func GroupOpts(base []kgo.Opt, session time.Duration, group string, topics ...st
 		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.FetchMaxPartitionBytes(FetchPartitionBytes),
 	)
 }

@@ -197,6 +197,7 @@ func cmdReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	setMemoryLimit(1, cfg.State.CacheBytes)
+	setGCPercent()
 	p, err := pickPipeline(cfg, *name)
 	if err != nil {
 		return fail("%v", err)

@@ -211,6 +211,27 @@ func TestMemoryLimitCountsEveryPipeline(t *testing.T) {
 	}
 }
 
+// TestGCPercent: windowd sets GOGC to gcPercent, unless GOGC is set, which
+// then decides.
+func TestGCPercent(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	t.Setenv("GOGC", "")
+	if got := setGCPercent(); got != gcPercent {
+		t.Errorf("GOGC unset: setGCPercent() = %d, want %d", got, gcPercent)
+	}
+	if now := debug.SetGCPercent(100); now != gcPercent {
+		t.Errorf("GOGC unset: the runtime's percentage is %d, want %d", now, gcPercent)
+	}
+	t.Setenv("GOGC", "50")
+	if got := setGCPercent(); got != -1 {
+		t.Errorf("GOGC=50: setGCPercent() = %d, want -1", got)
+	}
+	if now := debug.SetGCPercent(100); now != 100 {
+		t.Errorf("GOGC=50: setGCPercent changed the runtime's percentage to %d", now)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	vcs := &debug.BuildInfo{Main: debug.Module{Path: "github.com/windowd/windowd", Version: "(devel)"}, Settings: []debug.BuildSetting{
 		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "9acad53d1f0e2b7c4a5d6e7f8091a2b3c4d5e6f7"},

@@ -42,3 +42,23 @@ func setMemoryLimit(pipelines int, cacheBytes int64) int64 {
 	debug.SetMemoryLimit(limit)
 	return limit
 }
+
+// gcPercent is the GOGC windowd runs with unless GOGC is set: a collection
+// when the heap has grown by twice what the last one left live, not once.
+// A drain allocates mostly short-lived garbage (fetched record batches,
+// pane records), so the number of collections, and the marking and write
+// barriers they cost, fall by about half; peak memory stays bounded by the
+// soft limit above, and the client fetches at most kafka.FetchPartitionBytes
+// per partition, which gives back about as much as the larger heap takes
+// (docs/PERFORMANCE.md, Memory and CPU).
+const gcPercent = 200
+
+// setGCPercent sets the garbage collector's target percentage to gcPercent
+// unless GOGC is set. Returns the percentage set, or -1 when GOGC decides.
+func setGCPercent() int {
+	if os.Getenv("GOGC") != "" {
+		return -1
+	}
+	debug.SetGCPercent(gcPercent)
+	return gcPercent
+}

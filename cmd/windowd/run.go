@@ -57,6 +57,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			zap.Int("pipelines", len(cfg.Pipelines)), zap.Bool("pebble_outside_go_heap", cgoEnabled),
 			zap.Int64("pebble_bytes_per_pipeline", state.PebbleMemoryBytes))
 	}
+	if gc := setGCPercent(); gc > 0 {
+		log.Info("garbage collector target percentage (set GOGC to override)", zap.Int("gogc", gc))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting", zap.String("version", version()), zap.String("config", *path), zap.Int("pipelines", len(cfg.Pipelines)))
