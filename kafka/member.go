@@ -17,11 +17,12 @@ const (
 	// PollMaxRecords bounds the records of one poll. franz-go fetches
 	// again from a broker only once its buffered fetch is taken whole, so
 	// a poll that takes a fetch in several parts leaves the loop waiting
-	// for the next one: a fetch of 4 partitions (1 MiB each) holds about
-	// 26,000 records of 160 bytes. 30,000 rather than 10,000 drained 2M
-	// records 9% faster on two cores (medians of five, 1.67 against
-	// 1.84 s), as fast on one, with 15 MiB more peak RSS
-	// (docs/PERFORMANCE.md).
+	// for the next one. With 1 MiB per partition a fetch of 4 partitions
+	// held about 26,000 records of 160 bytes, and 30,000 rather than
+	// 10,000 drained 2M records 9% faster on two cores (medians of five,
+	// 1.67 against 1.84 s); at FetchPartitionBytes (256 KiB) it holds
+	// about 6,500, and 30,000 still takes a fetch of 18 such partitions
+	// whole (docs/PERFORMANCE.md).
 	PollMaxRecords = 30000
 	// errLogInterval spaces the fetch errors logged: they repeat every
 	// poll while a broker is away.
