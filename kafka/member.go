@@ -20,8 +20,8 @@ const (
 	// for the next one. With 1 MiB per partition a fetch of 4 partitions
 	// held about 26,000 records of 160 bytes, and 30,000 rather than
 	// 10,000 drained 2M records 9% faster on two cores (medians of five,
-	// 1.67 against 1.84 s); at FetchPartitionBytes (256 KiB) it holds
-	// about 6,500, and 30,000 still takes a fetch of 18 such partitions
+	// 1.67 against 1.84 s); at FetchPartitionBytes (512 KiB) it holds
+	// about 13,000, and 30,000 still takes a fetch of 9 such partitions
 	// whole (docs/PERFORMANCE.md).
 	PollMaxRecords = 30000
 	// errLogInterval spaces the fetch errors logged: they repeat every

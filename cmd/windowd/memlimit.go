@@ -47,10 +47,10 @@ func setMemoryLimit(pipelines int, cacheBytes int64) int64 {
 // when the heap has grown by twice what the last one left live, not once.
 // A drain allocates mostly short-lived garbage (fetched record batches,
 // pane records), so the number of collections, and the marking and write
-// barriers they cost, fall by about half; peak memory stays bounded by the
-// soft limit above, and the client fetches at most kafka.FetchPartitionBytes
-// per partition, which gives back about as much as the larger heap takes
-// (docs/PERFORMANCE.md, Memory and CPU).
+// barriers they cost, fall (a drain of 2M records: 15, not 21); peak
+// memory stays bounded by the soft limit above, and the client fetches at
+// most kafka.FetchPartitionBytes per partition, which gives back about as
+// much as the larger heap takes (docs/PERFORMANCE.md, Tuning knobs).
 const gcPercent = 200
 
 // setGCPercent sets the garbage collector's target percentage to gcPercent
