@@ -2,7 +2,7 @@ package windowing
 
 // Prefetch reads, and changes nothing of, the state a record of key in
 // partition part will read: the key's entry in the cache, its keyState,
-// and each of its windows with its first aggregate. A record's state is a
+// and each of its windows with its aggregates. A record's state is a
 // chain of dependent loads, each mostly a cache miss when keys are many
 // (the map's group, the key's bytes, the keyState, the window, the
 // aggregates): one record at a time, the engine waits for each in turn.

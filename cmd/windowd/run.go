@@ -52,13 +52,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "windowd run: %s: %v\n", *path, config.ErrNoBrokers)
 		return 1
 	}
-	if limit := setMemoryLimit(len(cfg.Pipelines), cfg.State.CacheBytes); limit > 0 {
-		log.Info("soft memory limit for the Go heap (set GOMEMLIMIT to override)", zap.Int64("bytes", limit),
-			zap.Int("pipelines", len(cfg.Pipelines)), zap.Bool("pebble_outside_go_heap", cgoEnabled),
+	// One line for both (-1: the environment variable decides).
+	limit, gc := setMemoryLimit(len(cfg.Pipelines), cfg.State.CacheBytes), setGCPercent()
+	if limit > 0 || gc > 0 {
+		log.Info("soft memory limit and GOGC for the Go heap (set GOMEMLIMIT, GOGC to override)", zap.Int64("bytes", limit),
+			zap.Int("gogc", gc), zap.Int("pipelines", len(cfg.Pipelines)), zap.Bool("pebble_outside_go_heap", cgoEnabled),
 			zap.Int64("pebble_bytes_per_pipeline", state.PebbleMemoryBytes))
-	}
-	if gc := setGCPercent(); gc > 0 {
-		log.Info("garbage collector target percentage (set GOGC to override)", zap.Int("gogc", gc))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
