@@ -300,9 +300,30 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 }
 
 // benchPrefetch is how many records a prefetching run decodes, prefetches
-// (windowing.Engine.Prefetch) and then processes at a time, as `run`'s
+// (windowing.Engine.PrefetchKeys) and then processes at a time, as `run`'s
 // loop does (service/poll.go).
-const benchPrefetch = 32
+const benchPrefetch = windowing.PrefetchBatch
+
+// prefetchByPartition has eng prefetch the keys of evs, those of one
+// partition at a time, as `run`'s loop prefetches a fetched partition's
+// records; keys is a buffer.
+func prefetchByPartition(eng *windowing.Engine, evs []windowing.Event, keys []string) []string {
+	var done [benchPrefetch]bool
+	for i := range evs {
+		if done[i] {
+			continue
+		}
+		keys = keys[:0]
+		for j := i; j < len(evs); j++ {
+			if !done[j] && evs[j].Partition == evs[i].Partition {
+				keys = append(keys, evs[j].Key)
+				done[j] = true
+			}
+		}
+		eng.PrefetchKeys(evs[i].Partition, keys)
+	}
+	return keys
+}
 
 // benchEngineRecordsTo is benchEngineRecords with the panes going to ps,
 // and the records prefetched benchPrefetch at a time when prefetch.
@@ -331,6 +352,7 @@ func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDi
 		}
 		dec := source.NewDecoder(p)
 		var evs [benchPrefetch]windowing.Event
+		var keys []string
 		batch := 1
 		if prefetch {
 			batch = benchPrefetch
@@ -346,9 +368,7 @@ func benchEngineRecordsTo(b *testing.B, p *config.Pipeline, in *benchInput, onDi
 				}
 			}
 			if prefetch {
-				for j := range n {
-					eng.Prefetch(evs[j].Partition, evs[j].Key)
-				}
+				keys = prefetchByPartition(eng, evs[:n], keys)
 			}
 			for j := range n {
 				if err := eng.Record(&evs[j], 0); err != nil {

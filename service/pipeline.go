@@ -179,9 +179,12 @@ type loopState struct {
 	paneCounters [windowing.Late + 1]prometheus.Counter
 	status       statusRates // what the status snapshots are built from (statusapi.go)
 
-	parts      map[int32]*partition
-	inline     decoded      // handle's decoding of a record outside a poll's
-	ahead      *decodeAhead // step's decoding of a poll's records
+	parts  map[int32]*partition
+	inline decoded      // handle's decoding of a record outside a poll's
+	ahead  *decodeAhead // step's decoding of a poll's records
+
+	prefetchKeys []string // prefetchLocked's, reused
+
 	lastCommit time.Time
 	// cycleRecords: records processed since the last cycle began;
 	// cycleWaiting: the records waiting in Kafka when it began; putOff:

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/windowd/windowd/kafka"
+	"github.com/windowd/windowd/windowing"
 )
 
 // run is the poll loop; it returns nil when ctx is done and the final
@@ -111,12 +112,12 @@ func (p *pipeline) stepLocked(ctx context.Context, fetches kgo.Fetches) error {
 
 // prefetchRecords is how many records the loop has the engine prefetch
 // the state of at a time (prefetchLocked).
-const prefetchRecords = 32
+const prefetchRecords = windowing.PrefetchBatch
 
-// prefetcher is an engine that reads a record's state ahead
-// (windowing.Engine.Prefetch; the join's engine does not).
+// prefetcher is an engine that reads records' state ahead
+// (windowing.Engine.PrefetchKeys; the join's engine does not).
 type prefetcher interface {
-	Prefetch(part int32, key string)
+	PrefetchKeys(part int32, keys []string)
 }
 
 // prefetchLocked has the engine read the state of the records of
@@ -127,11 +128,15 @@ func (p *pipeline) prefetchLocked(part int32, ds []decoded) {
 	if !ok {
 		return
 	}
+	keys := p.mu.prefetchKeys[:0]
 	for i := range ds {
 		if ds[i].err == nil {
-			pf.Prefetch(part, ds[i].ev.Key)
+			keys = append(keys, ds[i].ev.Key)
 		}
 	}
+	pf.PrefetchKeys(part, keys)
+	clear(keys) // do not keep the poll's records alive
+	p.mu.prefetchKeys = keys
 }
 
 // processPollLocked feeds the poll's records to the engine in order,

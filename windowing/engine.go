@@ -126,7 +126,7 @@ type Engine struct {
 	emit     Emitter
 	wm       *watermark.Frontier
 	f        int64 // frontier as last acted upon
-	// prefetched sums what Prefetch read, which nothing uses: it keeps
+	// prefetched sums what PrefetchKeys read, which nothing uses: it keeps
 	// the compiler from dropping those loads.
 	prefetched int64
 	// quietAbove: while a frontier step made by the quiet advance fires,

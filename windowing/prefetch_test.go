@@ -10,11 +10,12 @@ import (
 	"github.com/windowd/windowd/windowing"
 )
 
-// TestPrefetchChangesNothing: Prefetch only reads. Before each record the
-// run prefetches the record's key, a key never seen and, after the cache
-// was emptied by an eviction, keys held only by the store: the cache's
-// estimate does not move (a key is not loaded from the store), and the
-// panes are those of the same stream without Prefetch.
+// TestPrefetchChangesNothing: PrefetchKeys only reads. Before each record
+// the run prefetches, in both partitions, the record's key, a key never
+// seen and, after the cache was emptied by an eviction, keys held only by
+// the store, more than PrefetchBatch keys in all: the cache's estimate
+// does not move (a key is not loaded from the store), and the panes are
+// those of the same stream without PrefetchKeys.
 func TestPrefetchChangesNothing(t *testing.T) {
 	spec := windowing.Spec{
 		Window:          windowing.WindowSpec{Kind: windowing.Tumbling, Size: 500},
@@ -24,11 +25,14 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	}
 	wm := watermark.Spec{Strategy: watermark.BoundedOutOfOrderness, MaxDelay: 100}
 	recs := lateStream(rand.New(rand.NewSource(11)), 2, 3000, 100)
-	var keys []string // every key the stream may have (lateStream's names)
-	for p := 0; p < 2; p++ {
+	var keys []string // every key the stream may have (lateStream's names), twice
+	for p := 0; p < 2*2; p++ {
 		for k := 0; k < 5; k++ {
-			keys = append(keys, fmt.Sprintf("k%d-%d", p, k))
+			keys = append(keys, fmt.Sprintf("k%d-%d", p%2, k))
 		}
+	}
+	for len(keys) <= windowing.PrefetchBatch {
+		keys = append(keys, fmt.Sprintf("never-seen-%d", len(keys)))
 	}
 	run := func(prefetch bool) (*slicingRun, int) {
 		r := newSlicingRun(t, spec, wm, 4000, false) // evicts now and then
@@ -40,12 +44,11 @@ func TestPrefetchChangesNothing(t *testing.T) {
 			ev := x.event(len(spec.Aggregates))
 			if prefetch {
 				before := r.eng.CacheBytes()
-				for _, k := range append([]string{ev.Key, "never-seen"}, keys...) {
-					r.eng.Prefetch(ev.Partition, k)
-					r.eng.Prefetch(1-ev.Partition, k)
+				for _, part := range []int32{ev.Partition, 1 - ev.Partition} {
+					r.eng.PrefetchKeys(part, append([]string{ev.Key, "never-seen"}, keys...))
 				}
 				if got := r.eng.CacheBytes(); got != before {
-					t.Fatalf("record %d: Prefetch moved the cache's estimate from %d to %d", i, before, got)
+					t.Fatalf("record %d: PrefetchKeys moved the cache's estimate from %d to %d", i, before, got)
 				}
 				if before > 0 {
 					prefetched++
@@ -66,6 +69,6 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		t.Fatalf("%d evictions, %d records prefetched with keys cached: the run must cover both", n, prefetched)
 	}
 	if len(plain.col.panes) == 0 || !reflect.DeepEqual(pre.col.panes, plain.col.panes) {
-		t.Fatalf("panes with Prefetch differ from those without (%d and %d panes)", len(pre.col.panes), len(plain.col.panes))
+		t.Fatalf("panes with PrefetchKeys differ from those without (%d and %d panes)", len(pre.col.panes), len(plain.col.panes))
 	}
 }
