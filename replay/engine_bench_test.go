@@ -304,11 +304,12 @@ func benchEngineRecords(b *testing.B, p *config.Pipeline, in *benchInput, onDisk
 // loop does (service/poll.go).
 const benchPrefetch = windowing.PrefetchBatch
 
-// prefetchByPartition has eng prefetch the keys of evs, those of one
-// partition at a time, as `run`'s loop prefetches a fetched partition's
-// records; keys is a buffer.
+// prefetchByPartition has eng prefetch the keys of evs (at most
+// benchPrefetch), those of one partition at a time, as `run`'s loop
+// prefetches a fetched partition's records; keys is a buffer.
 func prefetchByPartition(eng *windowing.Engine, evs []windowing.Event, keys []string) []string {
 	var done [benchPrefetch]bool
+	evs = evs[:min(len(evs), benchPrefetch)]
 	for i := range evs {
 		if done[i] {
 			continue

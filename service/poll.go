@@ -120,6 +120,10 @@ type prefetcher interface {
 	PrefetchKeys(part int32, keys []string)
 }
 
+// The engine is checked against prefetcher at run time: a renamed method
+// would quietly turn prefetching off.
+var _ prefetcher = (*windowing.Engine)(nil)
+
 // prefetchLocked has the engine read the state of the records of
 // partition part decoded in ds before it processes them: their loads
 // overlap rather than come one record at a time.

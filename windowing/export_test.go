@@ -31,6 +31,9 @@ func (e *Engine) EmptiedKeySlots() int {
 	return n
 }
 
+// Prefetched is what PrefetchKeys has read, summed.
+func (e *Engine) Prefetched() int64 { return e.prefetched }
+
 // KeptSlots is keptSlots.
 const KeptSlots = keptSlots
 

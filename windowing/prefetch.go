@@ -17,6 +17,9 @@ const PrefetchBatch = 32
 // tumbling-10s-key, 10,000 keys; docs/PERFORMANCE.md). A key not in the
 // cache is not read from the store.
 func (e *Engine) PrefetchKeys(part int32, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
 	m := e.cache.shard(e.shard(part), false)
 	if m == nil {
 		return
