@@ -88,3 +88,30 @@ func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendJSONText appends the JSON text v (valid JSON, such as a record's
+// value) as it is, but for each byte that is not part of valid UTF-8,
+// which it writes as AppendJSONString does (\udc80 … \udcff). In valid
+// JSON such a byte can only be inside a string literal, where the escape
+// belongs, so the result is valid JSON and valid UTF-8 (docs/SEMANTICS.md,
+// Byte-exact keys).
+func AppendJSONText(b []byte, v string) []byte {
+	if utf8.ValidString(v) {
+		return append(b, v...)
+	}
+	start := 0
+	for i := 0; i < len(v); {
+		if v[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, v[start:i]...)
+			b = append(b, '\\', 'u', 'd', 'c', hexDigits[v[i]>>4], hexDigits[v[i]&0xf])
+			start = i + 1
+		}
+		i += size
+	}
+	return append(b, v[start:]...)
+}

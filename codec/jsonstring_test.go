@@ -93,3 +93,44 @@ func TestAppendJSONString(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJSONText: a record's JSON value with bytes that are not UTF-8
+// (in a field name or a string) comes out valid UTF-8 JSON, each such byte
+// escaped as in keys, everything else as it was.
+func TestAppendJSONText(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	// Each piece: its bytes and how a JSON text holds them inside a
+	// string literal, invalid bytes raw (as a producer may write them).
+	pieces := [][2]string{{"a", "a"}, {"é", "é"}, {"\xff", "\xff"}, {"\x80", "\x80"}, {"\xed\xa0\x80", "\xed\xa0\x80"},
+		{"\xc3", "\xc3"}, {"\"", `\"`}, {"\\", `\\`}, {"\n", `\n`}, {"😀", "😀"}, {"\xf0\x9f", "\xf0\x9f"}}
+	for n := 0; n < 20000; n++ {
+		var s [2]string    // the field name's bytes and the string's
+		var text [2]string // as the JSON text holds them
+		for j := range s {
+			for k := rng.Intn(5); k > 0; k-- {
+				p := pieces[rng.Intn(len(pieces))]
+				s[j] += p[0]
+				text[j] += p[1]
+			}
+		}
+		v := `{"n": 1.5e3, "` + text[0] + `": ["` + text[1] + `", true]}`
+		out := string(AppendJSONText([]byte("x"), v))[1:]
+		if !utf8.ValidString(out) || !gjson.Valid(out) {
+			t.Fatalf("%q renders as %q, not valid UTF-8 JSON", v, out)
+		}
+		if utf8.ValidString(v) && out != v {
+			t.Fatalf("valid UTF-8 %q renders as %q", v, out)
+		}
+		var name, str string // the last field's name and its array's first element
+		gjson.Parse(out).ForEach(func(k, val gjson.Result) bool {
+			name, str = k.Raw, val.Get("0").Raw
+			return true
+		})
+		if back := unescapeLossless(t, name); back != s[0] {
+			t.Fatalf("%q: the field name renders as %s, which reads back as %q", v, name, back)
+		}
+		if back := unescapeLossless(t, str); back != s[1] {
+			t.Fatalf("%q: the string renders as %s, which reads back as %q", v, str, back)
+		}
+	}
+}

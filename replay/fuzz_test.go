@@ -242,6 +242,17 @@ var fuzzSeeds = []string{
 		"{\"key\":\"\\u0000\\u001f\\u2028\\u2029\\\"\\\\\",\"value\":{\"ts\":4,\"x\":1}}\n" +
 		"{\"key\":\"a\x00b\",\"value\":{\"ts\":5,\"x\":1}}\n" +
 		"\xef\xbb\xbf{\"key\":\"bom\",\"value\":{\"ts\":6,\"x\":1}}\n",
+	// Two topics whose values hold bytes that are not UTF-8 in a field
+	// name and in a string: a join row carries the value, escaped as keys
+	// are (early rows, a match and unmatched final rows).
+	"{\"topic\":\"in\",\"partition\":0,\"key\":\"u1\",\"value\":{\"ts\":9000,\"\x8c\":5}}\n" +
+		"{\"clock\":20000}\n" +
+		"{\"topic\":\"b\",\"partition\":1,\"value\":{\"k\":\"u1\",\"ts\":9500,\"s\":\"a\xff\xc3\"}}\n" +
+		"{\"topic\":\"b\",\"partition\":0,\"value\":{\"k\":\"u2\",\"ts\":9600,\"\xfe\":\"\xed\xa0\x80\"}}\n" +
+		"{\"clock\":40000}\n" +
+		"{\"topic\":\"in\",\"partition\":1,\"key\":\"u3\",\"value\":{\"ts\":30000}}\n" +
+		"{\"topic\":\"b\",\"partition\":1,\"value\":{\"k\":\"u3\",\"ts\":90000}}\n" +
+		"{\"topic\":\"in\",\"partition\":0,\"key\":\"u3\",\"value\":{\"ts\":90000}}\n",
 	// Keys that are not strings; null and empty keys; duplicate members.
 	`{"key":{"a":[1,2]},"value":{"ts":1,"x":1}}
 {"key":123,"value":{"ts":1,"x":1}}

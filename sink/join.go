@@ -18,7 +18,8 @@ import (
 const HeaderRowID = "row_id"
 
 // JoinRows writes a join's rows (docs/SEMANTICS.md, Joins): one JSON
-// object a row, each side under its input's as.
+// object a row, each side under its input's as: the record's JSON value,
+// with any byte that is not valid UTF-8 escaped as in keys.
 type JoinRows struct {
 	sides    [2][]byte // `,"<as>":` of the left and the right input
 	interval bool
@@ -43,7 +44,7 @@ func (w *JoinRows) Append(b []byte, r *windowing.JoinRow) []byte {
 		if rec == nil {
 			b = append(b, "null"...)
 		} else {
-			b = append(b, rec.Value...)
+			b = codec.AppendJSONText(b, rec.Value)
 		}
 	}
 	if w.interval {
