@@ -5,7 +5,8 @@ import "unicode/utf8"
 // This file holds the one writer of JSON string literals: pane keys and
 // aggregate names, dead-letter and late-record fields, and the strings an
 // Avro or Protobuf value decodes to, so that a key prints alike wherever
-// it appears.
+// it appears; and AppendJSONText, which copies a record's JSON value with
+// the same escape of bytes that are not UTF-8.
 
 const hexDigits = "0123456789abcdef"
 
