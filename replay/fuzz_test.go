@@ -469,9 +469,15 @@ func checkReplay(t *testing.T, p *config.Pipeline, data []byte) {
 // a row that is not final is an unmatched one, and it is either retracted
 // (the retraction repeats it) or followed by the final unmatched row of
 // its record; a retraction follows the row it takes back.
+//
+// Replay's rows carry no offsets, so two records of one key with the same
+// value and time print the same rows: open counts a record's early rows
+// not yet taken back or made final, and each retraction or final
+// unmatched row settles one of them. A record shown early twice leaves
+// one open.
 func checkJoinRows(t *testing.T, p *config.Pipeline, res replayResult) {
 	t.Helper()
-	open := map[string]int{} // rows shown early, by their record
+	open := map[string]int{} // early rows not yet settled, by their record's printed form
 	var rows, retractions int64
 	for _, l := range lines(res.out) {
 		v := gjson.Parse(l)
@@ -493,21 +499,21 @@ func checkJoinRows(t *testing.T, p *config.Pipeline, res replayResult) {
 			open[record]--
 			retractions++
 		case !v.Get("pane.final").Bool():
-			if matched || open[record] != 0 {
-				t.Fatalf("%s: an early row that is a match, or shown twice: %s", p.Name, l)
+			if matched {
+				t.Fatalf("%s: an early row that is a match: %s", p.Name, l)
 			}
 			open[record]++
 			rows++
 		default:
-			if !matched {
-				open[record] = 0
+			if !matched && open[record] > 0 {
+				open[record]--
 			}
 			rows++
 		}
 	}
 	for record, n := range open {
 		if n != 0 {
-			t.Fatalf("%s: an early row neither retracted nor made final: %s", p.Name, record)
+			t.Fatalf("%s: %d early rows neither retracted nor made final (or one record shown early twice): %s", p.Name, n, record)
 		}
 	}
 	if rows != res.sum.Panes || retractions != res.sum.Retractions {
