@@ -71,8 +71,7 @@ func AppendJSONString(b []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', 'd', 'c', hexDigits[c>>4], hexDigits[c&0xf])
+			b = appendInvalidByte(append(b, s[start:i]...), c)
 			i += size
 			start = i
 			continue
@@ -90,9 +89,15 @@ func AppendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// appendInvalidByte appends the escape of c, a byte that is not part of
+// valid UTF-8: the lone surrogate \udc80 … \udcff of its value.
+func appendInvalidByte(b []byte, c byte) []byte {
+	return append(b, '\\', 'u', 'd', 'c', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
 // AppendJSONText appends the JSON text v (valid JSON, such as a record's
 // value) as it is, but for each byte that is not part of valid UTF-8,
-// which it writes as AppendJSONString does (\udc80 … \udcff). In valid
+// which it escapes as AppendJSONString does (appendInvalidByte). In valid
 // JSON such a byte can only be inside a string literal, where the escape
 // belongs, so the result is valid JSON and valid UTF-8 (docs/SEMANTICS.md,
 // Byte-exact keys).
@@ -108,8 +113,7 @@ func AppendJSONText(b []byte, v string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(v[i:])
 		if r == utf8.RuneError && size == 1 {
-			b = append(b, v[start:i]...)
-			b = append(b, '\\', 'u', 'd', 'c', hexDigits[v[i]>>4], hexDigits[v[i]&0xf])
+			b = appendInvalidByte(append(b, v[start:i]...), v[i])
 			start = i + 1
 		}
 		i += size

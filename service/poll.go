@@ -120,8 +120,9 @@ type prefetcher interface {
 	PrefetchKeys(part int32, keys []string)
 }
 
-// The engine is checked against prefetcher at run time: a renamed method
-// would quietly turn prefetching off.
+// prefetchLocked finds PrefetchKeys by a type assertion at run time, where a
+// renamed method would quietly turn prefetching off; this makes it a
+// compile error.
 var _ prefetcher = (*windowing.Engine)(nil)
 
 // prefetchLocked has the engine read the state of the records of
